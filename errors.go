@@ -1,0 +1,198 @@
+package retry
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrExhausted is the cause of an [*Error] when Do stopped because it made
+// every attempt that [WithMaxAttempts] allows, or because the time budget of
+// [WithMaxElapsed] was spent (see [ErrMaxElapsed], which wraps it).
+var ErrExhausted = errors.New("retry: attempts exhausted")
+
+// ErrMaxElapsed is the cause of an [*Error] when the next wait would have
+// ended after the time budget set by [WithMaxElapsed]. It wraps
+// [ErrExhausted], so errors.Is(err, ErrExhausted) holds as well.
+var ErrMaxElapsed = &wrapped{msg: "retry: time budget spent", err: ErrExhausted}
+
+// ErrInvalidOption is wrapped by every error that reports bad input: an
+// invalid option value, a nil fn, or a nil [*Retrier]. The wrapping error's
+// message names the problem. When Do returns it, fn was not called.
+var ErrInvalidOption = errors.New("retry: invalid option")
+
+// wrapped is a sentinel that wraps another sentinel without the ": " join
+// that fmt.Errorf would put in its message.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }
+
+// Error is the error Do returns whenever no attempt succeeded, whatever the
+// reason: the shape is the same on every path, so callers can rely on
+// errors.As and errors.Is alone.
+//
+// errors.Is(err, target) holds for the last attempt's error and for the
+// cause: [ErrExhausted], [ErrMaxElapsed], context.Canceled or
+// context.DeadlineExceeded, and a cause set with context.WithCancelCause.
+type Error struct {
+	// Outcome says why Do stopped. It is never OutcomeSuccess.
+	Outcome Outcome
+	// Attempts is how many times fn was called, the first call included.
+	// It is 0 when the context was done before the first attempt.
+	Attempts int
+	// Last is the error of the last attempt, nil when fn never ran.
+	// A [Permanent] marker is still in its chain.
+	Last error
+	// Cause is why Do stopped: ErrExhausted, ErrMaxElapsed, the context's
+	// cause (context.Cause), or context.DeadlineExceeded when the next wait
+	// would have passed the context's deadline. It is nil for
+	// OutcomePermanent, where Last says it all.
+	Cause error
+
+	// ctxErr is ctx.Err() when it differs from Cause, so that a custom
+	// cancellation cause does not hide context.Canceled.
+	ctxErr error
+}
+
+// Error names the cause, the number of attempts and the last error, as in
+// "retry: attempts exhausted after 3 attempts: connection refused".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("retry: ")
+	switch e.Outcome {
+	case OutcomePermanent:
+		b.WriteString("permanent error")
+	case OutcomeExhausted:
+		b.WriteString("attempts exhausted")
+	case OutcomeMaxElapsed:
+		b.WriteString("time budget spent")
+	default:
+		if e.Cause != nil {
+			b.WriteString(e.Cause.Error())
+		} else {
+			b.WriteString(e.Outcome.String())
+		}
+	}
+	if e.Attempts == 0 {
+		b.WriteString(" before the first attempt")
+	} else {
+		b.WriteString(" after ")
+		b.WriteString(strconv.Itoa(e.Attempts))
+		if e.Attempts == 1 {
+			b.WriteString(" attempt")
+		} else {
+			b.WriteString(" attempts")
+		}
+	}
+	if e.Last != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Last.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause, the context's error when it differs from the
+// cause, and the last attempt's error, leaving out the nil ones.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, 3)
+	for _, err := range [...]error{e.Cause, e.ctxErr, e.Last} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// Permanent marks err as not worth retrying: Do stops after the attempt
+// that returned it. The marker is found through fmt.Errorf's %w and
+// errors.Join, and errors.Is and errors.As see through it to err.
+// Permanent(nil) returns nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string { return p.err.Error() }
+func (p *permanentError) Unwrap() error { return p.err }
+
+// IsPermanent reports whether err's chain holds a [Permanent] marker.
+//
+// It does not look inside an [*Error]: a permanent failure stops the Do that
+// saw it, and an outer Do that wraps the inner one decides for itself.
+func IsPermanent(err error) bool {
+	return walk(err, func(err error) bool {
+		_, ok := err.(*permanentError)
+		return ok
+	}) != nil
+}
+
+// RetryAfter marks err with a delay the server asked for, such as an HTTP
+// Retry-After header or a gRPC pushback. The wait before the next attempt is
+// d instead of the backoff's delay, still capped by [WithMaxDelay] and
+// never jittered; a negative d is taken as 0. An error marked this way is
+// retried even when [WithRetryIf] would refuse it, because the server said
+// when to come back; [Permanent] still wins. errors.Is and errors.As see
+// through the marker to err. RetryAfter(nil, d) returns nil.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &retryAfterError{err: err, delay: max(d, 0)}
+}
+
+type retryAfterError struct {
+	err   error
+	delay time.Duration
+}
+
+func (r *retryAfterError) Error() string { return r.err.Error() }
+func (r *retryAfterError) Unwrap() error { return r.err }
+
+// retryAfterOf returns the delay of the first RetryAfter marker in err's
+// chain, not looking inside an *Error.
+func retryAfterOf(err error) (time.Duration, bool) {
+	found := walk(err, func(err error) bool {
+		_, ok := err.(*retryAfterError)
+		return ok
+	})
+	if found == nil {
+		return 0, false
+	}
+	return found.(*retryAfterError).delay, true
+}
+
+// walk returns the first error in err's tree, depth first, for which match
+// is true. Unlike errors.As it stops at an *Error, so that markers seen by an
+// inner Do do not leak into an outer one.
+func walk(err error, match func(error) bool) error {
+	for err != nil {
+		if match(err) {
+			return err
+		}
+		switch e := err.(type) {
+		case *Error:
+			return nil
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				if found := walk(inner, match); found != nil {
+					return found
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// Outcome says how a call of Do ended.
+type Outcome uint8
+
+// The outcomes of a call. Every call ends in exactly one of them.
+const (
+	// OutcomeSuccess: an attempt returned nil.
+	OutcomeSuccess Outcome = iota
+	// OutcomePermanent: an attempt's error was not retryable: marked
+	// [Permanent], refused by [WithRetryIf], or context.Canceled from a
+	// context other than Do's own.
+	OutcomePermanent
+	// OutcomeExhausted: the last attempt allowed by [WithMaxAttempts]
+	// failed.
+	OutcomeExhausted
+	// OutcomeMaxElapsed: the next wait would have ended after the
+	// [WithMaxElapsed] budget.
+	OutcomeMaxElapsed
+	// OutcomeDeadline: the context's deadline passed, or the next wait
+	// would have ended after it.
+	OutcomeDeadline
+	// OutcomeCanceled: the context was canceled.
+	OutcomeCanceled
+)
+
+// String returns the outcome's name in lower case, as used for metric
+// labels: "success", "permanent", "exhausted", "max-elapsed", "deadline" or
+// "canceled".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeSuccess:
+		return "success"
+	case OutcomePermanent:
+		return "permanent"
+	case OutcomeExhausted:
+		return "exhausted"
+	case OutcomeMaxElapsed:
+		return "max-elapsed"
+	case OutcomeDeadline:
+		return "deadline"
+	case OutcomeCanceled:
+		return "canceled"
+	default:
+		return "unknown"
+	}
+}
+
+// Observer receives the events of every call made through a Retrier, for
+// metrics, logs and traces. Set one with [WithObserver]; without one Do
+// makes no observer calls and reads no clock it does not need.
+//
+// Implementations must be safe for concurrent use, must not block, and
+// must not keep the ctx beyond the call. Do never holds a lock while it
+// calls them. Events are passed by value; an Observer may keep them.
+//
+// For one call the order is: OnAttemptStart, OnAttemptEnd, then either
+// OnRetry (a wait follows, then the next OnAttemptStart) or OnDone.
+// OnDone comes exactly once per call, also when no attempt ran.
+type Observer interface {
+	OnAttemptStart(ctx context.Context, e AttemptStart)
+	OnAttemptEnd(ctx context.Context, e AttemptEnd)
+	OnRetry(ctx context.Context, e RetryScheduled)
+	OnDone(ctx context.Context, e Done)
+}
+
+// AttemptStart is passed to [Observer.OnAttemptStart] just before fn is
+// called.
+type AttemptStart struct {
+	Name    string // the operation's name, from WithName
+	Attempt int    // 1 for the first call of fn
+}
+
+// AttemptEnd is passed to [Observer.OnAttemptEnd] as soon as fn returns.
+type AttemptEnd struct {
+	Name     string
+	Attempt  int
+	Err      error         // what fn returned; nil on success
+	Duration time.Duration // how long fn ran, on the Retrier's clock
+}
+
+// RetryScheduled is passed to [Observer.OnRetry] when an attempt failed
+// and Do is about to wait Delay before the next one.
+type RetryScheduled struct {
+	Name    string
+	Attempt int           // the attempt that failed
+	Delay   time.Duration // the wait before attempt Attempt+1; may be 0
+	Err     error         // the failed attempt's error
+}
+
+// Done is passed to [Observer.OnDone] once per call, when Do returns.
+type Done struct {
+	Name     string
+	Outcome  Outcome
+	Attempts int           // calls of fn made, the first included
+	Elapsed  time.Duration // from Do's start to its return, on the Retrier's clock
+	// Waited is true when the call ended during a wait (cancelled or past
+	// its deadline while sleeping), so that a gauge of calls waiting can
+	// be kept exactly.
+	Waited bool
+	Err    error // what Do returns; nil on success
+}
+
+// observers fans events out to several Observers, in the order given.
+type observers []Observer
+
+func (os observers) OnAttemptStart(ctx context.Context, e AttemptStart) {
+	for _, o := range os {
+		o.OnAttemptStart(ctx, e)
+	}
+}
+
+func (os observers) OnAttemptEnd(ctx context.Context, e AttemptEnd) {
+	for _, o := range os {
+		o.OnAttemptEnd(ctx, e)
+	}
+}
+
+func (os observers) OnRetry(ctx context.Context, e RetryScheduled) {
+	for _, o := range os {
+		o.OnRetry(ctx, e)
+	}
+}
+
+func (os observers) OnDone(ctx context.Context, e Done) {
+	for _, o := range os {
+		o.OnDone(ctx, e)
+	}
+}

@@ -1,0 +1,257 @@
+package retry
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Defaults used when an option is not given. They are also what the zero
+// [Retrier] does.
+const (
+	// DefaultMaxAttempts is the number of attempts, the first call
+	// included: one call and two retries, as the SRE book and the AWS SDKs
+	// use, so a failing dependency sees at most 3x its normal load.
+	DefaultMaxAttempts = 3
+	// DefaultMaxDelay caps every wait, server-supplied ones included, so a
+	// misbehaving Retry-After cannot park a caller for hours.
+	DefaultMaxDelay = 30 * time.Second
+	// DefaultInitialDelay, DefaultMultiplier and DefaultBackoffMax make the
+	// default backoff: Exponential(100ms, 2, 10s), with FullJitter.
+	DefaultInitialDelay = 100 * time.Millisecond
+	DefaultMultiplier   = 2.0
+	DefaultBackoffMax   = 10 * time.Second
+)
+
+// Unlimited, given to [WithMaxAttempts], removes the limit on attempts:
+// Do then stops only on success, a permanent error, the context or the
+// [WithMaxElapsed] budget.
+const Unlimited = math.MaxInt
+
+// Option configures a [Retrier]. Options are applied once, in order, by
+// [New] (or by the package-level [Do] and [DoValue]); a later option
+// overrides an earlier one of the same kind.
+type Option func(*config)
+
+// config holds what the options set. The zero value of every field means
+// "the default", which is what makes the zero Retrier usable.
+type config struct {
+	err            error // the first invalid option, reported by New
+	maxAttempts    int
+	backoff        Backoff
+	jitter         Jitter
+	jitterSet      bool
+	maxDelay       time.Duration
+	maxDelaySet    bool
+	maxElapsed     time.Duration
+	attemptTimeout time.Duration
+	clock          clock.Clock
+	retryIf        func(error) bool
+	rand           *lockedSource
+	observer       Observer
+	waitArmed      func(time.Duration)
+	name           string
+}
+
+func (c *config) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+	}
+}
+
+// WithMaxAttempts sets how many times fn may be called in all, the first
+// call included: WithMaxAttempts(1) never retries. n must be at least 1, or
+// [Unlimited]. Default: [DefaultMaxAttempts].
+func WithMaxAttempts(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.fail("WithMaxAttempts(%d): attempts must be at least 1, or Unlimited", n)
+			return
+		}
+		c.maxAttempts = n
+	}
+}
+
+// WithBackoff sets the schedule of waits between attempts. Default:
+// Exponential(100ms, 2, 10s). b must not be nil.
+func WithBackoff(b Backoff) Option {
+	return func(c *config) {
+		if b == nil {
+			c.fail("WithBackoff(nil): the backoff must not be nil")
+			return
+		}
+		if v, ok := b.(validator); ok {
+			if err := v.validate(); err != nil {
+				if c.err == nil {
+					c.err = err
+				}
+				return
+			}
+		}
+		c.backoff = b
+	}
+}
+
+// WithJitter sets how waits are randomized. Default: [FullJitter]. It has
+// no effect on [Decorrelated], which is random by itself.
+func WithJitter(j Jitter) Option {
+	return func(c *config) {
+		if err := j.validate(); err != nil {
+			if c.err == nil {
+				c.err = err
+			}
+			return
+		}
+		c.jitter, c.jitterSet = j, true
+	}
+}
+
+// WithMaxDelay caps every wait, after jitter, server-supplied [RetryAfter]
+// delays included. d must not be negative; 0 means no wait at all.
+// Default: [DefaultMaxDelay].
+func WithMaxDelay(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("WithMaxDelay(%v): the delay must not be negative", d)
+			return
+		}
+		c.maxDelay, c.maxDelaySet = d, true
+	}
+}
+
+// WithMaxElapsed sets a time budget for the whole call, attempts and waits
+// together, measured on the Retrier's clock from the start of Do. Before
+// each wait Do checks that the wait ends within the budget; if not, it
+// stops at once with [ErrMaxElapsed] (which matches [ErrExhausted]) instead
+// of sleeping. It does not interrupt a running attempt: use a context
+// deadline or [WithAttemptTimeout] for that. d must not be negative; 0
+// means no budget. Default: no budget.
+func WithMaxElapsed(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("WithMaxElapsed(%v): the budget must not be negative", d)
+			return
+		}
+		c.maxElapsed = d
+	}
+}
+
+// WithAttemptTimeout gives each attempt its own context, derived from Do's
+// with this timeout on the Retrier's clock. An attempt that times out is
+// retried like any other failure (unless Do's own context is done). d must
+// not be negative; 0 means no per-attempt timeout. Default: none.
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("WithAttemptTimeout(%v): the timeout must not be negative", d)
+			return
+		}
+		c.attemptTimeout = d
+	}
+}
+
+// WithClock sets the clock for waits, the time budget, attempt timeouts and
+// observer durations. Tests pass a *clock.Mock (see [WithWaitArmed] for the
+// recipe). Default: real time.
+//
+// Context deadlines are compared with the clock's Now, so with a mock
+// clock build them with mock.WithTimeout or mock.WithDeadline.
+func WithClock(c clock.Clock) Option {
+	return func(cfg *config) {
+		if c == nil {
+			cfg.fail("WithClock(nil): the clock must not be nil")
+			return
+		}
+		cfg.clock = c
+	}
+}
+
+// WithRetryIf sets which errors are worth another attempt: when f returns
+// false, Do stops with [OutcomePermanent]. f is not asked about errors
+// marked [Permanent] (never retried) or [RetryAfter] (always retried), nor
+// when Do's context is done. f must be safe for concurrent use. Default:
+// every error is retried.
+func WithRetryIf(f func(error) bool) Option {
+	return func(c *config) {
+		if f == nil {
+			c.fail("WithRetryIf(nil): the predicate must not be nil")
+			return
+		}
+		c.retryIf = f
+	}
+}
+
+// WithRandom sets the source of the random samples used by jitter and
+// [Decorrelated], such as rand.NewPCG(1, 2) for a reproducible schedule.
+// Sources are not safe for concurrent use, so the Retrier serializes its
+// calls to src with a mutex, taken only when a wait is computed. Default:
+// math/rand/v2's global generator, which needs no lock.
+func WithRandom(src rand.Source) Option {
+	return func(c *config) {
+		if src == nil {
+			c.fail("WithRandom(nil): the source must not be nil")
+			return
+		}
+		c.rand = &lockedSource{src: src}
+	}
+}
+
+// WithObserver adds an observer of attempts, retries and outcomes. Given
+// several times, every observer gets every event, in the order added. o
+// must not be nil. Default: none, which costs nothing.
+func WithObserver(o Observer) Option {
+	return func(c *config) {
+		if o == nil {
+			c.fail("WithObserver(nil): the observer must not be nil")
+			return
+		}
+		switch prev := c.observer.(type) {
+		case nil:
+			c.observer = o
+		case observers:
+			c.observer = append(prev[:len(prev):len(prev)], o)
+		default:
+			c.observer = observers{prev, o}
+		}
+	}
+}
+
+// WithWaitArmed sets a function that Do calls after it has armed the timer
+// for a wait of d and before it blocks on it. It exists for tests with a
+// mock clock: advancing the mock before the timer is armed would leave Do
+// waiting forever, so a test waits for this call and then advances the
+// clock by d. f runs on Do's goroutine and must not block for long.
+func WithWaitArmed(f func(d time.Duration)) Option {
+	return func(c *config) {
+		if f == nil {
+			c.fail("WithWaitArmed(nil): the function must not be nil")
+			return
+		}
+		c.waitArmed = f
+	}
+}
+
+// WithName names the operation for observers, logs and metrics (as their
+// "operation" label). Keep names few and fixed, such as "charge-card":
+// never put IDs or user input in them. Default: "".
+func WithName(name string) Option {
+	return func(c *config) { c.name = name }
+}
+
+// lockedSource makes a rand.Source safe for concurrent use.
+type lockedSource struct {
+	mu  sync.Mutex // guards src
+	src rand.Source
+}
+
+// float64 returns a uniform sample in [0, 1).
+func (l *lockedSource) float64() float64 {
+	l.mu.Lock()
+	x := l.src.Uint64()
+	l.mu.Unlock()
+	return float64(x>>11) / (1 << 53)
+}

@@ -1,0 +1,347 @@
+// Package retry calls a function again when it fails for a transient
+// reason, and stops at once when it fails for good.
+//
+//	err := retry.Do(ctx, func(ctx context.Context) error {
+//		return client.Send(ctx, msg)
+//	}, retry.WithMaxAttempts(5))
+//
+// Between attempts Do waits as a [Backoff] says, randomized by a [Jitter]
+// and capped by [WithMaxDelay]. An error marked [Permanent] stops at once;
+// one marked [RetryAfter] sets the next wait. Do never sleeps past its
+// context's deadline or its [WithMaxElapsed] budget: when the next wait
+// would end after either, it returns at once. Whenever no attempt
+// succeeds, the error is an [*Error] that matches both the reason for
+// stopping and the last attempt's error.
+//
+// Build a [Retrier] once with [New] and share it: it is immutable and safe
+// for concurrent use, and its Do makes no allocation when the first attempt
+// succeeds. The package-level [Do] and [DoValue] build one per call.
+//
+// For tests, [WithClock] takes a *clock.Mock from
+// github.com/benbjohnson/clock and [WithWaitArmed] says when to advance it;
+// see the Example for the recipe.
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Retrier runs functions with a fixed retry policy. Build one with [New].
+//
+// The zero Retrier is ready to use and behaves as New() with no options.
+// A Retrier is immutable and safe for concurrent use by multiple
+// goroutines; every call keeps its own state (attempt count, previous
+// wait, timer), so one Retrier may serve a whole program.
+type Retrier struct {
+	c config
+}
+
+// New returns a Retrier with the options applied in order. An invalid
+// option gives an error that wraps [ErrInvalidOption] and names the
+// problem; New never panics.
+func New(opts ...Option) (*Retrier, error) {
+	r := &Retrier{}
+	if err := r.c.apply(opts); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (c *config) apply(opts []Option) error {
+	for i, o := range opts {
+		if o == nil {
+			c.fail("option %d is nil", i)
+			continue
+		}
+		o(c)
+	}
+	return c.err
+}
+
+// Do calls fn until it succeeds or the policy says to stop, and returns
+// nil only if some call of fn returned nil. Otherwise the error is an
+// [*Error]; see the package documentation. Each call of fn gets ctx, or a
+// context derived from it when [WithAttemptTimeout] is set. If ctx is
+// already done, fn is not called.
+//
+// Do makes no allocation when the first attempt succeeds, starts no
+// goroutine, and uses at most one timer per call, reused across waits.
+func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: fn is nil", ErrInvalidOption)
+	}
+	_, err := run(ctx, r, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, fn(ctx)
+	})
+	return err
+}
+
+// DoValueWith is [Retrier.Do] for a function that returns a value (a
+// method cannot have type parameters). On success it returns the value of
+// the call that succeeded; otherwise the zero value and the error.
+func DoValueWith[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
+	if fn == nil {
+		var zero T
+		return zero, fmt.Errorf("%w: fn is nil", ErrInvalidOption)
+	}
+	return run(ctx, r, fn)
+}
+
+// Do calls fn with a Retrier built from opts; see [Retrier.Do]. It costs
+// one allocation per call for the options; on hot paths build a Retrier
+// once with [New] instead.
+func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
+	var r Retrier
+	if err := r.c.apply(opts); err != nil {
+		return err
+	}
+	return r.Do(ctx, fn)
+}
+
+// DoValue calls fn with a Retrier built from opts and returns the value of
+// the call that succeeded; see [Retrier.Do] and [DoValueWith].
+func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
+	var r Retrier
+	if err := r.c.apply(opts); err != nil {
+		var zero T
+		return zero, err
+	}
+	return DoValueWith(ctx, &r, fn)
+}
+
+// run checks what a caller can get wrong, then runs the loop.
+func run[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	switch {
+	case r == nil:
+		return zero, fmt.Errorf("%w: the *Retrier is nil; build one with New", ErrInvalidOption)
+	case ctx == nil:
+		return zero, fmt.Errorf("%w: the context is nil; use context.Background()", ErrInvalidOption)
+	case r.c.err != nil:
+		return zero, r.c.err
+	}
+	return loop(ctx, &r.c, fn)
+}
+
+// call is the state of one call of Do. It lives on Do's stack.
+type call struct {
+	cfg      *config
+	ctx      context.Context
+	start    time.Time // set only when something needs elapsed time
+	attempts int
+	prevWait time.Duration
+	last     error
+	timer    waitTimer
+}
+
+// loop is the retry engine. The order of checks after a failed attempt is
+// fixed: permanent, context, attempts, time budget, context deadline; only
+// then does Do wait.
+func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	c := call{cfg: cfg, ctx: ctx}
+	obs := cfg.observer
+	timed := obs != nil || cfg.maxElapsed > 0
+	if timed {
+		c.start = cfg.now()
+	}
+	maxAttempts := cfg.maxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	for {
+		if ctx.Err() != nil {
+			return zero, c.stopForContext(false)
+		}
+		c.attempts++
+		var attemptStart time.Time
+		if obs != nil {
+			obs.OnAttemptStart(ctx, AttemptStart{Name: cfg.name, Attempt: c.attempts})
+			attemptStart = cfg.now()
+		}
+		v, err := attempt(ctx, cfg, fn)
+		if obs != nil {
+			obs.OnAttemptEnd(ctx, AttemptEnd{Name: cfg.name, Attempt: c.attempts, Err: err, Duration: cfg.now().Sub(attemptStart)})
+		}
+		if err == nil {
+			c.timer.stop()
+			if obs != nil {
+				obs.OnDone(ctx, Done{Name: cfg.name, Outcome: OutcomeSuccess, Attempts: c.attempts, Elapsed: cfg.now().Sub(c.start)})
+			}
+			return v, nil
+		}
+		c.last = err
+
+		hint, hinted := time.Duration(0), false
+		switch {
+		case IsPermanent(err):
+			return zero, c.stop(OutcomePermanent, nil, nil, false)
+		case ctx.Err() != nil:
+			return zero, c.stopForContext(false)
+		case errors.Is(err, context.Canceled):
+			// Someone cancelled the work on purpose; another attempt
+			// would be cancelled too.
+			return zero, c.stop(OutcomePermanent, nil, nil, false)
+		}
+		if hint, hinted = retryAfterOf(err); !hinted && cfg.retryIf != nil && !cfg.retryIf(err) {
+			return zero, c.stop(OutcomePermanent, nil, nil, false)
+		}
+		if c.attempts >= maxAttempts {
+			return zero, c.stop(OutcomeExhausted, ErrExhausted, nil, false)
+		}
+
+		d := cfg.wait(c.attempts, c.prevWait, hint, hinted)
+		if cfg.maxElapsed > 0 && d >= cfg.maxElapsed-cfg.now().Sub(c.start) {
+			return zero, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, nil, false)
+		}
+		if deadline, ok := ctx.Deadline(); ok && d >= deadline.Sub(cfg.now()) {
+			return zero, c.stop(OutcomeDeadline, context.DeadlineExceeded, nil, false)
+		}
+		if obs != nil {
+			obs.OnRetry(ctx, RetryScheduled{Name: cfg.name, Attempt: c.attempts, Delay: d, Err: err})
+		}
+		c.prevWait = d
+		if d > 0 && !c.sleep(d) {
+			return zero, c.stopForContext(true)
+		}
+	}
+}
+
+// attempt calls fn once, with a per-attempt context if one is configured.
+func attempt[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
+	if cfg.attemptTimeout <= 0 {
+		return fn(ctx)
+	}
+	var cancel context.CancelFunc
+	if cfg.clock == nil {
+		ctx, cancel = context.WithTimeout(ctx, cfg.attemptTimeout)
+	} else {
+		ctx, cancel = cfg.clock.WithTimeout(ctx, cfg.attemptTimeout)
+	}
+	defer cancel()
+	return fn(ctx)
+}
+
+// stop ends a failed call: it releases the timer, builds the error and
+// tells the observer.
+func (c *call) stop(o Outcome, cause, ctxErr error, waited bool) error {
+	c.timer.stop()
+	err := &Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: cause, ctxErr: ctxErr}
+	if obs := c.cfg.observer; obs != nil {
+		obs.OnDone(c.ctx, Done{
+			Name: c.cfg.name, Outcome: o, Attempts: c.attempts,
+			Elapsed: c.cfg.now().Sub(c.start), Waited: waited, Err: err,
+		})
+	}
+	return err
+}
+
+// stopForContext ends a call whose context is done, keeping both the
+// context's cause and its error (they differ with context.WithCancelCause).
+func (c *call) stopForContext(waited bool) error {
+	ctxErr := c.ctx.Err()
+	cause := context.Cause(c.ctx)
+	o := OutcomeCanceled
+	if errors.Is(ctxErr, context.DeadlineExceeded) {
+		o = OutcomeDeadline
+	}
+	if cause == ctxErr {
+		ctxErr = nil
+	}
+	return c.stop(o, cause, ctxErr, waited)
+}
+
+// sleep waits d on the call's timer and reports whether it ran to the end
+// (false: the context was done first).
+func (c *call) sleep(d time.Duration) bool {
+	ch := c.timer.arm(c.cfg.clock, d)
+	if c.cfg.waitArmed != nil {
+		c.cfg.waitArmed(d)
+	}
+	select {
+	case <-ch:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// waitTimer is the one timer of a call, made at the first non-zero wait and
+// reset for the later ones. Without an injected clock it is a plain
+// time.Timer, which saves the clock package's wrapper allocation.
+type waitTimer struct {
+	real *time.Timer
+	mock *clock.Timer
+}
+
+func (w *waitTimer) arm(clk clock.Clock, d time.Duration) <-chan time.Time {
+	if clk == nil {
+		if w.real == nil {
+			w.real = time.NewTimer(d)
+		} else {
+			w.real.Reset(d) // Go 1.23 timers: no stale value can be left in C
+		}
+		return w.real.C
+	}
+	if w.mock == nil {
+		w.mock = clk.Timer(d)
+	} else {
+		w.mock.Reset(d)
+	}
+	return w.mock.C
+}
+
+func (w *waitTimer) stop() {
+	if w.real != nil {
+		w.real.Stop()
+	}
+	if w.mock != nil {
+		w.mock.Stop()
+	}
+}
+
+func (cfg *config) now() time.Time {
+	if cfg.clock == nil {
+		return time.Now()
+	}
+	return cfg.clock.Now()
+}
+
+// wait computes the wait after attempt failed:
+// min(jitter(backoff(attempt)), maxDelay), or min(hint, maxDelay) for a
+// server-supplied delay.
+func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time.Duration {
+	maxDelay := cfg.maxDelay
+	if !cfg.maxDelaySet {
+		maxDelay = DefaultMaxDelay
+	}
+	if hinted {
+		return min(hint, maxDelay)
+	}
+	b := cfg.backoff
+	if b == nil {
+		b = exponential{initial: DefaultInitialDelay, multiplier: DefaultMultiplier, max: DefaultBackoffMax}
+	}
+	d := max(b.Delay(attempt, prev, cfg.random()), 0)
+	j := cfg.jitter
+	if !cfg.jitterSet {
+		j = FullJitter
+	}
+	if _, random := b.(decorrelated); !random && j != NoJitter {
+		d = j.Apply(d, cfg.random())
+	}
+	return min(d, maxDelay)
+}
+
+func (cfg *config) random() float64 {
+	if cfg.rand == nil {
+		return rand.Float64()
+	}
+	return cfg.rand.float64()
+}
