@@ -55,6 +55,7 @@ type config struct {
 	observer       Observer
 	waitArmed      func(time.Duration)
 	name           string
+	payload        []byte
 }
 
 func (c *config) fail(format string, args ...any) {
@@ -240,6 +241,14 @@ func WithWaitArmed(f func(d time.Duration)) Option {
 // never put IDs or user input in them. Default: "".
 func WithName(name string) Option {
 	return func(c *config) { c.name = name }
+}
+
+// WithPayload attaches the operation's input, such as a request body, to
+// the call: idempotent calls fingerprint it to detect a key reused for
+// different work, and dead letters keep it for replay. Do does not copy p;
+// do not change it while the call runs. Default: none.
+func WithPayload(p []byte) Option {
+	return func(c *config) { c.payload = p }
 }
 
 // lockedSource makes a rand.Source safe for concurrent use.

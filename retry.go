@@ -64,6 +64,20 @@ func (c *config) apply(opts []Option) error {
 	return c.err
 }
 
+// With returns a new Retrier with r's options followed by opts, for
+// per-call settings such as [WithName] or [WithPayload] on top of a shared
+// policy. r is not changed.
+func (r *Retrier) With(opts ...Option) (*Retrier, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: the *Retrier is nil; build one with New", ErrInvalidOption)
+	}
+	n := &Retrier{c: r.c}
+	if err := n.c.apply(opts); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
 // Do calls fn until it succeeds or the policy says to stop, and returns
 // nil only if some call of fn returned nil. Otherwise the error is an
 // [*Error]; see the package documentation. Each call of fn gets ctx, or a

@@ -1,0 +1,106 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// IdempotencyStore records, per idempotency key, who is running the work
+// and how it ended, so that a repeated call never repeats a side effect.
+// Do claims the key before the first attempt, renews the claim before each
+// later attempt, and completes or releases it at the end.
+//
+// Every method must be atomic with respect to every other call on the same
+// key, from any goroutine or process sharing the store, and must be safe
+// for concurrent use. Stores measure leases and retention on their own
+// clock (the memory store takes one; servers use theirs). A store error
+// makes Do fail closed with [ErrIdempotencyUnavailable] unless the caller
+// opted into fail-open.
+type IdempotencyStore interface {
+	// Claim looks key up and, when it is free (never seen, its lease
+	// expired, or its retention expired), claims it for lease and stores
+	// fingerprint with it. It reports what it found:
+	//   - ClaimAcquired: the caller holds the key; Token fences the claim.
+	//   - ClaimHeld: another caller holds an unexpired lease.
+	//   - ClaimCompleted: a final outcome is stored in Record.
+	// For ClaimHeld and ClaimCompleted, Fingerprint is the one stored with
+	// the key.
+	Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error)
+	// Renew extends the lease held under token to lease from now. It
+	// returns ErrLeaseLost when token no longer holds the key.
+	Renew(ctx context.Context, key, token string, lease time.Duration) error
+	// Complete stores rec as the key's final outcome for retention and
+	// ends the lease. It returns ErrLeaseLost when token no longer holds
+	// the key; nothing is stored then.
+	Complete(ctx context.Context, key, token string, rec Record, retention time.Duration) error
+	// Release drops the claim held under token, so that a later Claim
+	// acquires the key at once. Releasing a claim that token no longer
+	// holds is not an error and changes nothing.
+	Release(ctx context.Context, key, token string) error
+}
+
+// ClaimStatus says what [IdempotencyStore.Claim] found.
+type ClaimStatus uint8
+
+// The results of a claim.
+const (
+	ClaimAcquired  ClaimStatus = iota + 1 // the caller now holds the key
+	ClaimHeld                             // another caller holds the key
+	ClaimCompleted                        // a final outcome is stored
+)
+
+// String returns "acquired", "held" or "completed".
+func (s ClaimStatus) String() string {
+	switch s {
+	case ClaimAcquired:
+		return "acquired"
+	case ClaimHeld:
+		return "held"
+	case ClaimCompleted:
+		return "completed"
+	default:
+		return "unknown"
+	}
+}
+
+// Claim is the result of [IdempotencyStore.Claim].
+type Claim struct {
+	Status ClaimStatus
+	// Token identifies this claim (ClaimAcquired only): Renew, Complete
+	// and Release succeed only while it still holds the key, so a caller
+	// whose lease expired and was taken over cannot overwrite the new
+	// holder's outcome.
+	Token string
+	// Fingerprint is the fingerprint stored with the key (ClaimHeld and
+	// ClaimCompleted).
+	Fingerprint string
+	// Record is the stored outcome (ClaimCompleted only).
+	Record Record
+}
+
+// Record is a final outcome kept by an [IdempotencyStore].
+type Record struct {
+	// Permanent is false for a success, whose encoded value is in Value,
+	// and true for a permanent failure, whose message is in Error.
+	Permanent bool
+	Value     []byte
+	Error     string
+}
+
+// Errors of idempotent calls. Each is matched with errors.Is.
+var (
+	// ErrInProgress: another caller holds the key. Do treats it as
+	// retryable: it backs off and looks again.
+	ErrInProgress = errors.New("retry: idempotency key in progress")
+	// ErrKeyReuse: the key was used before with a different payload
+	// fingerprint. fn is not called.
+	ErrKeyReuse = errors.New("retry: idempotency key reused with a different payload")
+	// ErrIdempotencyUnavailable: the store failed or timed out, so Do
+	// could not know whether the work already ran. fn is not called
+	// (fail closed) unless fail-open was chosen.
+	ErrIdempotencyUnavailable = errors.New("retry: idempotency store unavailable")
+	// ErrLeaseLost is returned by stores when a token no longer holds its
+	// key: the lease expired and another caller may have taken over.
+	ErrLeaseLost = errors.New("retry: idempotency lease lost")
+)
