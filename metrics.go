@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -49,6 +50,21 @@ func (o Outcome) String() string {
 	default:
 		return "unknown"
 	}
+}
+
+// MarshalText returns the outcome's name, so that JSON holds
+// "exhausted" rather than a number.
+func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// UnmarshalText parses a name returned by String.
+func (o *Outcome) UnmarshalText(b []byte) error {
+	for c := OutcomeSuccess; c <= OutcomeCanceled; c++ {
+		if c.String() == string(b) {
+			*o = c
+			return nil
+		}
+	}
+	return fmt.Errorf("retry: unknown outcome %q", b)
 }
 
 // Observer receives the events of every call made through a Retrier, for
@@ -103,7 +119,10 @@ type Done struct {
 	// its deadline while sleeping), so that a gauge of calls waiting can
 	// be kept exactly.
 	Waited bool
-	Err    error // what Do returns; nil on success
+	// DeadLetter says whether the call was dead-lettered, and if so
+	// whether a sink stored the record.
+	DeadLetter DeadLetterStatus
+	Err        error // what Do returns; nil on success
 }
 
 // observers fans events out to several Observers, in the order given.
