@@ -25,22 +25,35 @@ const (
 	// the wait is in [d/2, d].
 	EqualJitter
 
-	// proportionalJitter keeps its factor as float32 bits in the high 32
-	// bits, so that a Jitter stays a constant-friendly integer.
+	// proportionalJitter keeps its factor in the high 56 bits as a
+	// fixed-point fraction of 2^52, so that a Jitter stays a small
+	// comparable integer; badProportionalJitter keeps an out-of-range
+	// factor as float32 bits, only to name it in the error.
 	proportionalJitter
+	badProportionalJitter
 )
 
-const jitterKindMask = 0xff
+const (
+	jitterKindMask = 0xff
+	factorOne      = 1 << 52
+)
 
 // ProportionalJitter waits d scaled by a uniform random factor in
 // [1-factor, 1+factor), as gRPC does with factor 0.2. factor must be in
-// [0, 1]; New and Do reject other values with [ErrInvalidOption]. The
-// factor is kept with float32 precision.
+// [0, 1]; New and Do reject other values with [ErrInvalidOption].
 func ProportionalJitter(factor float64) Jitter {
-	return proportionalJitter | Jitter(math.Float32bits(float32(factor)))<<32
+	if !(factor >= 0 && factor <= 1) {
+		return badProportionalJitter | Jitter(math.Float32bits(float32(factor)))<<32
+	}
+	return proportionalJitter | Jitter(math.Round(factor*factorOne))<<8
 }
 
-func (j Jitter) factor() float64 { return float64(math.Float32frombits(uint32(j >> 32))) }
+func (j Jitter) factor() float64 {
+	if j&jitterKindMask == badProportionalJitter {
+		return float64(math.Float32frombits(uint32(j >> 32)))
+	}
+	return float64(j>>8) / factorOne
+}
 
 // Apply returns the jittered form of d for the uniform sample u in [0, 1)
 // (values outside are clamped into it). It never returns a negative
@@ -76,7 +89,7 @@ func (j Jitter) String() string {
 		return "FullJitter"
 	case EqualJitter:
 		return "EqualJitter"
-	case proportionalJitter:
+	case proportionalJitter, badProportionalJitter:
 		return fmt.Sprintf("ProportionalJitter(%v)", j.factor())
 	default:
 		return fmt.Sprintf("Jitter(%d)", uint64(j))
@@ -91,10 +104,12 @@ func (j Jitter) validate() error {
 		}
 		return nil
 	case proportionalJitter:
-		if f := j.factor(); !(f >= 0 && f <= 1) {
-			return fmt.Errorf("%w: ProportionalJitter(%v): factor must be in [0, 1]", ErrInvalidOption, f)
+		if j>>8 > factorOne {
+			return fmt.Errorf("%w: unknown jitter %d", ErrInvalidOption, uint64(j))
 		}
 		return nil
+	case badProportionalJitter:
+		return fmt.Errorf("%w: ProportionalJitter(%v): factor must be in [0, 1]", ErrInvalidOption, j.factor())
 	default:
 		return fmt.Errorf("%w: unknown jitter %d", ErrInvalidOption, uint64(j))
 	}

@@ -1,0 +1,737 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+)
+
+var (
+	errTransient = errors.New("transient")
+	errFatal     = errors.New("fatal")
+)
+
+// failing returns an fn that fails with err on its first n calls and then
+// succeeds, and a pointer to its call count.
+func failing(n int, err error) (func(context.Context) error, *atomic.Int64) {
+	var calls atomic.Int64
+	return func(context.Context) error {
+		if calls.Add(1) <= int64(n) {
+			return err
+		}
+		return nil
+	}, &calls
+}
+
+// recorder is an Observer that keeps every event, for asserting on waits
+// and outcomes without reaching into internals.
+type recorder struct {
+	mu      sync.Mutex
+	starts  []int
+	ends    []retry.AttemptEnd
+	retries []retry.RetryScheduled
+	done    []retry.Done
+}
+
+func (r *recorder) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts = append(r.starts, e.Attempt)
+}
+
+func (r *recorder) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ends = append(r.ends, e)
+}
+
+func (r *recorder) OnRetry(_ context.Context, e retry.RetryScheduled) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.retries = append(r.retries, e)
+}
+
+func (r *recorder) OnDone(_ context.Context, e retry.Done) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = append(r.done, e)
+}
+
+func (r *recorder) delays() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ds []time.Duration
+	for _, e := range r.retries {
+		ds = append(ds, e.Delay)
+	}
+	return ds
+}
+
+func mustNew(t testing.TB, opts ...retry.Option) *retry.Retrier {
+	t.Helper()
+	r, err := retry.New(opts...)
+	require.NoError(t, err)
+	return r
+}
+
+func TestDo_succeedsAfterTransientFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fn, calls := failing(2, errTransient)
+		rec := &recorder{}
+		r := mustNew(t, retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithObserver(rec))
+		start := time.Now()
+
+		err := r.Do(t.Context(), fn)
+
+		require.NoError(t, err)
+		assert.Equal(t, int64(3), calls.Load())
+		assert.Equal(t, 2*time.Second, time.Since(start), "two waits of 1s on fake time")
+		assert.Equal(t, []time.Duration{time.Second, time.Second}, rec.delays())
+		require.Len(t, rec.done, 1)
+		assert.Equal(t, retry.OutcomeSuccess, rec.done[0].Outcome)
+		assert.Equal(t, 3, rec.done[0].Attempts)
+		assert.Equal(t, 2*time.Second, rec.done[0].Elapsed)
+	})
+}
+
+func TestDoValue_returnsTheSucceedingCallsValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		v, err := retry.DoValue(t.Context(), func(context.Context) (string, error) {
+			n++
+			if n < 3 {
+				return fmt.Sprintf("partial %d", n), errTransient
+			}
+			return fmt.Sprintf("value %d", n), nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, "value 3", v)
+	})
+}
+
+func TestDoValue_failureReturnsZeroValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v, err := retry.DoValue(t.Context(), func(context.Context) (int, error) {
+			return 42, errTransient
+		}, retry.WithMaxAttempts(2))
+		require.ErrorIs(t, err, retry.ErrExhausted)
+		assert.Equal(t, 0, v)
+	})
+}
+
+func TestDoValueWith_usesThePrebuiltRetrier(t *testing.T) {
+	r := mustNew(t, retry.WithMaxAttempts(1))
+	calls := 0
+	_, err := retry.DoValueWith(t.Context(), r, func(context.Context) (int, error) {
+		calls++
+		return 0, errTransient
+	})
+	require.ErrorIs(t, err, retry.ErrExhausted)
+	assert.Equal(t, 1, calls)
+}
+
+func TestDo_neverReturnsNilWithoutASuccessfulCall(t *testing.T) {
+	// Every way Do can end except success must give a non-nil error.
+	synctest.Test(t, func(t *testing.T) {
+		cancelled, cancel := context.WithCancel(t.Context())
+		cancel()
+		cases := map[string]func() error{
+			"exhausted": func() error {
+				return retry.Do(t.Context(), func(context.Context) error { return errTransient }, retry.WithMaxAttempts(2))
+			},
+			"permanent": func() error {
+				return retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errFatal) })
+			},
+			"cancelled_before_start": func() error {
+				return retry.Do(cancelled, func(context.Context) error { return nil })
+			},
+			"max_elapsed": func() error {
+				return retry.Do(t.Context(), func(context.Context) error { return errTransient },
+					retry.WithMaxElapsed(time.Nanosecond), retry.WithMaxAttempts(retry.Unlimited))
+			},
+		}
+		for name, do := range cases {
+			assert.Error(t, do(), name)
+		}
+	})
+}
+
+func TestDo_permanentErrorStopsAtOnce(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+	}{
+		{"bare", retry.Permanent(errFatal)},
+		{"wrapped_twice", fmt.Errorf("ctx: %w", fmt.Errorf("more: %w", retry.Permanent(errFatal)))},
+		{"joined", errors.Join(errors.New("other"), retry.Permanent(errFatal))},
+		{"retry_after_inside_permanent", retry.Permanent(retry.RetryAfter(errFatal, time.Second))},
+		{"permanent_inside_retry_after", retry.RetryAfter(retry.Permanent(errFatal), time.Second)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			calls := 0
+			err := retry.Do(t.Context(), func(context.Context) error {
+				calls++
+				return tc.err
+			}, retry.WithMaxAttempts(5))
+
+			assert.Equal(t, 1, calls)
+			require.ErrorIs(t, err, errFatal)
+			assert.NotErrorIs(t, err, retry.ErrExhausted)
+			var re *retry.Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, retry.OutcomePermanent, re.Outcome)
+			assert.Equal(t, 1, re.Attempts)
+			assert.Contains(t, err.Error(), tc.err.Error(), "the original message, prefixes included")
+			assert.False(t, retry.IsPermanent(err), "an outer Do must decide for itself")
+		})
+	}
+}
+
+func TestPermanent_nilAndDetection(t *testing.T) {
+	assert.NoError(t, retry.Permanent(nil))
+	assert.NoError(t, retry.RetryAfter(nil, time.Second))
+	assert.False(t, retry.IsPermanent(nil))
+	assert.False(t, retry.IsPermanent(errFatal))
+	assert.True(t, retry.IsPermanent(fmt.Errorf("x: %w", retry.Permanent(errFatal))))
+	assert.True(t, retry.IsPermanent(errors.Join(errFatal, retry.Permanent(errTransient))))
+	assert.ErrorIs(t, retry.Permanent(errFatal), errFatal)
+	assert.Equal(t, errFatal.Error(), retry.Permanent(errFatal).Error())
+}
+
+func TestDo_exhaustedKeepsLastErrorAndCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		calls := 0
+		start := time.Now()
+		err := retry.Do(t.Context(), func(context.Context) error {
+			calls++
+			return fmt.Errorf("attempt %d: %w", calls, errTransient)
+		}, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithObserver(rec))
+
+		assert.Equal(t, 3, calls)
+		require.ErrorIs(t, err, retry.ErrExhausted)
+		require.ErrorIs(t, err, errTransient)
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, 3, re.Attempts)
+		assert.Equal(t, retry.OutcomeExhausted, re.Outcome)
+		assert.EqualError(t, re.Last, "attempt 3: transient")
+		assert.Equal(t, "retry: attempts exhausted after 3 attempts: attempt 3: transient", err.Error())
+		// No wait after the last attempt: two waits for three attempts.
+		assert.Len(t, rec.retries, 2)
+		assert.Equal(t, 2*time.Second, time.Since(start))
+	})
+}
+
+func TestDo_cancelDuringWaitReturnsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cause := errors.New("shutting down")
+		ctx, cancel := context.WithCancelCause(t.Context())
+		calls := 0
+		r := mustNew(t, retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(5))
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			done <- r.Do(ctx, func(context.Context) error {
+				calls++
+				return errTransient
+			})
+		}()
+		time.Sleep(500 * time.Millisecond) // fake time: Do is parked in its first wait
+		synctest.Wait()
+		cancel(cause)
+		err := <-done
+
+		assert.Equal(t, 500*time.Millisecond, time.Since(start), "returned without waiting further")
+		assert.Equal(t, 1, calls)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, err, cause)
+		assert.ErrorIs(t, err, errTransient)
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomeCanceled, re.Outcome)
+	})
+}
+
+func TestDo_doneContextNeverCallsFn(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	calls := 0
+	err := retry.Do(ctx, func(context.Context) error { calls++; return nil })
+	assert.Equal(t, 0, calls)
+	assert.ErrorIs(t, err, context.Canceled)
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 0, re.Attempts)
+	assert.NoError(t, re.Last)
+	assert.Equal(t, "retry: context canceled before the first attempt", err.Error())
+}
+
+func TestDo_contextCancellationErrorsAreNotRetried(t *testing.T) {
+	t.Run("own_context_cancelled_during_attempt", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		calls := 0
+		err := retry.Do(ctx, func(ctx context.Context) error {
+			calls++
+			cancel()
+			return ctx.Err()
+		}, retry.WithMaxAttempts(5))
+		assert.Equal(t, 1, calls)
+		assert.ErrorIs(t, err, context.Canceled)
+	})
+	t.Run("canceled_from_elsewhere", func(t *testing.T) {
+		calls := 0
+		err := retry.Do(t.Context(), func(ctx context.Context) error {
+			calls++
+			return fmt.Errorf("query: %w", context.Canceled)
+		}, retry.WithMaxAttempts(5))
+		assert.Equal(t, 1, calls)
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomePermanent, re.Outcome)
+	})
+}
+
+func TestDo_attemptTimeoutIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		err := retry.Do(t.Context(), func(ctx context.Context) error {
+			calls++
+			if calls < 3 {
+				<-ctx.Done() // hangs until the attempt's own timeout
+				return ctx.Err()
+			}
+			return nil
+		}, retry.WithAttemptTimeout(time.Second), retry.WithBackoff(retry.Constant(0)))
+		require.NoError(t, err)
+		assert.Equal(t, 3, calls)
+	})
+}
+
+func TestDo_stopsBeforeAWaitThatWouldPassTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		calls := 0
+		start := time.Now()
+		err := retry.Do(ctx, func(context.Context) error {
+			calls++
+			return errTransient
+		}, retry.WithBackoff(retry.Constant(6*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(10))
+
+		// Attempts at 0s and 6s; the next wait would end at 12s > 10s.
+		assert.Equal(t, 2, calls)
+		assert.Equal(t, 6*time.Second, time.Since(start), "no sleep toward the deadline")
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorIs(t, err, errTransient)
+		assert.NoError(t, ctx.Err(), "returned before the deadline")
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomeDeadline, re.Outcome)
+		assert.Equal(t, 2, re.Attempts)
+	})
+}
+
+func TestDo_stopsBeforeAWaitThatWouldPassMaxElapsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		start := time.Now()
+		err := retry.Do(t.Context(), func(context.Context) error {
+			calls++
+			time.Sleep(time.Second) // each attempt takes 1s of fake time
+			return errTransient
+		}, retry.WithBackoff(retry.Constant(3*time.Second)), retry.WithJitter(retry.NoJitter),
+			retry.WithMaxElapsed(10*time.Second), retry.WithMaxAttempts(retry.Unlimited))
+
+		// Attempts run 0-1s, 4-5s, 8-9s; the wait after would end at 12s.
+		assert.Equal(t, 3, calls)
+		assert.Equal(t, 9*time.Second, time.Since(start))
+		assert.ErrorIs(t, err, retry.ErrExhausted)
+		assert.ErrorIs(t, err, retry.ErrMaxElapsed)
+		assert.ErrorIs(t, err, errTransient)
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomeMaxElapsed, re.Outcome)
+	})
+}
+
+func TestDo_deadlineOnTheMockClock(t *testing.T) {
+	// With a mock clock, deadlines made by the mock are compared with the
+	// mock's time, and no real time passes.
+	synctest.Test(t, func(t *testing.T) {
+		mock := clock.NewMock()
+		ctx, cancel := mock.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		calls := 0
+		err := retry.Do(ctx, func(context.Context) error {
+			calls++
+			return errTransient
+		}, retry.WithClock(mock), retry.WithBackoff(retry.Constant(6*time.Second)), retry.WithJitter(retry.NoJitter))
+		assert.Equal(t, 1, calls)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorIs(t, err, errTransient)
+	})
+}
+
+func TestDo_retryAfterReplacesBackoffAndIsCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		calls := 0
+		err := retry.Do(t.Context(), func(context.Context) error {
+			calls++
+			switch calls {
+			case 1:
+				return retry.RetryAfter(errTransient, 3*time.Second)
+			case 2:
+				return retry.RetryAfter(errTransient, time.Hour)
+			case 3:
+				return retry.RetryAfter(errTransient, -time.Second)
+			case 4:
+				return errTransient
+			}
+			return nil
+		}, retry.WithBackoff(retry.Constant(100*time.Millisecond)), retry.WithJitter(retry.FullJitter),
+			retry.WithMaxDelay(time.Minute), retry.WithMaxAttempts(5), retry.WithObserver(rec))
+		require.NoError(t, err)
+		delays := rec.delays()
+		require.Len(t, delays, 4)
+		assert.Equal(t, []time.Duration{3 * time.Second, time.Minute, 0}, delays[:3], "hint, capped hint, negative hint")
+		assert.Less(t, delays[3], 100*time.Millisecond, "back to the jittered backoff")
+	})
+}
+
+func TestDo_retryAfterIsRetriedEvenWhenRetryIfRefuses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		err := retry.Do(t.Context(), func(context.Context) error {
+			calls++
+			if calls == 1 {
+				return retry.RetryAfter(errFatal, time.Second)
+			}
+			return errFatal
+		}, retry.WithRetryIf(func(error) bool { return false }), retry.WithMaxAttempts(5))
+		assert.Equal(t, 2, calls)
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomePermanent, re.Outcome)
+	})
+}
+
+func TestDo_retryIfClassifies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		err := retry.Do(t.Context(), func(context.Context) error {
+			calls++
+			if calls < 3 {
+				return errTransient
+			}
+			return errFatal
+		}, retry.WithRetryIf(func(err error) bool { return errors.Is(err, errTransient) }), retry.WithMaxAttempts(10))
+		assert.Equal(t, 3, calls)
+		assert.ErrorIs(t, err, errFatal)
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomePermanent, re.Outcome)
+	})
+}
+
+func TestDo_exponentialScheduleWithoutJitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		err := retry.Do(t.Context(), func(context.Context) error { return errTransient },
+			retry.WithBackoff(retry.Exponential(100*time.Millisecond, 2, time.Second)), retry.WithJitter(retry.NoJitter),
+			retry.WithMaxAttempts(8), retry.WithObserver(rec))
+		require.ErrorIs(t, err, retry.ErrExhausted)
+		ms := time.Millisecond
+		assert.Equal(t, []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second, time.Second, time.Second}, rec.delays())
+	})
+}
+
+func TestDo_maxDelayCapsJitteredWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		_ = retry.Do(t.Context(), func(context.Context) error { return errTransient },
+			retry.WithBackoff(retry.Constant(10*time.Second)), retry.WithJitter(retry.ProportionalJitter(0.5)),
+			retry.WithMaxDelay(11*time.Second), retry.WithMaxAttempts(50), retry.WithRandom(rand.NewPCG(1, 2)), retry.WithObserver(rec))
+		for _, d := range rec.delays() {
+			assert.GreaterOrEqual(t, d, 5*time.Second)
+			assert.LessOrEqual(t, d, 11*time.Second)
+		}
+	})
+}
+
+func TestDo_seededScheduleIsReproducible(t *testing.T) {
+	schedule := func(seed uint64) []time.Duration {
+		rec := &recorder{}
+		synctest.Test(t, func(t *testing.T) {
+			_ = retry.Do(t.Context(), func(context.Context) error { return errTransient },
+				retry.WithRandom(rand.NewPCG(seed, seed)), retry.WithMaxAttempts(10),
+				retry.WithBackoff(retry.Exponential(time.Second, 2, time.Minute)), retry.WithObserver(rec))
+		})
+		return rec.delays()
+	}
+	a, b, c := schedule(7), schedule(7), schedule(8)
+	require.Len(t, a, 9)
+	assert.Equal(t, a, b, "same seed, same waits")
+	assert.NotEqual(t, a, c, "another seed, other waits")
+}
+
+func TestDo_decorrelatedIgnoresJitterAndStaysInBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		_ = retry.Do(t.Context(), func(context.Context) error { return errTransient },
+			retry.WithBackoff(retry.Decorrelated(time.Second, 20*time.Second)), retry.WithJitter(retry.FullJitter),
+			retry.WithMaxAttempts(30), retry.WithRandom(rand.NewPCG(3, 4)), retry.WithObserver(rec))
+		prev := time.Second
+		for i, d := range rec.delays() {
+			assert.GreaterOrEqual(t, d, time.Second, "wait %d at least base: full jitter was not applied", i)
+			assert.LessOrEqual(t, d, min(3*prev, 20*time.Second), "wait %d", i)
+			prev = d
+		}
+	})
+}
+
+func TestNew_rejectsBadInputWithoutCallingFn(t *testing.T) {
+	cases := []struct {
+		name string
+		opt  retry.Option
+		want string
+	}{
+		{"zero_attempts", retry.WithMaxAttempts(0), "WithMaxAttempts(0): attempts must be at least 1, or Unlimited"},
+		{"negative_attempts", retry.WithMaxAttempts(-3), "WithMaxAttempts(-3)"},
+		{"nil_backoff", retry.WithBackoff(nil), "WithBackoff(nil)"},
+		{"negative_constant", retry.WithBackoff(retry.Constant(-time.Second)), "Constant(-1s): the delay must not be negative"},
+		{"negative_linear", retry.WithBackoff(retry.Linear(-1, 0, 0)), "durations must not be negative"},
+		{"linear_max_below_initial", retry.WithBackoff(retry.Linear(2*time.Second, 0, time.Second)), "max is less than initial"},
+		{"multiplier_below_one", retry.WithBackoff(retry.Exponential(time.Second, 0.5, time.Minute)), "multiplier must be a finite number of at least 1"},
+		{"multiplier_nan", retry.WithBackoff(retry.Exponential(time.Second, nanFloat(), time.Minute)), "Exponential(1s, NaN, 1m0s)"},
+		{"multiplier_inf", retry.WithBackoff(retry.Exponential(time.Second, infFloat(), time.Minute)), "multiplier must be"},
+		{"negative_initial", retry.WithBackoff(retry.Exponential(-time.Second, 2, time.Minute)), "durations must not be negative"},
+		{"exponential_max_below_initial", retry.WithBackoff(retry.Exponential(time.Minute, 2, time.Second)), "max is less than initial"},
+		{"decorrelated_zero_base", retry.WithBackoff(retry.Decorrelated(0, time.Second)), "base must be positive"},
+		{"decorrelated_max_below_base", retry.WithBackoff(retry.Decorrelated(time.Minute, time.Second)), "max is less than base"},
+		{"jitter_factor_too_big", retry.WithJitter(retry.ProportionalJitter(1.5)), "ProportionalJitter(1.5): factor must be in [0, 1]"},
+		{"jitter_factor_nan", retry.WithJitter(retry.ProportionalJitter(nanFloat())), "ProportionalJitter(NaN)"},
+		{"jitter_unknown", retry.WithJitter(retry.Jitter(99)), "unknown jitter 99"},
+		{"negative_max_delay", retry.WithMaxDelay(-time.Second), "WithMaxDelay(-1s)"},
+		{"negative_max_elapsed", retry.WithMaxElapsed(-time.Second), "WithMaxElapsed(-1s)"},
+		{"negative_attempt_timeout", retry.WithAttemptTimeout(-time.Second), "WithAttemptTimeout(-1s)"},
+		{"nil_clock", retry.WithClock(nil), "WithClock(nil)"},
+		{"nil_retry_if", retry.WithRetryIf(nil), "WithRetryIf(nil)"},
+		{"nil_random", retry.WithRandom(nil), "WithRandom(nil)"},
+		{"nil_observer", retry.WithObserver(nil), "WithObserver(nil)"},
+		{"nil_wait_armed", retry.WithWaitArmed(nil), "WithWaitArmed(nil)"},
+		{"nil_option", nil, "option 0 is nil"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := retry.New(tc.opt)
+			assert.Nil(t, r)
+			require.ErrorIs(t, err, retry.ErrInvalidOption)
+			assert.Contains(t, err.Error(), tc.want)
+
+			calls := 0
+			err = retry.Do(t.Context(), func(context.Context) error { calls++; return nil }, tc.opt)
+			require.ErrorIs(t, err, retry.ErrInvalidOption)
+			_, err = retry.DoValue(t.Context(), func(context.Context) (int, error) { calls++; return 1, nil }, tc.opt)
+			require.ErrorIs(t, err, retry.ErrInvalidOption)
+			assert.Equal(t, 0, calls, "fn must not be called")
+		})
+	}
+}
+
+func TestDo_rejectsNilFnRetrierAndContext(t *testing.T) {
+	var nilRetrier *retry.Retrier
+	//nolint:staticcheck // a nil context is the bad input under test
+	cases := map[string]error{
+		"nil_fn":               retry.Do(t.Context(), nil),
+		"nil_value_fn":         func() error { _, err := retry.DoValue[int](t.Context(), nil); return err }(),
+		"nil_retrier":          nilRetrier.Do(t.Context(), func(context.Context) error { return nil }),
+		"nil_retrier_value":    func() error { _, err := retry.DoValueWith(t.Context(), nilRetrier, okValue); return err }(),
+		"nil_retrier_with":     func() error { _, err := nilRetrier.With(); return err }(),
+		"nil_context":          retry.Do(nilContext(), func(context.Context) error { return nil }),
+		"with_invalid_options": func() error { _, err := mustNew(t).With(retry.WithMaxAttempts(0)); return err }(),
+	}
+	for name, err := range cases {
+		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
+	}
+}
+
+func TestRetrier_zeroValueUsesDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r retry.Retrier
+		fn, calls := failing(100, errTransient)
+		err := r.Do(t.Context(), fn)
+		require.ErrorIs(t, err, retry.ErrExhausted)
+		assert.Equal(t, int64(retry.DefaultMaxAttempts), calls.Load())
+	})
+}
+
+func TestRetrier_withAddsOptionsAndLeavesTheOriginal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := mustNew(t, retry.WithMaxAttempts(2))
+		named, err := base.With(retry.WithMaxAttempts(4))
+		require.NoError(t, err)
+
+		fn, calls := failing(100, errTransient)
+		_ = named.Do(t.Context(), fn)
+		assert.Equal(t, int64(4), calls.Load())
+		fn, calls = failing(100, errTransient)
+		_ = base.Do(t.Context(), fn)
+		assert.Equal(t, int64(2), calls.Load())
+	})
+}
+
+func TestRetrier_isReusableAndSafeForConcurrentUse(t *testing.T) {
+	// A shared Retrier must give every call the full policy: the bug of
+	// stateful backoffs is that a second call gets fewer attempts.
+	synctest.Test(t, func(t *testing.T) {
+		r := mustNew(t, retry.WithMaxAttempts(4), retry.WithBackoff(retry.Exponential(time.Millisecond, 2, time.Second)),
+			retry.WithRandom(rand.NewPCG(1, 1)))
+		var wg sync.WaitGroup
+		counts := make([]atomic.Int64, 50)
+		for i := range counts {
+			wg.Go(func() {
+				_ = r.Do(t.Context(), func(context.Context) error { counts[i].Add(1); return errTransient })
+			})
+		}
+		wg.Wait()
+		for i := range counts {
+			assert.Equal(t, int64(4), counts[i].Load(), "call %d", i)
+		}
+	})
+}
+
+func TestDo_observerSeesEveryEventInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, rec2 := &recorder{}, &recorder{}
+		fn, _ := failing(1, errTransient)
+		err := retry.Do(t.Context(), fn, retry.WithName("charge"), retry.WithObserver(rec), retry.WithObserver(rec2),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
+		require.NoError(t, err)
+		for _, r := range []*recorder{rec, rec2} {
+			assert.Equal(t, []int{1, 2}, r.starts)
+			require.Len(t, r.ends, 2)
+			assert.ErrorIs(t, r.ends[0].Err, errTransient)
+			assert.NoError(t, r.ends[1].Err)
+			require.Len(t, r.retries, 1)
+			assert.Equal(t, retry.RetryScheduled{Name: "charge", Attempt: 1, Delay: time.Second, Err: errTransient}, r.retries[0])
+			require.Len(t, r.done, 1)
+			assert.Equal(t, retry.Done{Name: "charge", Outcome: retry.OutcomeSuccess, Attempts: 2, Elapsed: time.Second}, r.done[0])
+		}
+	})
+}
+
+func TestDo_observerDoneWhenCancelledDuringWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		go func() { time.Sleep(time.Second); cancel() }()
+		err := retry.Do(ctx, func(context.Context) error { return errTransient },
+			retry.WithObserver(rec), retry.WithBackoff(retry.Constant(time.Minute)))
+		require.ErrorIs(t, err, context.Canceled)
+		require.Len(t, rec.done, 1)
+		assert.True(t, rec.done[0].Waited)
+		assert.Equal(t, retry.OutcomeCanceled, rec.done[0].Outcome)
+		assert.Equal(t, err, rec.done[0].Err)
+	})
+}
+
+// countingClock counts the timers a call asks for.
+type countingClock struct {
+	*clock.Mock
+	timers atomic.Int64
+}
+
+func (c *countingClock) Timer(d time.Duration) *clock.Timer {
+	c.timers.Add(1)
+	return c.Mock.Timer(d)
+}
+
+func TestDo_usesOneTimerPerCallAndNoneForZeroWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := &countingClock{Mock: clock.NewMock()}
+		armed := make(chan time.Duration)
+		r := mustNew(t, retry.WithClock(clk), retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
+			retry.WithMaxAttempts(5), retry.WithWaitArmed(func(d time.Duration) { armed <- d }))
+		done := make(chan error, 1)
+		before := runtime.NumGoroutine()
+		go func() { done <- r.Do(t.Context(), func(context.Context) error { return errTransient }) }()
+		for range 4 {
+			d := <-armed
+			assert.Equal(t, before+1, runtime.NumGoroutine(), "Do starts no goroutine of its own")
+			clk.Add(d)
+		}
+		require.ErrorIs(t, <-done, retry.ErrExhausted)
+		assert.Equal(t, int64(1), clk.timers.Load(), "one timer, reset for every wait")
+
+		zero := &countingClock{Mock: clock.NewMock()}
+		fn, calls := failing(3, errTransient)
+		err := retry.Do(t.Context(), fn, retry.WithClock(zero), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(5))
+		require.NoError(t, err)
+		assert.Equal(t, int64(4), calls.Load())
+		assert.Equal(t, int64(0), zero.timers.Load(), "zero waits take no timer")
+	})
+}
+
+func TestDo_mockClockRecipe(t *testing.T) {
+	// The recipe from the package docs, run without synctest: WaitArmed
+	// says when Do is parked, so mock.Add never races the timer.
+	mock := clock.NewMock()
+	armed := make(chan time.Duration)
+	r := mustNew(t, retry.WithClock(mock), retry.WithBackoff(retry.Exponential(time.Second, 2, time.Minute)),
+		retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(4), retry.WithWaitArmed(func(d time.Duration) { armed <- d }))
+	done := make(chan error, 1)
+	fn, calls := failing(3, errTransient)
+	go func() { done <- r.Do(t.Context(), fn) }()
+	var waits []time.Duration
+	for range 3 {
+		d := <-armed
+		waits = append(waits, d)
+		mock.Add(d)
+	}
+	require.NoError(t, <-done)
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, waits)
+	assert.Equal(t, int64(4), calls.Load())
+}
+
+func TestDo_parkedCallsAllReturnOnCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		r := mustNew(t, retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2))
+		const n = 1000
+		errs := make(chan error, n)
+		for range n {
+			go func() { errs <- r.Do(ctx, func(context.Context) error { return errTransient }) }()
+		}
+		synctest.Wait() // all parked in their wait
+		start := time.Now()
+		cancel()
+		for range n {
+			assert.ErrorIs(t, <-errs, context.Canceled)
+		}
+		assert.Equal(t, time.Duration(0), time.Since(start))
+	})
+}
+
+func okValue(context.Context) (int, error) { return 1, nil }
+
+// nilContext hides a nil context from vet.
+func nilContext() context.Context { return nil }
