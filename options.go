@@ -41,6 +41,7 @@ type Option func(*config)
 // "the default", which is what makes the zero Retrier usable.
 type config struct {
 	err            error // the first invalid option, reported by New
+	slow           bool  // the first attempt needs the loop's state; set by apply
 	maxAttempts    int
 	backoff        Backoff
 	jitter         Jitter

@@ -61,6 +61,9 @@ func (c *config) apply(opts []Option) error {
 		}
 		o(c)
 	}
+	// Everything that needs the loop's state from the first attempt on
+	// sends calls down the slow path.
+	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0
 	return c.err
 }
 
@@ -87,24 +90,55 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 // Do makes no allocation when the first attempt succeeds, starts no
 // goroutine, and uses at most one timer per call, reused across waits.
 func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error {
-	if fn == nil {
+	if r == nil || ctx == nil || fn == nil {
+		return badCall(r == nil, ctx == nil)
+	}
+	if !r.c.slow && ctx.Err() == nil {
+		// The fast path: nothing to observe, time or record, so the
+		// first attempt needs none of the loop's state.
+		if err := fn(ctx); err != nil {
+			_, err = loop(ctx, &r.c, unit(fn), err)
+			return err
+		}
+		return nil
+	}
+	_, err := loop(ctx, &r.c, unit(fn), nil)
+	return err
+}
+
+// unit adapts fn to the value-returning form the loop runs.
+func unit(fn func(context.Context) error) func(context.Context) (struct{}, error) {
+	return func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }
+}
+
+// badCall names what is missing from a call.
+func badCall(nilRetrier, nilContext bool) error {
+	switch {
+	case nilRetrier:
+		return fmt.Errorf("%w: the *Retrier is nil; build one with New", ErrInvalidOption)
+	case nilContext:
+		return fmt.Errorf("%w: the context is nil; use context.Background()", ErrInvalidOption)
+	default:
 		return fmt.Errorf("%w: fn is nil", ErrInvalidOption)
 	}
-	_, err := run(ctx, r, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, fn(ctx)
-	})
-	return err
 }
 
 // DoValueWith is [Retrier.Do] for a function that returns a value (a
 // method cannot have type parameters). On success it returns the value of
 // the call that succeeded; otherwise the zero value and the error.
 func DoValueWith[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
-	if fn == nil {
+	if r == nil || ctx == nil || fn == nil {
 		var zero T
-		return zero, fmt.Errorf("%w: fn is nil", ErrInvalidOption)
+		return zero, badCall(r == nil, ctx == nil)
 	}
-	return run(ctx, r, fn)
+	if !r.c.slow && ctx.Err() == nil {
+		v, err := fn(ctx)
+		if err != nil {
+			return loop(ctx, &r.c, fn, err)
+		}
+		return v, nil
+	}
+	return loop(ctx, &r.c, fn, nil)
 }
 
 // Do calls fn with a Retrier built from opts; see [Retrier.Do]. It costs
@@ -129,20 +163,6 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 	return DoValueWith(ctx, &r, fn)
 }
 
-// run checks what a caller can get wrong, then runs the loop.
-func run[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
-	var zero T
-	switch {
-	case r == nil:
-		return zero, fmt.Errorf("%w: the *Retrier is nil; build one with New", ErrInvalidOption)
-	case ctx == nil:
-		return zero, fmt.Errorf("%w: the context is nil; use context.Background()", ErrInvalidOption)
-	case r.c.err != nil:
-		return zero, r.c.err
-	}
-	return loop(ctx, &r.c, fn)
-}
-
 // call is the state of one call of Do. It lives on Do's stack.
 type call struct {
 	cfg      *config
@@ -154,41 +174,50 @@ type call struct {
 	timer    waitTimer
 }
 
-// loop is the retry engine. The order of checks after a failed attempt is
-// fixed: permanent, context, attempts, time budget, context deadline; only
-// then does Do wait.
-func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
+// loop is the retry engine. If firstErr is not nil, the first attempt has
+// already run (on the fast path of run) and failed with it.
+//
+// The order of checks after a failed attempt is fixed: permanent, context,
+// classification, attempts, time budget, context deadline; only then does
+// Do wait.
+func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error), firstErr error) (T, error) {
 	var zero T
 	c := call{cfg: cfg, ctx: ctx}
 	obs := cfg.observer
-	timed := obs != nil || cfg.maxElapsed > 0
-	if timed {
+	if obs != nil || cfg.maxElapsed > 0 {
 		c.start = cfg.now()
 	}
 	maxAttempts := cfg.maxAttempts
 	if maxAttempts == 0 {
 		maxAttempts = DefaultMaxAttempts
 	}
+	err := firstErr
+	if err != nil {
+		c.attempts = 1
+	}
 	for {
-		if ctx.Err() != nil {
-			return zero, c.stopForContext(false)
-		}
-		c.attempts++
-		var attemptStart time.Time
-		if obs != nil {
-			obs.OnAttemptStart(ctx, AttemptStart{Name: cfg.name, Attempt: c.attempts})
-			attemptStart = cfg.now()
-		}
-		v, err := attempt(ctx, cfg, fn)
-		if obs != nil {
-			obs.OnAttemptEnd(ctx, AttemptEnd{Name: cfg.name, Attempt: c.attempts, Err: err, Duration: cfg.now().Sub(attemptStart)})
-		}
-		if err == nil {
-			c.timer.stop()
-			if obs != nil {
-				obs.OnDone(ctx, Done{Name: cfg.name, Outcome: OutcomeSuccess, Attempts: c.attempts, Elapsed: cfg.now().Sub(c.start)})
+		if err == nil { // no failed attempt pending: run the next one
+			if ctx.Err() != nil {
+				return zero, c.stopForContext(false)
 			}
-			return v, nil
+			c.attempts++
+			var attemptStart time.Time
+			if obs != nil {
+				obs.OnAttemptStart(ctx, AttemptStart{Name: cfg.name, Attempt: c.attempts})
+				attemptStart = cfg.now()
+			}
+			var v T
+			v, err = attempt(ctx, cfg, fn)
+			if obs != nil {
+				obs.OnAttemptEnd(ctx, AttemptEnd{Name: cfg.name, Attempt: c.attempts, Err: err, Duration: cfg.now().Sub(attemptStart)})
+			}
+			if err == nil {
+				c.timer.stop()
+				if obs != nil {
+					obs.OnDone(ctx, Done{Name: cfg.name, Outcome: OutcomeSuccess, Attempts: c.attempts, Elapsed: cfg.now().Sub(c.start)})
+				}
+				return v, nil
+			}
 		}
 		c.last = err
 
@@ -224,6 +253,7 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 		if d > 0 && !c.sleep(d) {
 			return zero, c.stopForContext(true)
 		}
+		err = nil
 	}
 }
 

@@ -1,0 +1,145 @@
+package retry_test
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+)
+
+// sink keeps results alive so the compiler cannot drop the calls.
+var sink error
+
+// succeed is the cheapest possible fn. The baseline calls it through a
+// func value, as Do does, so neither side gets it inlined.
+func succeed(context.Context) error { return nil }
+
+var succeedFn = succeed
+
+// threeFailures fails on the first three of every four calls.
+type threeFailures struct{ n int }
+
+func (f *threeFailures) call(context.Context) error {
+	f.n++
+	if f.n%4 != 0 {
+		return errTransient
+	}
+	return nil
+}
+
+func TestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates; run without -race")
+	}
+	ctx := context.Background()
+	r := mustNew(t, retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+	f := &threeFailures{}
+	value := func(context.Context) (int, error) { return 1, nil }
+	cases := []struct {
+		name       string
+		wantAllocs float64
+		fn         func()
+	}{
+		{"retrier_first_try_success", 0, func() { sink = r.Do(ctx, succeed) }},
+		{"retrier_value_first_try_success", 0, func() { _, sink = retry.DoValueWith(ctx, r, value) }},
+		{"retrier_three_failures_zero_waits", 0, func() { sink = r.Do(ctx, f.call) }},
+		{"package_do_three_options", 2, func() {
+			sink = retry.Do(ctx, succeed, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter))
+		}},
+		{"backoff_delay", 0, func() {
+			_ = retry.Exponential(time.Millisecond, 2, time.Second).Delay(7, 0, 0.5)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := testing.AllocsPerRun(1000, tc.fn)
+			assert.LessOrEqual(t, got, tc.wantAllocs)
+		})
+	}
+	require.NoError(t, r.Do(ctx, f.call), "the failing fn still ends in success")
+}
+
+func BenchmarkDirect(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		sink = succeedFn(ctx)
+	}
+}
+
+func BenchmarkRetrierDo_firstTrySuccess(b *testing.B) {
+	ctx := context.Background()
+	r := mustNew(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = r.Do(ctx, succeedFn)
+	}
+}
+
+func BenchmarkDo_threeOptions(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = retry.Do(ctx, succeed, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter))
+	}
+}
+
+func BenchmarkRetrierDo_threeFailuresZeroWaits(b *testing.B) {
+	ctx := context.Background()
+	r := mustNew(b, retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+	f := &threeFailures{}
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = r.Do(ctx, f.call)
+	}
+}
+
+// BenchmarkParkedCalls parks 100,000 calls in a one-hour wait, reports the
+// heap each one holds (goroutine stacks are not heap), then cancels their
+// shared context and reports how long it takes until all have returned.
+func BenchmarkParkedCalls(b *testing.B) {
+	const n = 100_000
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		var parked sync.WaitGroup
+		parked.Add(n)
+		r := mustNew(b, retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2),
+			retry.WithWaitArmed(func(time.Duration) { parked.Done() }))
+
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		var returned sync.WaitGroup
+		returned.Add(n)
+		var cancelled atomic.Int64
+		for range n {
+			go func() {
+				defer returned.Done()
+				if r.Do(ctx, failOnce) != nil {
+					cancelled.Add(1)
+				}
+			}()
+		}
+		parked.Wait()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+
+		start := time.Now()
+		cancel()
+		returned.Wait()
+		elapsed := time.Since(start)
+		if cancelled.Load() != n {
+			b.Fatalf("%d of %d calls returned an error", cancelled.Load(), n)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/parked-call")
+		b.ReportMetric(float64(elapsed.Milliseconds()), "ms-to-return-all")
+	}
+}
+
+func failOnce(context.Context) error { return errTransient }
