@@ -57,6 +57,9 @@ type Error struct {
 	// ctxErr is ctx.Err() when it differs from Cause, so that a custom
 	// cancellation cause does not hide context.Canceled.
 	ctxErr error
+	// early is set when Do stopped before a wait that would have ended
+	// past the context's deadline, while the context was still live.
+	early bool
 }
 
 // Error names the cause, the number of attempts and the last error, as in
@@ -71,6 +74,12 @@ func (e *Error) Error() string {
 		b.WriteString("attempts exhausted")
 	case OutcomeMaxElapsed:
 		b.WriteString("time budget spent")
+	case OutcomeDeadline:
+		if e.early {
+			b.WriteString("next wait would end past the context deadline")
+		} else {
+			b.WriteString(e.Cause.Error())
+		}
 	default:
 		if e.Cause != nil {
 			b.WriteString(e.Cause.Error())

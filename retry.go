@@ -244,7 +244,7 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			return zero, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, nil, false)
 		}
 		if deadline, ok := ctx.Deadline(); ok && d >= deadline.Sub(cfg.now()) {
-			return zero, c.stop(OutcomeDeadline, context.DeadlineExceeded, nil, false)
+			return zero, c.stopBeforeDeadline()
 		}
 		if obs != nil {
 			obs.OnRetry(ctx, RetryScheduled{Name: cfg.name, Attempt: c.attempts, Delay: d, Err: err})
@@ -283,6 +283,14 @@ func (c *call) stop(o Outcome, cause, ctxErr error, waited bool) error {
 			Elapsed: c.cfg.now().Sub(c.start), Waited: waited, Err: err,
 		})
 	}
+	return err
+}
+
+// stopBeforeDeadline ends a call whose next wait would end past the
+// context's deadline: it reports the deadline without waiting for it.
+func (c *call) stopBeforeDeadline() error {
+	err := c.stop(OutcomeDeadline, context.DeadlineExceeded, nil, false)
+	err.(*Error).early = true
 	return err
 }
 

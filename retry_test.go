@@ -344,6 +344,7 @@ func TestDo_stopsBeforeAWaitThatWouldPassTheDeadline(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, retry.OutcomeDeadline, re.Outcome)
 		assert.Equal(t, 2, re.Attempts)
+		assert.Equal(t, "retry: next wait would end past the context deadline after 2 attempts: transient", err.Error())
 	})
 }
 

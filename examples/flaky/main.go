@@ -1,0 +1,101 @@
+// Command flaky shows retry at work on a simulated flaky service: it needs
+// no network and no configuration. Run it with
+//
+//	go run ./examples/flaky
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/steadfast-go/retry"
+)
+
+func main() {
+	if err := run(context.Background(), os.Stdout, rand.NewPCG(1, 2)); err != nil {
+		fmt.Fprintln(os.Stderr, "flaky:", err)
+		os.Exit(1)
+	}
+}
+
+// service simulates a downstream API that fails its first failures calls.
+type service struct {
+	calls    int
+	failures int
+	fail     func(call int) error
+}
+
+func (s *service) call(context.Context) error {
+	s.calls++
+	if s.calls <= s.failures {
+		return s.fail(s.calls)
+	}
+	return nil
+}
+
+var errUnavailable = errors.New("503 service unavailable")
+
+// logAttempts prints every attempt and wait of a call.
+type logAttempts struct{ w io.Writer }
+
+func (l logAttempts) OnAttemptStart(context.Context, retry.AttemptStart) {}
+func (l logAttempts) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
+	result := "ok"
+	if e.Err != nil {
+		result = e.Err.Error()
+	}
+	fmt.Fprintf(l.w, "  attempt %d: %s\n", e.Attempt, result)
+}
+func (l logAttempts) OnRetry(_ context.Context, e retry.RetryScheduled) {
+	fmt.Fprintf(l.w, "  waiting %v\n", e.Delay.Round(time.Millisecond))
+}
+func (l logAttempts) OnDone(_ context.Context, e retry.Done) {
+	fmt.Fprintf(l.w, "  => %s, attempts: %d\n", e.Outcome, e.Attempts)
+}
+
+func run(ctx context.Context, w io.Writer, src rand.Source) error {
+	// One Retrier for the whole program: the defaults (3 attempts,
+	// exponential backoff from 100ms with full jitter, waits capped at 30s)
+	// plus a random source fixed for a repeatable demo and a printer.
+	r, err := retry.New(retry.WithRandom(src), retry.WithObserver(logAttempts{w}))
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "1. A transient failure is retried:")
+	flaky := &service{failures: 2, fail: func(int) error { return errUnavailable }}
+	fmt.Fprintln(w, "  error:", r.Do(ctx, flaky.call))
+
+	fmt.Fprintln(w, "2. A server's Retry-After replaces the backoff:")
+	limited := &service{failures: 1, fail: func(int) error {
+		return retry.RetryAfter(errors.New("429 too many requests"), 250*time.Millisecond)
+	}}
+	fmt.Fprintln(w, "  error:", r.Do(ctx, limited.call))
+
+	fmt.Fprintln(w, "3. A permanent error stops at once:")
+	missing := &service{failures: 5, fail: func(int) error { return retry.Permanent(errors.New("404 not found")) }}
+	fmt.Fprintln(w, "  error:", r.Do(ctx, missing.call))
+
+	fmt.Fprintln(w, "4. A service that stays down exhausts the attempts; the error keeps the last failure:")
+	down := &service{failures: 10, fail: func(n int) error { return fmt.Errorf("call %d: %w", n, errUnavailable) }}
+	err = r.Do(ctx, down.call)
+	fmt.Fprintln(w, "  error:", err)
+	fmt.Fprintln(w, "  errors.Is(err, retry.ErrExhausted):", errors.Is(err, retry.ErrExhausted), "| errors.Is(err, errUnavailable):", errors.Is(err, errUnavailable))
+
+	fmt.Fprintln(w, "5. A wait that would outlive the deadline is not started:")
+	slow, err := r.With(retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
+	if err != nil {
+		return err
+	}
+	deadlineCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = slow.Do(deadlineCtx, (&service{failures: 10, fail: func(int) error { return errUnavailable }}).call)
+	fmt.Fprintf(w, "  error: %v\n  returned after %v, not at the 300ms deadline\n", err, time.Since(start).Round(time.Millisecond))
+	return nil
+}
