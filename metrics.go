@@ -79,9 +79,14 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 // OnRetry (a wait follows, then the next OnAttemptStart) or OnDone.
 // OnDone comes exactly once per call, also when no attempt ran.
 type Observer interface {
+	// OnAttemptStart is called just before each call of fn.
 	OnAttemptStart(ctx context.Context, e AttemptStart)
+	// OnAttemptEnd is called as soon as fn returns.
 	OnAttemptEnd(ctx context.Context, e AttemptEnd)
+	// OnRetry is called when Do has decided to try again, before it
+	// waits e.Delay (which may be 0: then no wait follows).
 	OnRetry(ctx context.Context, e RetryScheduled)
+	// OnDone is called once per call, just before Do returns.
 	OnDone(ctx context.Context, e Done)
 }
 
