@@ -1,4 +1,4 @@
-// Package storetest checks that an [retry.IdempotencyStore] keeps the
+// Package storetest checks that a [retry.IdempotencyStore] keeps the
 // contract Do relies on. Store implementations call [TestIdempotencyStore]
 // and [TestExactlyOnce] from their own tests:
 //
