@@ -61,9 +61,10 @@ func (c *config) apply(opts []Option) error {
 		}
 		o(c)
 	}
+	c.checkIdem()
 	// Everything that needs the loop's state from the first attempt on
 	// sends calls down the slow path.
-	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0
+	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil
 	return c.err
 }
 
@@ -102,7 +103,7 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 		}
 		return nil
 	}
-	_, err := loop(ctx, &r.c, unit(fn), nil)
+	_, err := run(ctx, &r.c, unit(fn))
 	return err
 }
 
@@ -138,7 +139,7 @@ func DoValueWith[T any](ctx context.Context, r *Retrier, fn func(context.Context
 		}
 		return v, nil
 	}
-	return loop(ctx, &r.c, fn, nil)
+	return run(ctx, &r.c, fn)
 }
 
 // Do calls fn with a Retrier built from opts; see [Retrier.Do]. It costs
@@ -161,6 +162,15 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 		return zero, err
 	}
 	return DoValueWith(ctx, &r, fn)
+}
+
+// run is the slow path: every call whose first attempt needs more than a
+// plain call of fn.
+func run[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
+	if cfg.idem != nil && cfg.idem.store != nil {
+		return runIdempotent(ctx, cfg, fn)
+	}
+	return loop(ctx, cfg, fn, nil)
 }
 
 // call is the state of one call of Do. It lives on Do's stack.

@@ -40,6 +40,7 @@ func failing(n int, err error) (func(context.Context) error, *atomic.Int64) {
 // and outcomes without reaching into internals.
 type recorder struct {
 	mu      sync.Mutex
+	events  []string // "start", "end", "retry", "done", in order
 	starts  []int
 	ends    []retry.AttemptEnd
 	retries []retry.RetryScheduled
@@ -49,25 +50,43 @@ type recorder struct {
 func (r *recorder) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.events = append(r.events, "start")
 	r.starts = append(r.starts, e.Attempt)
 }
 
 func (r *recorder) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.events = append(r.events, "end")
 	r.ends = append(r.ends, e)
 }
 
 func (r *recorder) OnRetry(_ context.Context, e retry.RetryScheduled) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.events = append(r.events, "retry")
 	r.retries = append(r.retries, e)
 }
 
 func (r *recorder) OnDone(_ context.Context, e retry.Done) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.events = append(r.events, "done")
 	r.done = append(r.done, e)
+}
+
+// count returns how many events of a kind ("start", "end", "retry" or
+// "done") were seen.
+func (r *recorder) count(kind string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return map[string]int{"start": len(r.starts), "end": len(r.ends), "retry": len(r.retries), "done": len(r.done)}[kind]
+}
+
+func (r *recorder) dones() []retry.Done {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]retry.Done(nil), r.done...)
 }
 
 func (r *recorder) delays() []time.Duration {
