@@ -56,6 +56,7 @@ type config struct {
 	waitArmed      func(time.Duration)
 	name           string
 	payload        []byte
+	dl             *deadLetterConfig // nil without dead-letter options
 }
 
 func (c *config) fail(format string, args ...any) {

@@ -152,6 +152,7 @@ type call struct {
 	prevWait time.Duration
 	last     error
 	timer    waitTimer
+	dead     *attemptLog // per-attempt errors for the dead letter; nil until a failure with a sink
 }
 
 // loop is the retry engine. The order of checks after a failed attempt is
@@ -161,7 +162,8 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 	var zero T
 	c := call{cfg: cfg, ctx: ctx}
 	obs := cfg.observer
-	timed := obs != nil || cfg.maxElapsed > 0
+	deadLetters := cfg.dl.active()
+	timed := obs != nil || cfg.maxElapsed > 0 || deadLetters
 	if timed {
 		c.start = cfg.now()
 	}
@@ -191,6 +193,9 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			return v, nil
 		}
 		c.last = err
+		if deadLetters {
+			c.logFailure(err)
+		}
 
 		hint, hinted := time.Duration(0), false
 		switch {
@@ -242,15 +247,21 @@ func attempt[T any](ctx context.Context, cfg *config, fn func(context.Context) (
 	return fn(ctx)
 }
 
-// stop ends a failed call: it releases the timer, builds the error and
-// tells the observer.
+// stop ends a failed call: it releases the timer, builds the error, writes
+// the dead letter and then tells the observer, so that Done says whether
+// the dead letter was recorded.
 func (c *call) stop(o Outcome, cause, ctxErr error, waited bool) error {
 	c.timer.stop()
-	err := &Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: cause, ctxErr: ctxErr}
+	e := &Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: cause, ctxErr: ctxErr}
+	var err error = e
+	dl := DeadLetterNone
+	if c.cfg.dl.active() {
+		err, dl = c.deadLetter(e)
+	}
 	if obs := c.cfg.observer; obs != nil {
 		obs.OnDone(c.ctx, Done{
 			Name: c.cfg.name, Outcome: o, Attempts: c.attempts,
-			Elapsed: c.cfg.now().Sub(c.start), Waited: waited, Err: err,
+			Elapsed: c.cfg.now().Sub(c.start), Waited: waited, DeadLetter: dl, Err: err,
 		})
 	}
 	return err

@@ -1,0 +1,124 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// RedriveSource is a store of dead letters that [Redrive] can replay. The
+// file sink ([FileSink]), the memory sink and the PostgreSQL sink implement
+// it. Methods must be safe for concurrent use.
+type RedriveSource interface {
+	// DeadLetterSink is where a replay that fails again is recorded, as
+	// a new record, when the Retrier given to Redrive has no sink.
+	DeadLetterSink
+	// Pending returns the records not yet claimed for redrive, oldest
+	// first.
+	Pending(ctx context.Context) ([]DeadLetter, error)
+	// Claim marks the record id as redriven, durably, before it is
+	// replayed. It must be atomic: for each id it returns true to at most
+	// one caller ever, from any goroutine (and, for shared stores, any
+	// process), and false when the record was already claimed or is
+	// unknown.
+	Claim(ctx context.Context, id string) (bool, error)
+}
+
+// RedriveReport says what a call of [Redrive] did. Every record Redrive
+// claimed is counted in exactly one of Succeeded, Failed and NotRecorded.
+type RedriveReport struct {
+	Pending     int // pending records the filter accepted
+	Skipped     int // of those, claimed by another redrive first
+	Succeeded   int // replays that succeeded
+	Failed      int // replays that failed again and were dead-lettered anew
+	NotRecorded int // replays that failed again and whose new dead letter no sink stored
+}
+
+// Redrive replays the pending dead letters of src that filter accepts
+// (all of them when filter is nil), oldest first, each through r with
+// handler as the operation. It is the way back for work that failed while a
+// dependency was down.
+//
+// Each record is claimed in src before it is replayed, so no record is
+// ever replayed twice, also when several Redrives run at once: a crash
+// during a replay leaves the record claimed and not replayed again, which
+// is why the replay keeps the record's idempotency key (handler gets the
+// whole record, dl.IdempotencyKey included): work that meanwhile succeeded
+// must be a no-op for handler, as it is with an idempotency store.
+//
+// A replay runs with r's policy, named and with the payload of the record.
+// A replay that fails for any reason, even a cancelled ctx, is
+// dead-lettered as a new record with Redrives one higher and RedriveOf set
+// to the old ID, by r's sink or, when r has none, by src. When no sink
+// stores it, the replay's error (matching [ErrDeadLetterNotRecorded]) is
+// joined into Redrive's error and the next record is replayed.
+//
+// Redrive stops early, with an error, when listing or claiming fails or
+// ctx is done. Bad arguments give an error wrapping [ErrInvalidOption].
+func Redrive(ctx context.Context, src RedriveSource, r *Retrier, handler func(context.Context, DeadLetter) error, filter func(DeadLetter) bool) (RedriveReport, error) {
+	var rep RedriveReport
+	switch {
+	case ctx == nil:
+		return rep, fmt.Errorf("%w: Redrive: the context is nil; use context.Background()", ErrInvalidOption)
+	case src == nil:
+		return rep, fmt.Errorf("%w: Redrive: the source is nil", ErrInvalidOption)
+	case r == nil:
+		return rep, fmt.Errorf("%w: Redrive: the *Retrier is nil; build one with New", ErrInvalidOption)
+	case handler == nil:
+		return rep, fmt.Errorf("%w: Redrive: the handler is nil", ErrInvalidOption)
+	}
+	pending, err := src.Pending(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("retry: redrive: listing dead letters: %w", err)
+	}
+	var lost []error
+	for _, dl := range pending {
+		if filter != nil && !filter(dl) {
+			continue
+		}
+		rep.Pending++
+		if err := context.Cause(ctx); err != nil {
+			return rep, errors.Join(append(lost, err)...)
+		}
+		ok, err := src.Claim(ctx, dl.ID)
+		if err != nil {
+			return rep, errors.Join(append(lost, fmt.Errorf("retry: redrive: claiming %s: %w", dl.ID, err))...)
+		}
+		if !ok {
+			rep.Skipped++
+			continue
+		}
+		switch err := replay(ctx, src, r, handler, dl); {
+		case err == nil:
+			rep.Succeeded++
+		case errors.Is(err, ErrDeadLetterNotRecorded):
+			rep.NotRecorded++
+			lost = append(lost, fmt.Errorf("retry: redrive of %s: %w", dl.ID, err))
+		default:
+			rep.Failed++
+		}
+	}
+	return rep, errors.Join(lost...)
+}
+
+// replay runs one claimed record through r.
+func replay(ctx context.Context, src RedriveSource, r *Retrier, handler func(context.Context, DeadLetter) error, dl DeadLetter) error {
+	rr, err := r.With(WithName(dl.Name), WithPayload(dl.Payload), redriveOf(dl, src))
+	if err != nil {
+		return err
+	}
+	return rr.Do(ctx, func(ctx context.Context) error { return handler(ctx, dl) })
+}
+
+// redriveOf makes a replay of dl dead-letter every failure, into src when
+// no sink is configured, as a record that points back to dl.
+func redriveOf(dl DeadLetter, src RedriveSource) Option {
+	return func(c *config) {
+		d := c.deadLetters()
+		if d.sink == nil {
+			d.sink = src
+		}
+		d.on, d.onSet = 1<<OutcomePermanent|1<<OutcomeExhausted|1<<OutcomeMaxElapsed|1<<OutcomeDeadline|1<<OutcomeCanceled, true
+		d.origin = &dl
+	}
+}
