@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // RedriveSource is a store of dead letters that [Redrive] can replay. The
@@ -24,8 +25,9 @@ type RedriveSource interface {
 	Claim(ctx context.Context, id string) (bool, error)
 }
 
-// RedriveReport says what a call of [Redrive] did. Every record Redrive
-// claimed is counted in exactly one of Succeeded, Failed and NotRecorded.
+// RedriveReport says what a call of [Redrive] did. Each of the Pending
+// records is counted in at most one of the other fields, and in exactly
+// one unless Redrive stopped early.
 type RedriveReport struct {
 	Pending     int // pending records the filter accepted
 	Skipped     int // of those, claimed by another redrive first
@@ -71,12 +73,12 @@ func Redrive(ctx context.Context, src RedriveSource, r *Retrier, handler func(co
 	if err != nil {
 		return rep, fmt.Errorf("retry: redrive: listing dead letters: %w", err)
 	}
+	if filter != nil {
+		pending = slices.DeleteFunc(pending, func(dl DeadLetter) bool { return !filter(dl) })
+	}
+	rep.Pending = len(pending)
 	var lost []error
 	for _, dl := range pending {
-		if filter != nil && !filter(dl) {
-			continue
-		}
-		rep.Pending++
 		if err := context.Cause(ctx); err != nil {
 			return rep, errors.Join(append(lost, err)...)
 		}
