@@ -47,7 +47,7 @@ func putRecords(t *testing.T, sink retry.DeadLetterSink, n int) {
 	}
 }
 
-func noWait(t *testing.T, opts ...retry.Option) *retry.Retrier {
+func redriver(t *testing.T, opts ...retry.Option) *retry.Retrier {
 	t.Helper()
 	r, err := retry.New(append([]retry.Option{retry.WithMaxDelay(0)}, opts...)...)
 	require.NoError(t, err)
@@ -74,7 +74,7 @@ func TestRedriveReplaysEachRecordOnce(t *testing.T) {
 				mu.Unlock()
 				return c.handler(nil)(ctx, dl)
 			}
-			rep, err := retry.Redrive(t.Context(), src, noWait(t), handler, nil)
+			rep, err := retry.Redrive(t.Context(), src, redriver(t), handler, nil)
 			require.NoError(t, err)
 			assert.Equal(t, retry.RedriveReport{Pending: 5, Succeeded: 5}, rep)
 			require.Len(t, seen, 5)
@@ -82,7 +82,7 @@ func TestRedriveReplaysEachRecordOnce(t *testing.T) {
 				assert.Equal(t, testRecord(i), dl, "the handler gets the whole record, key and payload included")
 			}
 
-			rep, err = retry.Redrive(t.Context(), src, noWait(t), c.handler(nil), nil)
+			rep, err = retry.Redrive(t.Context(), src, redriver(t), c.handler(nil), nil)
 			require.NoError(t, err)
 			assert.Equal(t, retry.RedriveReport{}, rep)
 			for i := range 5 {
@@ -108,7 +108,7 @@ func TestRedriveConcurrent(t *testing.T) {
 	for i := range redrives {
 		wg.Go(func() {
 			var err error
-			reports[i], err = retry.Redrive(t.Context(), src, noWait(t), c.handler(nil), nil)
+			reports[i], err = retry.Redrive(t.Context(), src, redriver(t), c.handler(nil), nil)
 			assert.NoError(t, err)
 		})
 	}
@@ -144,7 +144,7 @@ func TestRedriveFailureIsDeadLetteredAgain(t *testing.T) {
 	var c counter
 	errStill := errors.New("still down")
 
-	rep, err := retry.Redrive(t.Context(), src, noWait(t, retry.WithMaxAttempts(2)), c.handler(errStill), nil)
+	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithMaxAttempts(2)), c.handler(errStill), nil)
 	require.NoError(t, err)
 	assert.Equal(t, retry.RedriveReport{Pending: 1, Failed: 1}, rep)
 	assert.Equal(t, 2, c.snapshot()[old.ID], "two attempts")
@@ -162,7 +162,7 @@ func TestRedriveFailureIsDeadLetteredAgain(t *testing.T) {
 	assert.Equal(t, retry.OutcomeExhausted, again.Reason)
 	assert.Equal(t, "still down", again.LastError)
 
-	rep, err = retry.Redrive(t.Context(), src, noWait(t, retry.WithMaxAttempts(1)), c.handler(retry.Permanent(errStill)), nil)
+	rep, err = retry.Redrive(t.Context(), src, redriver(t, retry.WithMaxAttempts(1)), c.handler(retry.Permanent(errStill)), nil)
 	require.NoError(t, err)
 	assert.Equal(t, retry.RedriveReport{Pending: 1, Failed: 1}, rep)
 	pending, err = src.Pending(t.Context())
@@ -181,7 +181,7 @@ func TestRedriveUsesTheRetriersSink(t *testing.T) {
 	putRecords(t, src, 1)
 	other := retry.NewMemoryDeadLetterSink()
 	var c counter
-	rep, err := retry.Redrive(t.Context(), src, noWait(t, retry.WithDeadLetter(other), retry.WithMaxAttempts(1)), c.handler(errBoom), nil)
+	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithDeadLetter(other), retry.WithMaxAttempts(1)), c.handler(errBoom), nil)
 	require.NoError(t, err)
 	assert.Equal(t, retry.RedriveReport{Pending: 1, Failed: 1}, rep)
 	assert.Equal(t, 1, src.Len())
@@ -201,7 +201,7 @@ func TestRedriveCanceledIsKept(t *testing.T) {
 		cancel()
 		return c.handler(errBoom)(ctx, dl)
 	}
-	rep, err := retry.Redrive(ctx, src, noWait(t), handler, nil)
+	rep, err := retry.Redrive(ctx, src, redriver(t), handler, nil)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, retry.RedriveReport{Pending: 3, Failed: 1}, rep)
 	pending, err := src.Pending(t.Context())
@@ -216,7 +216,7 @@ func TestRedriveNotRecorded(t *testing.T) {
 	src := retry.NewMemoryDeadLetterSink()
 	putRecords(t, src, 2)
 	errSink := errors.New("sink down")
-	r := noWait(t, retry.WithMaxAttempts(1), retry.WithDeadLetter(retry.DeadLetterFunc(func(context.Context, retry.DeadLetter) error { return errSink })))
+	r := redriver(t, retry.WithMaxAttempts(1), retry.WithDeadLetter(retry.DeadLetterFunc(func(context.Context, retry.DeadLetter) error { return errSink })))
 	var c counter
 	rep, err := retry.Redrive(t.Context(), src, r, c.handler(errBoom), nil)
 	assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
@@ -232,7 +232,7 @@ func TestRedriveFilter(t *testing.T) {
 	putRecords(t, src, 4)
 	var c counter
 	only := testRecord(2).ID
-	rep, err := retry.Redrive(t.Context(), src, noWait(t), c.handler(nil), func(dl retry.DeadLetter) bool { return dl.ID == only })
+	rep, err := retry.Redrive(t.Context(), src, redriver(t), c.handler(nil), func(dl retry.DeadLetter) bool { return dl.ID == only })
 	require.NoError(t, err)
 	assert.Equal(t, retry.RedriveReport{Pending: 1, Succeeded: 1}, rep)
 	assert.Equal(t, map[string]int{only: 1}, c.snapshot())
@@ -258,7 +258,7 @@ func TestRedriveIdempotentHandler(t *testing.T) {
 		effects = append(effects, dl.IdempotencyKey)
 		return nil
 	}
-	rep, err := retry.Redrive(t.Context(), src, noWait(t), handler, nil)
+	rep, err := retry.Redrive(t.Context(), src, redriver(t), handler, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 3, rep.Succeeded)
 	assert.Equal(t, []string{"key-0", "key-2"}, effects)
@@ -267,7 +267,7 @@ func TestRedriveIdempotentHandler(t *testing.T) {
 func TestRedriveBadArguments(t *testing.T) {
 	t.Parallel()
 	src := retry.NewMemoryDeadLetterSink()
-	r := noWait(t)
+	r := redriver(t)
 	h := func(context.Context, retry.DeadLetter) error { return nil }
 	cases := []struct {
 		name string
