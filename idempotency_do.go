@@ -42,10 +42,7 @@ type idemCall[T any] struct {
 func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	ic := cfg.idem
-	key := ic.key
-	if k, ok := IdempotencyKeyFromContext(ctx); ok {
-		key = k
-	}
+	key := cfg.idempotencyKey(ctx)
 	if p := idemKeyProblem(key); p != "" {
 		return zero, fmt.Errorf("%w: %s", ErrInvalidOption, p)
 	}
@@ -100,6 +97,18 @@ func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Cont
 	return s.finish(v, err)
 }
 
+// idempotencyKey returns the call's idempotency key: the context's, else
+// the option's ("" when the call is not idempotent).
+func (c *config) idempotencyKey(ctx context.Context) string {
+	if c.idem == nil || c.idem.store == nil {
+		return ""
+	}
+	if k, ok := IdempotencyKeyFromContext(ctx); ok {
+		return k
+	}
+	return c.idem.key
+}
+
 // attempt wraps fn: it looks the key up again while another caller holds
 // it, renews the claim before each later attempt, and calls fn only while
 // the call holds the key (or runs fail-open).
@@ -138,7 +147,7 @@ func (s *idemCall[T]) attempt(fn func(context.Context) (T, error)) func(context.
 				switch {
 				case errors.Is(err, ErrLeaseLost):
 					s.token = "" // nothing left to release
-					return zero, Permanent(fmt.Errorf("retry: idempotency key %q: %w; another caller may have taken it over", s.key, ErrLeaseLost))
+					return zero, Permanent(fmt.Errorf("%w: key %q; another caller may have taken it over", ErrLeaseLost, s.key))
 				case s.ctx.Err() != nil:
 					return zero, s.ctx.Err()
 				case !s.ic.failOpen:
