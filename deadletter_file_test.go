@@ -72,7 +72,7 @@ func TestFileSinkRoundTrip(t *testing.T) {
 func TestFileSinkWithDo(t *testing.T) {
 	t.Parallel()
 	sink, path := openFileSink(t, nil)
-	err := retry.Do(t.Context(), func(context.Context) error { return errBoom },
+	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
 		retry.WithDeadLetter(sink), retry.WithMaxDelay(0), retry.WithName("charge"), retry.WithPayload([]byte("p")))
 	require.ErrorIs(t, err, retry.ErrExhausted)
 	require.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)

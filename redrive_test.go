@@ -12,13 +12,13 @@ import (
 	"github.com/steadfast-go/retry"
 )
 
-// counter counts the handler's calls per record ID.
-type counter struct {
+// replayCounter counts the handler's calls per record ID.
+type replayCounter struct {
 	mu    sync.Mutex
 	calls map[string]int
 }
 
-func (c *counter) handler(err error) func(context.Context, retry.DeadLetter) error {
+func (c *replayCounter) handler(err error) func(context.Context, retry.DeadLetter) error {
 	return func(_ context.Context, dl retry.DeadLetter) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -30,7 +30,7 @@ func (c *counter) handler(err error) func(context.Context, retry.DeadLetter) err
 	}
 }
 
-func (c *counter) snapshot() map[string]int {
+func (c *replayCounter) snapshot() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string]int, len(c.calls))
@@ -65,7 +65,7 @@ func TestRedriveReplaysEachRecordOnce(t *testing.T) {
 			t.Parallel()
 			src := newSource(t)
 			putRecords(t, src, 5)
-			var c counter
+			var c replayCounter
 			var seen []retry.DeadLetter
 			var mu sync.Mutex
 			handler := func(ctx context.Context, dl retry.DeadLetter) error {
@@ -102,7 +102,7 @@ func TestRedriveConcurrent(t *testing.T) {
 	src, path := openFileSink(t, nil)
 	const n, redrives = 60, 4
 	putRecords(t, src, n)
-	var c counter
+	var c replayCounter
 	reports := make([]retry.RedriveReport, redrives)
 	var wg sync.WaitGroup
 	for i := range redrives {
@@ -141,7 +141,7 @@ func TestRedriveFailureIsDeadLetteredAgain(t *testing.T) {
 	src, _ := openFileSink(t, nil)
 	putRecords(t, src, 1)
 	old := testRecord(0)
-	var c counter
+	var c replayCounter
 	errStill := errors.New("still down")
 
 	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithMaxAttempts(2)), c.handler(errStill), nil)
@@ -180,8 +180,8 @@ func TestRedriveUsesTheRetriersSink(t *testing.T) {
 	src := retry.NewMemoryDeadLetterSink()
 	putRecords(t, src, 1)
 	other := retry.NewMemoryDeadLetterSink()
-	var c counter
-	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithDeadLetter(other), retry.WithMaxAttempts(1)), c.handler(errBoom), nil)
+	var c replayCounter
+	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithDeadLetter(other), retry.WithMaxAttempts(1)), c.handler(errDead), nil)
 	require.NoError(t, err)
 	assert.Equal(t, retry.RedriveReport{Pending: 1, Failed: 1}, rep)
 	assert.Equal(t, 1, src.Len())
@@ -196,10 +196,10 @@ func TestRedriveCanceledIsKept(t *testing.T) {
 	src := retry.NewMemoryDeadLetterSink()
 	putRecords(t, src, 3)
 	ctx, cancel := context.WithCancel(t.Context())
-	var c counter
+	var c replayCounter
 	handler := func(ctx context.Context, dl retry.DeadLetter) error {
 		cancel()
-		return c.handler(errBoom)(ctx, dl)
+		return c.handler(errDead)(ctx, dl)
 	}
 	rep, err := retry.Redrive(ctx, src, redriver(t), handler, nil)
 	require.ErrorIs(t, err, context.Canceled)
@@ -217,11 +217,11 @@ func TestRedriveNotRecorded(t *testing.T) {
 	putRecords(t, src, 2)
 	errSink := errors.New("sink down")
 	r := redriver(t, retry.WithMaxAttempts(1), retry.WithDeadLetter(retry.DeadLetterFunc(func(context.Context, retry.DeadLetter) error { return errSink })))
-	var c counter
-	rep, err := retry.Redrive(t.Context(), src, r, c.handler(errBoom), nil)
+	var c replayCounter
+	rep, err := retry.Redrive(t.Context(), src, r, c.handler(errDead), nil)
 	assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 	assert.ErrorIs(t, err, errSink)
-	assert.ErrorIs(t, err, errBoom)
+	assert.ErrorIs(t, err, errDead)
 	assert.Contains(t, err.Error(), testRecord(0).ID)
 	assert.Equal(t, retry.RedriveReport{Pending: 2, NotRecorded: 2}, rep)
 }
@@ -230,7 +230,7 @@ func TestRedriveFilter(t *testing.T) {
 	t.Parallel()
 	src := retry.NewMemoryDeadLetterSink()
 	putRecords(t, src, 4)
-	var c counter
+	var c replayCounter
 	only := testRecord(2).ID
 	rep, err := retry.Redrive(t.Context(), src, redriver(t), c.handler(nil), func(dl retry.DeadLetter) bool { return dl.ID == only })
 	require.NoError(t, err)
@@ -288,4 +288,56 @@ func TestRedriveBadArguments(t *testing.T) {
 			assert.ErrorIs(t, err, retry.ErrInvalidOption)
 		})
 	}
+}
+
+// TestRedriveWithIdempotencyStore: dead letters keep the call's
+// idempotency key, and a replay under it does nothing for work that
+// succeeded after it was dead-lettered.
+func TestRedriveWithIdempotencyStore(t *testing.T) {
+	t.Parallel()
+	store := retry.NewMemoryIdempotencyStore()
+	sink := retry.NewMemoryDeadLetterSink()
+	r := redriver(t, retry.WithIdempotency(store, ""), retry.WithDeadLetter(sink), retry.WithMaxAttempts(2))
+	ctxFor := func(key string) context.Context { return retry.ContextWithIdempotencyKey(t.Context(), key) }
+	for _, key := range []string{"order-1", "order-2"} {
+		err := r.Do(ctxFor(key), func(context.Context) error { return errDead })
+		require.ErrorIs(t, err, retry.ErrExhausted)
+	}
+	recs := sink.Records()
+	require.Len(t, recs, 2)
+	assert.Equal(t, "order-1", recs[0].IdempotencyKey)
+	assert.Equal(t, "order-2", recs[1].IdempotencyKey)
+
+	// order-1 succeeds meanwhile, through another path.
+	require.NoError(t, r.Do(ctxFor("order-1"), func(context.Context) error { return nil }))
+
+	var c replayCounter
+	rep, err := retry.Redrive(t.Context(), sink, r, c.handler(nil), nil)
+	require.NoError(t, err)
+	assert.Equal(t, retry.RedriveReport{Pending: 2, Succeeded: 2}, rep)
+	assert.Equal(t, map[string]int{recs[1].ID: 1}, c.snapshot(), "order-1 was not run again")
+
+	// Now order-2 is complete too: a replay of it would be a no-op.
+	called := false
+	require.NoError(t, r.Do(ctxFor("order-2"), func(context.Context) error { called = true; return nil }))
+	assert.False(t, called)
+}
+
+// TestRedriveKeylessRecordSkipsTheStore: a record without a key is not
+// replayed under the Retrier's default key.
+func TestRedriveKeylessRecordSkipsTheStore(t *testing.T) {
+	t.Parallel()
+	store := retry.NewMemoryIdempotencyStore()
+	src := retry.NewMemoryDeadLetterSink()
+	for i := range 2 {
+		dl := testRecord(i)
+		dl.IdempotencyKey = ""
+		require.NoError(t, src.Put(t.Context(), dl))
+	}
+	var c replayCounter
+	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithIdempotency(store, "shared")), c.handler(nil), nil)
+	require.NoError(t, err)
+	assert.Equal(t, retry.RedriveReport{Pending: 2, Succeeded: 2}, rep)
+	assert.Len(t, c.snapshot(), 2, "both ran: no shared key")
+	assert.Zero(t, store.Len())
 }
