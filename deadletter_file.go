@@ -113,13 +113,18 @@ func (s *FileSink) endTornLine() error {
 // Path returns the file's path.
 func (s *FileSink) Path() string { return s.path }
 
-// Put appends dl as one line and returns after it is fsynced. When ctx
+// Put appends dl as one line and returns after it is fsynced. dl.ID must
+// not be empty (Do always sets it). When ctx
 // ends first Put returns ctx's error, and the record may or may not be
 // stored (readers dedupe by ID). The Put that leads a batch finishes its
 // write whatever ctx says, since others wait on it.
 func (s *FileSink) Put(ctx context.Context, dl DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if dl.ID == "" {
+		// The reader keys records by ID: one without would be lost.
+		return fmt.Errorf("%w: FileSink.Put: the dead letter has no ID; see NewDeadLetterID", ErrInvalidOption)
 	}
 	line, err := json.Marshal(dl)
 	if err != nil {
@@ -164,8 +169,10 @@ func (s *FileSink) append(ctx context.Context, line []byte) error {
 		s.cur = nil // b is full: the next Put opens a new batch
 		s.mu.Unlock()
 		b.err = s.write(b.buf)
-		s.wmu.Unlock()
+		// Wake the followers before letting the next leader write, so
+		// that their next Puts can still join its batch.
 		close(b.done)
+		s.wmu.Unlock()
 		return b.err
 	}
 	select {

@@ -246,6 +246,17 @@ func TestFileSinkClosed(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrClosed)
 }
 
+func TestFileSinkRejectsRecordWithoutID(t *testing.T) {
+	t.Parallel()
+	sink, path := openFileSink(t, nil)
+	err := sink.Put(t.Context(), retry.DeadLetter{Name: "charge"})
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "no ID")
+	got, err := retry.ReadDeadLetterFile(path)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+}
+
 func TestFileSinkDoneContext(t *testing.T) {
 	t.Parallel()
 	sink, path := openFileSink(t, nil)
