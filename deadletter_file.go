@@ -51,7 +51,7 @@ type FileSink struct {
 	broken error      // a failed fsync: what is on disk is unknown, so stop
 
 	cmu   sync.Mutex      // guards state
-	state map[string]bool // record ID -> claimed; nil until the first Claim
+	state map[string]bool // record ID -> claimed, for the records seen so far by Claim
 }
 
 // fileBatch is a group of lines written and fsynced together.
@@ -130,15 +130,7 @@ func (s *FileSink) Put(ctx context.Context, dl DeadLetter) error {
 	if err != nil {
 		return fmt.Errorf("retry: encoding dead letter %s: %w", dl.ID, err)
 	}
-	if err := s.append(ctx, append(line, '\n')); err != nil {
-		return err
-	}
-	s.cmu.Lock()
-	if _, seen := s.state[dl.ID]; s.state != nil && !seen {
-		s.state[dl.ID] = !dl.Redriven.IsZero()
-	}
-	s.cmu.Unlock()
-	return nil
+	return s.append(ctx, append(line, '\n'))
 }
 
 // append writes line durably, alone or in a batch.
@@ -262,20 +254,15 @@ func (s *FileSink) Claim(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	s.cmu.Lock()
-	if s.state == nil {
-		// Load under cmu: a Put that finishes meanwhile waits for cmu
-		// and then adds its record.
-		recs, err := s.read()
-		if err != nil {
+	claimed, known := s.state[id]
+	if !known {
+		// Written since the last look (or never looked): look again.
+		if err := s.loadLocked(); err != nil {
 			s.cmu.Unlock()
 			return false, err
 		}
-		s.state = make(map[string]bool, len(recs))
-		for _, dl := range recs {
-			s.state[dl.ID] = !dl.Redriven.IsZero()
-		}
+		claimed, known = s.state[id]
 	}
-	claimed, known := s.state[id]
 	if !known || claimed {
 		s.cmu.Unlock()
 		return false, nil
@@ -294,6 +281,24 @@ func (s *FileSink) Claim(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("retry: claiming dead letter %s: %w", id, err)
 	}
 	return true, nil
+}
+
+// loadLocked adds the records of the file that state does not know yet.
+// The caller holds cmu.
+func (s *FileSink) loadLocked() error {
+	recs, err := s.read()
+	if err != nil {
+		return err
+	}
+	if s.state == nil {
+		s.state = make(map[string]bool, len(recs))
+	}
+	for _, dl := range recs {
+		if _, ok := s.state[dl.ID]; !ok {
+			s.state[dl.ID] = !dl.Redriven.IsZero()
+		}
+	}
+	return nil
 }
 
 // read reads the whole file, ignoring torn lines: a line being written
