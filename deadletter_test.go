@@ -1,9 +1,11 @@
 package retry_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -278,61 +280,97 @@ func TestDeadLetterDefaultTimeout(t *testing.T) {
 
 // TestDeadLetterNothingLost: 10,000 failing calls while the sink fails
 // 100 % for a stretch and then recovers. Every call is either stored once
-// or returns ErrDeadLetterNotRecorded.
+// or returns ErrDeadLetterNotRecorded, with the memory sink and with the
+// file sink behind the fault injector.
 func TestDeadLetterNothingLost(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		const workers, perWorker = 100, 100
-		mem := retry.NewMemoryDeadLetterSink()
-		errDown := errors.New("sink down")
-		start := time.Now()
-		var failedPuts atomic.Int64
-		sink := retry.DeadLetterFunc(func(ctx context.Context, dl retry.DeadLetter) error {
-			if since := time.Since(start); since >= 3*time.Second && since < 8*time.Second {
-				failedPuts.Add(1)
-				return errDown
-			}
-			return mem.Put(ctx, dl)
+	for _, store := range []string{"memory", "file"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) { nothingLost(t, store) })
 		})
-		r, err := retry.New(retry.WithDeadLetter(sink), retry.WithMaxAttempts(2),
-			retry.WithBackoff(retry.Constant(10*time.Millisecond)), retry.WithJitter(retry.NoJitter))
-		require.NoError(t, err)
+	}
+}
 
-		var notRecorded, other atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for i := range perWorker {
-					var err error
-					if i%2 == 0 {
-						err = r.Do(t.Context(), func(context.Context) error { return errDead })
-					} else {
-						err = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) })
-					}
-					switch {
-					case errors.Is(err, retry.ErrDeadLetterNotRecorded) && errors.Is(err, errDead):
-						notRecorded.Add(1)
-					case !errors.Is(err, errDead):
-						other.Add(1)
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-			})
+func nothingLost(t *testing.T, store string) {
+	const workers, perWorker = 100, 100
+	var backend retry.DeadLetterSink
+	var stored func() (recs []retry.DeadLetter, lines int)
+	if store == "memory" {
+		mem := retry.NewMemoryDeadLetterSink()
+		backend = mem
+		stored = func() ([]retry.DeadLetter, int) { recs := mem.Records(); return recs, len(recs) }
+	} else {
+		file, path := openFileSink(t, nil)
+		backend = file
+		stored = func() ([]retry.DeadLetter, int) {
+			recs, err := retry.ReadDeadLetterFile(path)
+			require.NoError(t, err)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			return recs, bytes.Count(data, []byte("\n"))
 		}
-		wg.Wait()
-
-		recs := mem.Records()
-		ids := make(map[string]bool, len(recs))
-		for _, dl := range recs {
-			ids[dl.ID] = true
+	}
+	errDown := errors.New("sink down")
+	start := time.Now()
+	var failedPuts atomic.Int64
+	sink := retry.DeadLetterFunc(func(ctx context.Context, dl retry.DeadLetter) error {
+		if since := time.Since(start); since >= 3*time.Second && since < 8*time.Second {
+			failedPuts.Add(1)
+			return errDown
 		}
-		require.Positive(t, notRecorded.Load(), "the sink never failed: the test proves nothing")
-		require.Positive(t, len(recs), "the sink never recovered")
-		assert.Zero(t, other.Load())
-		assert.Equal(t, notRecorded.Load(), failedPuts.Load())
-		assert.Len(t, ids, len(recs), "duplicate record IDs")
-		assert.Equal(t, int64(workers*perWorker), int64(len(recs))+notRecorded.Load())
+		return backend.Put(ctx, dl)
 	})
+	obs := &dlDoneRecorder{}
+	r, err := retry.New(retry.WithDeadLetter(sink), retry.WithObserver(obs), retry.WithMaxAttempts(2),
+		retry.WithBackoff(retry.Constant(10*time.Millisecond)), retry.WithJitter(retry.NoJitter))
+	require.NoError(t, err)
+
+	var notRecorded, other atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				var err error
+				if i%2 == 0 {
+					err = r.Do(t.Context(), func(context.Context) error { return errDead })
+				} else {
+					err = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) })
+				}
+				switch {
+				case errors.Is(err, retry.ErrDeadLetterNotRecorded) && errors.Is(err, errDead):
+					notRecorded.Add(1)
+				case !errors.Is(err, errDead):
+					other.Add(1)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+
+	recs, lines := stored()
+	t.Logf("%s: %d stored, %d returned ErrDeadLetterNotRecorded", store, lines, notRecorded.Load())
+	ids := make(map[string]bool, len(recs))
+	for _, dl := range recs {
+		ids[dl.ID] = true
+	}
+	require.Positive(t, notRecorded.Load(), "the sink never failed: the test proves nothing")
+	require.Positive(t, len(recs), "the sink never recovered")
+	assert.Zero(t, other.Load())
+	assert.Equal(t, notRecorded.Load(), failedPuts.Load())
+	assert.Len(t, ids, lines, "duplicate records")
+	assert.Equal(t, int64(workers*perWorker), int64(lines)+notRecorded.Load())
+
+	// The observer sees the same split.
+	status := map[retry.DeadLetterStatus]int{}
+	for _, d := range obs.done {
+		status[d.DeadLetter]++
+	}
+	assert.Equal(t, map[retry.DeadLetterStatus]int{
+		retry.DeadLetterRecorded: lines,
+		retry.DeadLetterFailed:   int(notRecorded.Load()),
+	}, status)
 }
 
 func TestDeadLetterOptionsValidate(t *testing.T) {
