@@ -114,10 +114,10 @@ func (s *FileSink) endTornLine() error {
 func (s *FileSink) Path() string { return s.path }
 
 // Put appends dl as one line and returns after it is fsynced. dl.ID must
-// not be empty (Do always sets it). When ctx
-// ends first Put returns ctx's error, and the record may or may not be
-// stored (readers dedupe by ID). The Put that leads a batch finishes its
-// write whatever ctx says, since others wait on it.
+// not be empty (Do always sets it). When ctx ends first, Put returns ctx's
+// error and the record may or may not be stored (the reader dedupes by
+// ID). The Put that leads a batch finishes its write whatever ctx says,
+// since the others wait on it; that is at most one fsync late.
 func (s *FileSink) Put(ctx context.Context, dl DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
