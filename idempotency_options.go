@@ -176,7 +176,10 @@ func WithIdempotencyKeepFailures(keep bool) Option {
 }
 
 // WithIdempotencyCodec sets how DoValue values are stored and replayed.
-// c must not be nil. Default: [JSONCodec].
+// When a value cannot be encoded, fn has already run: DoValue returns the
+// value with an error, and the key is completed as a permanent failure so
+// that the work is not repeated. Do stores no value. codec must not be
+// nil. Default: [JSONCodec].
 func WithIdempotencyCodec(codec Codec) Option {
 	return func(c *config) {
 		if codec == nil {
