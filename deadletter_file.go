@@ -35,8 +35,11 @@ type FileSinkOptions struct {
 // is ever rewritten in place: [FileSink.Claim] appends a small marker line
 // that the reader folds into the record's Redriven field.
 //
-// A FileSink is safe for concurrent use by many goroutines, but only one
-// FileSink, in one process, may write a given file at a time.
+// A FileSink is safe for concurrent use by many goroutines. Several
+// processes may append to one file on a local file system (each batch is
+// a single O_APPEND write, which Linux and macOS keep whole), but claims
+// are atomic only within one FileSink: run one [Redrive] of a file at a
+// time. Network file systems are not supported.
 type FileSink struct {
 	path     string
 	syncEach bool
@@ -45,9 +48,8 @@ type FileSink struct {
 	cur    *fileBatch // the batch new records join; nil when none is open
 	closed bool
 
-	wmu    sync.Mutex // held while writing; guards f, size and broken
+	wmu    sync.Mutex // held while writing; guards f and broken
 	f      *os.File   // nil once closed
-	size   int64      // length of the file up to its last whole line
 	broken error      // a failed fsync: what is on disk is unknown, so stop
 
 	cmu   sync.Mutex      // guards state
@@ -96,12 +98,11 @@ func (s *FileSink) endTornLine() error {
 	if err != nil {
 		return err
 	}
-	s.size = st.Size()
-	if s.size == 0 {
+	if st.Size() == 0 {
 		return nil
 	}
 	last := make([]byte, 1)
-	if _, err := s.f.ReadAt(last, s.size-1); err != nil {
+	if _, err := s.f.ReadAt(last, st.Size()-1); err != nil {
 		return err
 	}
 	if last[0] == '\n' {
@@ -185,11 +186,12 @@ func (s *FileSink) write(buf []byte) error {
 	}
 	n, err := s.f.Write(buf)
 	if err != nil {
-		// Cut off a partial write, so that the next record starts on a
-		// line of its own.
-		if n > 0 {
-			if terr := s.f.Truncate(s.size); terr != nil {
-				s.broken = terr
+		// End a partial write's line, so that the next record starts on
+		// a line of its own and the reader reports the torn one.
+		// (Truncating instead could cut another process's records.)
+		if n > 0 && buf[n-1] != '\n' {
+			if _, lerr := s.f.Write([]byte("\n")); lerr != nil {
+				s.broken = lerr
 			}
 		}
 		return fmt.Errorf("retry: writing dead-letter file: %w", err)
@@ -200,7 +202,6 @@ func (s *FileSink) write(buf []byte) error {
 		s.broken = err
 		return fmt.Errorf("retry: syncing dead-letter file: %w", err)
 	}
-	s.size += int64(n)
 	return nil
 }
 

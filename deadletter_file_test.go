@@ -121,6 +121,31 @@ func TestFileSinkConcurrentWriters(t *testing.T) {
 	}
 }
 
+// TestFileSinkTwoSinksOneFile: two sinks on one file, as two processes
+// would have, interleave whole lines only.
+func TestFileSinkTwoSinksOneFile(t *testing.T) {
+	t.Parallel()
+	a, path := openFileSink(t, nil)
+	b, err := retry.OpenFileSink(path, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	const each = 200
+	var wg sync.WaitGroup
+	for i, sink := range []*retry.FileSink{a, b} {
+		for w := range 4 {
+			wg.Go(func() {
+				for j := range each / 4 {
+					assert.NoError(t, sink.Put(t.Context(), testRecord(i*each+w*each/4+j)))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	got, err := retry.ReadDeadLetterFile(path)
+	require.NoError(t, err, "no torn line")
+	assert.Len(t, got, 2*each)
+}
+
 // TestFileSinkTornLastLine simulates a crash in the middle of a write: the
 // reader returns every whole record and reports the torn one, and a
 // reopened sink appends after it without harm.
