@@ -2,6 +2,8 @@ package retry
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"time"
 )
@@ -17,36 +19,58 @@ type DeadLetter struct {
 	// IdempotencyKey is the call's idempotency key, if any, so that a
 	// replay of work that meanwhile succeeded does nothing.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// Payload is the operation's input, from WithPayload.
+	// Payload is the operation's input, from WithPayload (a copy).
 	Payload []byte `json:"payload,omitempty"`
 	// Attempts is how many times fn was called.
 	Attempts int `json:"attempts"`
-	// FirstAttempt is when the call started; GaveUp when it stopped.
+	// FirstAttempt is when the call started; GaveUp when it stopped. Both
+	// are on the Retrier's clock.
 	FirstAttempt time.Time `json:"first_attempt"`
 	GaveUp       time.Time `json:"gave_up"`
 	// Reason is why the call stopped: never OutcomeSuccess.
 	Reason Outcome `json:"reason"`
 	// LastError is the text of the last attempt's error ("" if none ran).
 	LastError string `json:"last_error"`
-	// Errors holds the first and last failed attempts, at most
-	// MaxDeadLetterErrors of them, oldest first.
+	// Errors holds the failed attempts, oldest first: all of them when
+	// there are at most [DefaultDeadLetterErrors] (or the bound set with
+	// [WithDeadLetterErrors]), else the first half and the last half of
+	// that bound, so both how it started and how it ended are kept.
 	Errors []AttemptError `json:"errors,omitempty"`
+	// Redrives counts the replays that led to this record: 0 for a call
+	// made by the application, n+1 when [Redrive] replayed a record with
+	// Redrives n and the replay failed again.
+	Redrives int `json:"redrives,omitempty"`
+	// RedriveOf is the ID of the record whose replay failed and produced
+	// this one; "" when Redrives is 0.
+	RedriveOf string `json:"redrive_of,omitempty"`
+	// Redriven is when [Redrive] claimed this record for replay; the zero
+	// time while it is pending. Sinks fill it in when they read records
+	// back; Do leaves it zero.
+	Redriven time.Time `json:"redriven,omitzero"`
 }
 
 // AttemptError is one failed attempt in a [DeadLetter].
 type AttemptError struct {
-	Attempt int           `json:"attempt"`
-	Wait    time.Duration `json:"wait_ns"` // the wait before this attempt; 0 for the first
-	Error   string        `json:"error"`
+	Attempt int           `json:"attempt"`         // 1 for the first call of fn
+	Wait    time.Duration `json:"wait_ns"`         // the wait before this attempt; 0 for the first
+	Error   string        `json:"error,omitempty"` // the attempt's error text
 }
 
 // DeadLetterSink stores dead letters. Put must be safe for concurrent use
 // and must either store dl durably and return nil, or return an error: a
-// nil return is a promise that the record is kept. Put should return
-// promptly when ctx is done.
+// nil return is a promise that the record is kept. Put must return
+// promptly when ctx is done (Do calls it on the caller's goroutine, with a
+// context bounded by [WithDeadLetterTimeout]). Put must not keep dl.Payload
+// or dl.Errors beyond the call unless it treats them as read-only.
 type DeadLetterSink interface {
 	Put(ctx context.Context, dl DeadLetter) error
 }
+
+// DeadLetterFunc adapts a function to a [DeadLetterSink].
+type DeadLetterFunc func(ctx context.Context, dl DeadLetter) error
+
+// Put calls f(ctx, dl).
+func (f DeadLetterFunc) Put(ctx context.Context, dl DeadLetter) error { return f(ctx, dl) }
 
 // DeadLetterStatus says what happened to a call's dead letter, as reported
 // in [Done].
@@ -59,7 +83,31 @@ const (
 	DeadLetterFailed                           // every sink failed; Do's error matches ErrDeadLetterNotRecorded
 )
 
+// String returns "none", "recorded" or "failed", as used for metric labels.
+func (s DeadLetterStatus) String() string {
+	switch s {
+	case DeadLetterNone:
+		return "none"
+	case DeadLetterRecorded:
+		return "recorded"
+	case DeadLetterFailed:
+		return "failed"
+	default:
+		return "unknown"
+	}
+}
+
 // ErrDeadLetterNotRecorded is matched by the error of a call that should
-// have been dead-lettered but whose sinks all failed. The error still
-// matches the call's own failure, so the caller can act on the work itself.
+// have been dead-lettered but whose sinks all failed or timed out. The
+// error still matches the call's own failure (errors.As finds the
+// [*Error]) and each sink's error, so the caller can act on the work
+// itself, for example by not acknowledging a queue message.
 var ErrDeadLetterNotRecorded = errors.New("retry: dead letter not recorded")
+
+// NewDeadLetterID returns a new random record ID: 32 lower-case hex digits
+// from crypto/rand. Sinks that build records themselves may use it.
+func NewDeadLetterID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails since Go 1.24: it crashes the program instead
+	return hex.EncodeToString(b[:])
+}

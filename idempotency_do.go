@@ -50,7 +50,7 @@ func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Cont
 		return loop(ctx, cfg, fn, nil) // stops before the first attempt
 	}
 	s := &idemCall[T]{cfg: cfg, ic: ic, ctx: ctx, key: key, fp: fingerprint(cfg.payload)}
-	if cfg.observer != nil {
+	if cfg.observer != nil || cfg.dl.active() {
 		s.start = cfg.now()
 	}
 	// A panic in fn (or anywhere below) must not leave the key claimed
@@ -81,7 +81,7 @@ func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Cont
 	case cl.Status == ClaimCompleted:
 		v, err := s.replay(cl.Record)
 		if err != nil {
-			return zero, s.doneEarly(OutcomePermanent, &Error{Outcome: OutcomePermanent, Last: err})
+			return zero, s.doneEarly(OutcomePermanent, err)
 		}
 		return v, s.doneEarly(OutcomeSuccess, nil)
 	case cl.Status == ClaimHeld:
@@ -263,11 +263,24 @@ func (s *idemCall[T]) codec() Codec {
 }
 
 // doneEarly reports a call that ended before the loop, with no attempt.
+// A failure takes the same path as one after attempts: an *Error whose
+// Last is err, a dead letter if configured, then OnDone. A replayed
+// permanent failure is not dead-lettered again: the call that failed
+// recorded it already.
 func (s *idemCall[T]) doneEarly(o Outcome, err error) error {
-	if obs := s.cfg.observer; obs != nil {
-		obs.OnDone(s.ctx, Done{Name: s.cfg.name, Outcome: o, Elapsed: s.cfg.now().Sub(s.start), Err: err})
+	c := call{cfg: s.cfg, ctx: s.ctx, start: s.start, last: err}
+	if o == OutcomeSuccess {
+		if obs := s.cfg.observer; obs != nil {
+			obs.OnDone(s.ctx, Done{Name: s.cfg.name, Outcome: o, Elapsed: s.cfg.now().Sub(s.start)})
+		}
+		return nil
 	}
-	return err
+	if errors.Is(err, ErrReplayed) {
+		cfg := *s.cfg
+		cfg.dl = nil
+		c.cfg = &cfg
+	}
+	return c.end(&Error{Outcome: o, Last: err}, false)
 }
 
 func (s *idemCall[T]) keyReuse() error {

@@ -57,7 +57,8 @@ type config struct {
 	waitArmed      func(time.Duration)
 	name           string
 	payload        []byte
-	idem           *idemConfig // nil: not idempotent
+	dl             *deadLetterConfig // nil without dead-letter options
+	idem           *idemConfig       // nil: not idempotent
 }
 
 func (c *config) fail(format string, args ...any) {

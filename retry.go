@@ -10,8 +10,9 @@
 // one marked [RetryAfter] sets the next wait. Do never sleeps past its
 // context's deadline or its [WithMaxElapsed] budget: when the next wait
 // would end after either, it returns at once. Whenever no attempt
-// succeeds, the error is an [*Error] that matches both the reason for
-// stopping and the last attempt's error.
+// succeeds, errors.As finds an [*Error] in the returned error, and
+// errors.Is matches both the reason for stopping and the last attempt's
+// error.
 //
 // Build a [Retrier] once with [New] and share it: it is immutable and safe
 // for concurrent use, and its Do makes no allocation when the first attempt
@@ -64,7 +65,7 @@ func (c *config) apply(opts []Option) error {
 	c.checkIdem()
 	// Everything that needs the loop's state from the first attempt on
 	// sends calls down the slow path.
-	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil
+	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil || c.dl.active()
 	return c.err
 }
 
@@ -83,8 +84,9 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 }
 
 // Do calls fn until it succeeds or the policy says to stop, and returns
-// nil only if some call of fn returned nil. Otherwise the error is an
-// [*Error]; see the package documentation. Each call of fn gets ctx, or a
+// nil only if some call of fn returned nil. Otherwise errors.As finds an
+// [*Error] in the returned error (it is the error itself unless a dead
+// letter could not be recorded); see the package documentation. Each call of fn gets ctx, or a
 // context derived from it when [WithAttemptTimeout] is set. If ctx is
 // already done, fn is not called.
 //
@@ -182,6 +184,7 @@ type call struct {
 	prevWait time.Duration
 	last     error
 	timer    waitTimer
+	dead     *attemptLog // per-attempt errors for the dead letter; nil until a failure with a sink
 }
 
 // loop is the retry engine. If firstErr is not nil, the first attempt has
@@ -194,7 +197,8 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 	var zero T
 	c := call{cfg: cfg, ctx: ctx}
 	obs := cfg.observer
-	if obs != nil || cfg.maxElapsed > 0 {
+	deadLetters := cfg.dl.active()
+	if obs != nil || cfg.maxElapsed > 0 || deadLetters {
 		c.start = cfg.now()
 	}
 	maxAttempts := cfg.maxAttempts
@@ -230,6 +234,9 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			}
 		}
 		c.last = err
+		if deadLetters {
+			c.logFailure(err)
+		}
 
 		hint, hinted := time.Duration(0), false
 		switch {
@@ -282,15 +289,27 @@ func attempt[T any](ctx context.Context, cfg *config, fn func(context.Context) (
 	return fn(ctx)
 }
 
-// stop ends a failed call: it releases the timer, builds the error and
-// tells the observer.
+// stop ends a failed call: it releases the timer, builds the error, writes
+// the dead letter and then tells the observer, so that Done says whether
+// the dead letter was recorded.
 func (c *call) stop(o Outcome, cause, ctxErr error, waited bool) error {
+	return c.end(&Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: cause, ctxErr: ctxErr}, waited)
+}
+
+// end finishes a failed call with e: it releases the timer, records the
+// dead letter and tells the observer, in that order, so that Done says
+// whether the dead letter was recorded.
+func (c *call) end(e *Error, waited bool) error {
 	c.timer.stop()
-	err := &Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: cause, ctxErr: ctxErr}
+	var err error = e
+	dl := DeadLetterNone
+	if c.cfg.dl.active() {
+		err, dl = c.deadLetter(e)
+	}
 	if obs := c.cfg.observer; obs != nil {
 		obs.OnDone(c.ctx, Done{
-			Name: c.cfg.name, Outcome: o, Attempts: c.attempts,
-			Elapsed: c.cfg.now().Sub(c.start), Waited: waited, Err: err,
+			Name: c.cfg.name, Outcome: e.Outcome, Attempts: c.attempts,
+			Elapsed: c.cfg.now().Sub(c.start), Waited: waited, DeadLetter: dl, Err: err,
 		})
 	}
 	return err
@@ -299,9 +318,7 @@ func (c *call) stop(o Outcome, cause, ctxErr error, waited bool) error {
 // stopBeforeDeadline ends a call whose next wait would end past the
 // context's deadline: it reports the deadline without waiting for it.
 func (c *call) stopBeforeDeadline() error {
-	err := c.stop(OutcomeDeadline, context.DeadlineExceeded, nil, false)
-	err.(*Error).early = true
-	return err
+	return c.end(&Error{Outcome: OutcomeDeadline, Attempts: c.attempts, Last: c.last, Cause: context.DeadlineExceeded, early: true}, false)
 }
 
 // stopForContext ends a call whose context is done, keeping both the

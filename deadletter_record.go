@@ -1,0 +1,147 @@
+package retry
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"time"
+)
+
+// attemptLog keeps the per-attempt errors of one call for its dead letter:
+// the first cap(head) in head, then the most recent ones in a ring.
+type attemptLog struct {
+	head []AttemptError
+	tail []AttemptError // ring buffer of the latest errors after head filled up
+	next int            // index in tail of the next write
+}
+
+func newAttemptLog(d *deadLetterConfig) *attemptLog {
+	n := DefaultDeadLetterErrors
+	if d.maxErrorsSet {
+		n = d.maxErrors
+	}
+	return &attemptLog{head: make([]AttemptError, 0, n/2), tail: make([]AttemptError, 0, n-n/2)}
+}
+
+// logFailure records the failed attempt for the dead letter. The log is
+// made at the first failure, so a call that succeeds at once allocates
+// nothing even with a sink.
+func (c *call) logFailure(err error) {
+	if c.dead == nil {
+		c.dead = newAttemptLog(c.cfg.dl)
+	}
+	c.dead.add(c.attempts, c.prevWait, err)
+}
+
+// add records that attempt failed with err after a wait of wait.
+func (l *attemptLog) add(attempt int, wait time.Duration, err error) {
+	if cap(l.head) == 0 && cap(l.tail) == 0 {
+		return
+	}
+	e := AttemptError{Attempt: attempt, Wait: wait, Error: err.Error()}
+	switch {
+	case len(l.head) < cap(l.head):
+		l.head = append(l.head, e)
+	case len(l.tail) < cap(l.tail):
+		l.tail = append(l.tail, e)
+	default:
+		l.tail[l.next] = e
+		l.next = (l.next + 1) % len(l.tail)
+	}
+}
+
+// list returns the kept errors, oldest first; nil for a nil log.
+func (l *attemptLog) list() []AttemptError {
+	if l == nil || len(l.head)+len(l.tail) == 0 {
+		return nil
+	}
+	out := make([]AttemptError, 0, len(l.head)+len(l.tail))
+	out = append(out, l.head...)
+	out = append(out, l.tail[l.next:]...)
+	return append(out, l.tail[:l.next]...)
+}
+
+// deadLetter writes the dead letter of a call that ended with e, if its
+// outcome is covered, and returns what Do returns and the status for Done.
+func (c *call) deadLetter(e *Error) (error, DeadLetterStatus) {
+	d := c.cfg.dl
+	if !d.covers(e.Outcome) {
+		return e, DeadLetterNone
+	}
+	dl := DeadLetter{
+		ID:           NewDeadLetterID(),
+		Name:         c.cfg.name,
+		Payload:      bytes.Clone(c.cfg.payload),
+		Attempts:     c.attempts,
+		FirstAttempt: c.start,
+		GaveUp:       c.cfg.now(),
+		Reason:       e.Outcome,
+		Errors:       c.dead.list(),
+	}
+	if e.Last != nil {
+		dl.LastError = e.Last.Error()
+	}
+	dl.IdempotencyKey = c.cfg.idempotencyKey(c.ctx)
+	if o := d.origin; o != nil {
+		if dl.IdempotencyKey == "" {
+			dl.IdempotencyKey = o.IdempotencyKey
+		}
+		dl.Redrives, dl.RedriveOf = o.Redrives+1, o.ID
+	}
+	var failed []error
+	for _, sink := range [...]DeadLetterSink{d.sink, d.fallback} {
+		if sink == nil {
+			continue
+		}
+		err := c.putDeadLetter(sink, dl)
+		if err == nil {
+			return e, DeadLetterRecorded
+		}
+		failed = append(failed, err)
+	}
+	return &notRecordedError{err: e, sinks: failed}, DeadLetterFailed
+}
+
+// putDeadLetter calls sink.Put with a context that survives the call's
+// cancellation (the work must still be recorded) but not the timeout.
+func (c *call) putDeadLetter(sink DeadLetterSink, dl DeadLetter) error {
+	timeout := c.cfg.dl.timeout
+	if timeout == 0 {
+		timeout = DefaultDeadLetterTimeout
+	}
+	ctx, cancel := context.WithoutCancel(c.ctx), context.CancelFunc(nil)
+	if c.cfg.clock == nil {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		ctx, cancel = c.cfg.clock.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	return sink.Put(ctx, dl)
+}
+
+// notRecordedError is what Do returns when a call should have been
+// dead-lettered and no sink stored it. It matches the call's *Error (and
+// through it the last attempt's error and the cause),
+// ErrDeadLetterNotRecorded, and every sink's error.
+type notRecordedError struct {
+	err   *Error
+	sinks []error
+}
+
+func (n *notRecordedError) Error() string {
+	var b strings.Builder
+	b.WriteString(n.err.Error())
+	b.WriteString(" (dead letter not recorded: ")
+	for i, err := range n.sinks {
+		if i > 0 {
+			b.WriteString("; fallback: ")
+		}
+		b.WriteString(err.Error())
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func (n *notRecordedError) Unwrap() []error {
+	return append([]error{n.err, ErrDeadLetterNotRecorded}, n.sinks...)
+}

@@ -1,0 +1,481 @@
+package retry_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+)
+
+var errDead = errors.New("boom")
+
+// dlDoneRecorder is an Observer that keeps the Done events.
+type dlDoneRecorder struct {
+	mu   sync.Mutex
+	done []retry.Done
+}
+
+func (*dlDoneRecorder) OnAttemptStart(context.Context, retry.AttemptStart) {}
+func (*dlDoneRecorder) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
+func (*dlDoneRecorder) OnRetry(context.Context, retry.RetryScheduled)      {}
+func (d *dlDoneRecorder) OnDone(_ context.Context, e retry.Done) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.done = append(d.done, e)
+}
+
+func (d *dlDoneRecorder) only(t *testing.T) retry.Done {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	require.Len(t, d.done, 1)
+	return d.done[0]
+}
+
+// terminal runs a call that ends with the given outcome, on synctest time.
+func endWith(t *testing.T, want retry.Outcome, opts ...retry.Option) error {
+	t.Helper()
+	ctx := t.Context()
+	fn := func(context.Context) error { return errDead }
+	switch want {
+	case retry.OutcomeExhausted:
+		opts = append(opts, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
+	case retry.OutcomePermanent:
+		fn = func(context.Context) error { return retry.Permanent(errDead) }
+	case retry.OutcomeMaxElapsed:
+		opts = append(opts, retry.WithMaxElapsed(3*time.Second), retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter))
+	case retry.OutcomeDeadline:
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		opts = append(opts, retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter))
+	case retry.OutcomeCanceled:
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		fn = func(context.Context) error { cancel(); return errDead }
+	}
+	r, err := retry.New(opts...)
+	require.NoError(t, err)
+	return r.Do(ctx, fn)
+}
+
+func TestDeadLetterEveryTerminalPath(t *testing.T) {
+	t.Parallel()
+	all := []retry.Outcome{retry.OutcomePermanent, retry.OutcomeExhausted, retry.OutcomeMaxElapsed, retry.OutcomeDeadline, retry.OutcomeCanceled}
+	cases := []struct {
+		name     string
+		on       []retry.Outcome // nil: the default
+		outcome  retry.Outcome
+		attempts int
+		recorded bool
+	}{
+		{"exhausted_default", nil, retry.OutcomeExhausted, 3, true},
+		{"permanent_default", nil, retry.OutcomePermanent, 1, true},
+		{"max_elapsed_default", nil, retry.OutcomeMaxElapsed, 2, true},
+		{"deadline_default", nil, retry.OutcomeDeadline, 2, false},
+		{"canceled_default", nil, retry.OutcomeCanceled, 1, false},
+		{"exhausted_all", all, retry.OutcomeExhausted, 3, true},
+		{"permanent_all", all, retry.OutcomePermanent, 1, true},
+		{"max_elapsed_all", all, retry.OutcomeMaxElapsed, 2, true},
+		{"deadline_all", all, retry.OutcomeDeadline, 2, true},
+		{"canceled_all", all, retry.OutcomeCanceled, 1, true},
+		{"exhausted_only_deadline", []retry.Outcome{retry.OutcomeDeadline}, retry.OutcomeExhausted, 3, false},
+		{"deadline_only_deadline", []retry.Outcome{retry.OutcomeDeadline}, retry.OutcomeDeadline, 2, true},
+		{"exhausted_none", []retry.Outcome{}, retry.OutcomeExhausted, 3, false},
+		{"permanent_none", []retry.Outcome{}, retry.OutcomePermanent, 1, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				sink := retry.NewMemoryDeadLetterSink()
+				obs := &dlDoneRecorder{}
+				opts := []retry.Option{retry.WithDeadLetter(sink), retry.WithObserver(obs), retry.WithName("charge"), retry.WithPayload([]byte(`{"n":1}`))}
+				if tc.on != nil {
+					opts = append(opts, retry.WithDeadLetterOn(tc.on...))
+				}
+				start := time.Now()
+				err := endWith(t, tc.outcome, opts...)
+
+				var re *retry.Error
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, tc.outcome, re.Outcome)
+				assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+				done := obs.only(t)
+				assert.Equal(t, err, done.Err)
+				if !tc.recorded {
+					assert.Equal(t, retry.DeadLetterNone, done.DeadLetter)
+					assert.Zero(t, sink.Len())
+					return
+				}
+				assert.Equal(t, retry.DeadLetterRecorded, done.DeadLetter)
+				recs := sink.Records()
+				require.Len(t, recs, 1)
+				dl := recs[0]
+				assert.Len(t, dl.ID, 32)
+				assert.Equal(t, "charge", dl.Name)
+				assert.Equal(t, []byte(`{"n":1}`), dl.Payload)
+				assert.Equal(t, tc.outcome, dl.Reason)
+				assert.Equal(t, tc.attempts, dl.Attempts)
+				assert.Equal(t, "boom", dl.LastError)
+				assert.Equal(t, start, dl.FirstAttempt)
+				assert.Equal(t, time.Now(), dl.GaveUp)
+				assert.Len(t, dl.Errors, tc.attempts)
+				assert.True(t, dl.Redriven.IsZero())
+			})
+		})
+	}
+}
+
+func TestDeadLetterKeepsAttemptErrors(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		sink := retry.NewMemoryDeadLetterSink()
+		n := 0
+		err := retry.Do(t.Context(), func(context.Context) error {
+			n++
+			return fmt.Errorf("failure %d", n)
+		}, retry.WithMaxAttempts(20), retry.WithBackoff(retry.Linear(time.Second, time.Second, time.Hour)),
+			retry.WithJitter(retry.NoJitter), retry.WithDeadLetter(sink), retry.WithDeadLetterErrors(5))
+		require.ErrorIs(t, err, retry.ErrExhausted)
+		recs := sink.Records()
+		require.Len(t, recs, 1)
+		want := []retry.AttemptError{
+			{Attempt: 1, Wait: 0, Error: "failure 1"},
+			{Attempt: 2, Wait: time.Second, Error: "failure 2"},
+			{Attempt: 18, Wait: 17 * time.Second, Error: "failure 18"},
+			{Attempt: 19, Wait: 18 * time.Second, Error: "failure 19"},
+			{Attempt: 20, Wait: 19 * time.Second, Error: "failure 20"},
+		}
+		assert.Equal(t, want, recs[0].Errors)
+		assert.Equal(t, "failure 20", recs[0].LastError)
+	})
+}
+
+func TestDeadLetterErrorsBoundZeroKeepsNone(t *testing.T) {
+	t.Parallel()
+	sink := retry.NewMemoryDeadLetterSink()
+	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
+		retry.WithMaxDelay(0), retry.WithDeadLetter(sink), retry.WithDeadLetterErrors(0))
+	require.ErrorIs(t, err, errDead)
+	recs := sink.Records()
+	require.Len(t, recs, 1)
+	assert.Empty(t, recs[0].Errors)
+	assert.Equal(t, "boom", recs[0].LastError)
+	assert.Equal(t, retry.DefaultMaxAttempts, recs[0].Attempts)
+}
+
+func TestDeadLetterSinkFailureIsNotSilent(t *testing.T) {
+	t.Parallel()
+	errSink := errors.New("disk full")
+	obs := &dlDoneRecorder{}
+	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
+		retry.WithMaxDelay(0), retry.WithObserver(obs),
+		retry.WithDeadLetter(retry.DeadLetterFunc(func(context.Context, retry.DeadLetter) error { return errSink })))
+
+	assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+	assert.ErrorIs(t, err, errDead)
+	assert.ErrorIs(t, err, retry.ErrExhausted)
+	assert.ErrorIs(t, err, errSink)
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, retry.OutcomeExhausted, re.Outcome)
+	assert.Equal(t, "retry: attempts exhausted after 3 attempts: boom (dead letter not recorded: disk full)", err.Error())
+	done := obs.only(t)
+	assert.Equal(t, retry.DeadLetterFailed, done.DeadLetter)
+	assert.Equal(t, err, done.Err)
+}
+
+func TestDeadLetterFallback(t *testing.T) {
+	t.Parallel()
+	errPrimary, errFallback := errors.New("primary down"), errors.New("fallback down")
+	failing := func(err error) retry.DeadLetterSink {
+		return retry.DeadLetterFunc(func(context.Context, retry.DeadLetter) error { return err })
+	}
+
+	t.Run("used_when_primary_fails", func(t *testing.T) {
+		t.Parallel()
+		fallback := retry.NewMemoryDeadLetterSink()
+		obs := &dlDoneRecorder{}
+		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
+			retry.WithObserver(obs), retry.WithDeadLetter(failing(errPrimary)), retry.WithDeadLetterFallback(fallback))
+		assert.ErrorIs(t, err, errDead)
+		assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+		assert.Equal(t, 1, fallback.Len())
+		assert.Equal(t, retry.DeadLetterRecorded, obs.only(t).DeadLetter)
+	})
+	t.Run("not_used_when_primary_works", func(t *testing.T) {
+		t.Parallel()
+		primary, fallback := retry.NewMemoryDeadLetterSink(), retry.NewMemoryDeadLetterSink()
+		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
+			retry.WithDeadLetter(primary), retry.WithDeadLetterFallback(fallback))
+		assert.ErrorIs(t, err, errDead)
+		assert.Equal(t, 1, primary.Len())
+		assert.Zero(t, fallback.Len())
+	})
+	t.Run("both_fail", func(t *testing.T) {
+		t.Parallel()
+		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
+			retry.WithDeadLetter(failing(errPrimary)), retry.WithDeadLetterFallback(failing(errFallback)))
+		assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+		assert.ErrorIs(t, err, errDead)
+		assert.ErrorIs(t, err, errPrimary)
+		assert.ErrorIs(t, err, errFallback)
+		assert.Equal(t, "retry: permanent error after 1 attempt: boom (dead letter not recorded: primary down; fallback: fallback down)", err.Error())
+	})
+}
+
+// TestDeadLetterHangingSink: a sink that never finishes on its own delays
+// Do by exactly the sink timeout, per sink, and the caller's cancellation
+// does not cut the sink's context short.
+func TestDeadLetterHangingSink(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		hang := retry.DeadLetterFunc(func(ctx context.Context, _ retry.DeadLetter) error {
+			calls.Add(1)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		start := time.Now()
+		err := retry.Do(ctx, func(context.Context) error { cancel(); return errDead },
+			retry.WithDeadLetter(hang), retry.WithDeadLetterFallback(hang),
+			retry.WithDeadLetterOn(retry.OutcomeCanceled), retry.WithDeadLetterTimeout(2*time.Second))
+		assert.Equal(t, 4*time.Second, time.Since(start))
+		assert.Equal(t, int32(2), calls.Load())
+		assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, err, context.DeadlineExceeded) // the sinks' timeout
+		assert.ErrorIs(t, err, errDead)
+	})
+}
+
+func TestDeadLetterDefaultTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var deadline time.Time
+		sink := retry.DeadLetterFunc(func(ctx context.Context, _ retry.DeadLetter) error {
+			deadline, _ = ctx.Deadline()
+			return nil
+		})
+		start := time.Now()
+		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) }, retry.WithDeadLetter(sink))
+		require.ErrorIs(t, err, errDead)
+		assert.Equal(t, start.Add(retry.DefaultDeadLetterTimeout), deadline)
+	})
+}
+
+// TestDeadLetterNothingLost: 10,000 failing calls while the sink fails
+// 100 % for a stretch and then recovers. Every call is either stored once
+// or returns ErrDeadLetterNotRecorded, with the memory sink and with the
+// file sink behind the fault injector.
+func TestDeadLetterNothingLost(t *testing.T) {
+	t.Parallel()
+	for _, store := range []string{"memory", "file"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) { nothingLost(t, store) })
+		})
+	}
+}
+
+func nothingLost(t *testing.T, store string) {
+	const workers, perWorker = 100, 100
+	var backend retry.DeadLetterSink
+	var stored func() (recs []retry.DeadLetter, lines int)
+	if store == "memory" {
+		mem := retry.NewMemoryDeadLetterSink()
+		backend = mem
+		stored = func() ([]retry.DeadLetter, int) { recs := mem.Records(); return recs, len(recs) }
+	} else {
+		file, path := openFileSink(t, nil)
+		backend = file
+		stored = func() ([]retry.DeadLetter, int) {
+			recs, err := retry.ReadDeadLetterFile(path)
+			require.NoError(t, err)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			return recs, bytes.Count(data, []byte("\n"))
+		}
+	}
+	errDown := errors.New("sink down")
+	start := time.Now()
+	var failedPuts atomic.Int64
+	sink := retry.DeadLetterFunc(func(ctx context.Context, dl retry.DeadLetter) error {
+		if since := time.Since(start); since >= 3*time.Second && since < 8*time.Second {
+			failedPuts.Add(1)
+			return errDown
+		}
+		return backend.Put(ctx, dl)
+	})
+	obs := &dlDoneRecorder{}
+	r, err := retry.New(retry.WithDeadLetter(sink), retry.WithObserver(obs), retry.WithMaxAttempts(2),
+		retry.WithBackoff(retry.Constant(10*time.Millisecond)), retry.WithJitter(retry.NoJitter))
+	require.NoError(t, err)
+
+	var notRecorded, other atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				var err error
+				if i%2 == 0 {
+					err = r.Do(t.Context(), func(context.Context) error { return errDead })
+				} else {
+					err = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) })
+				}
+				switch {
+				case errors.Is(err, retry.ErrDeadLetterNotRecorded) && errors.Is(err, errDead):
+					notRecorded.Add(1)
+				case !errors.Is(err, errDead):
+					other.Add(1)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+
+	recs, lines := stored()
+	t.Logf("%s: %d stored, %d returned ErrDeadLetterNotRecorded", store, lines, notRecorded.Load())
+	ids := make(map[string]bool, len(recs))
+	for _, dl := range recs {
+		ids[dl.ID] = true
+	}
+	require.Positive(t, notRecorded.Load(), "the sink never failed: the test proves nothing")
+	require.Positive(t, len(recs), "the sink never recovered")
+	assert.Zero(t, other.Load())
+	assert.Equal(t, notRecorded.Load(), failedPuts.Load())
+	assert.Len(t, ids, lines, "duplicate records")
+	assert.Equal(t, int64(workers*perWorker), int64(lines)+notRecorded.Load())
+
+	// The observer sees the same split.
+	status := map[retry.DeadLetterStatus]int{}
+	for _, d := range obs.done {
+		status[d.DeadLetter]++
+	}
+	assert.Equal(t, map[retry.DeadLetterStatus]int{
+		retry.DeadLetterRecorded: lines,
+		retry.DeadLetterFailed:   int(notRecorded.Load()),
+	}, status)
+}
+
+func TestDeadLetterOptionsValidate(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		opt  retry.Option
+		msg  string
+	}{
+		{"nil_sink", retry.WithDeadLetter(nil), "WithDeadLetter(nil)"},
+		{"nil_fallback", retry.WithDeadLetterFallback(nil), "WithDeadLetterFallback(nil)"},
+		{"success_outcome", retry.WithDeadLetterOn(retry.OutcomeExhausted, retry.OutcomeSuccess), "WithDeadLetterOn(success)"},
+		{"unknown_outcome", retry.WithDeadLetterOn(retry.Outcome(42)), "WithDeadLetterOn(unknown)"},
+		{"zero_timeout", retry.WithDeadLetterTimeout(0), "WithDeadLetterTimeout(0s)"},
+		{"negative_errors", retry.WithDeadLetterErrors(-1), "WithDeadLetterErrors(-1)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := retry.New(tc.opt)
+			require.ErrorIs(t, err, retry.ErrInvalidOption)
+			assert.Contains(t, err.Error(), tc.msg)
+		})
+	}
+}
+
+// TestDeadLetterWithDoesNotChangeParent: Retrier.With copies the
+// dead-letter settings instead of sharing them.
+func TestDeadLetterWithDoesNotChangeParent(t *testing.T) {
+	t.Parallel()
+	parentSink, childSink := retry.NewMemoryDeadLetterSink(), retry.NewMemoryDeadLetterSink()
+	parent, err := retry.New(retry.WithDeadLetter(parentSink), retry.WithMaxAttempts(1))
+	require.NoError(t, err)
+	child, err := parent.With(retry.WithDeadLetter(childSink), retry.WithDeadLetterOn(retry.OutcomeCanceled))
+	require.NoError(t, err)
+
+	fail := func(context.Context) error { return errDead }
+	require.Error(t, parent.Do(t.Context(), fail))
+	require.Error(t, child.Do(t.Context(), fail))
+	assert.Equal(t, 1, parentSink.Len())
+	assert.Zero(t, childSink.Len(), "exhausted is not dead-lettered by the child")
+}
+
+func TestMemoryDeadLetterSinkCopies(t *testing.T) {
+	t.Parallel()
+	sink := retry.NewMemoryDeadLetterSink()
+	payload := []byte("abc")
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "1", Payload: payload}))
+	payload[0] = 'X'
+	got := sink.Records()
+	require.Len(t, got, 1)
+	assert.Equal(t, []byte("abc"), got[0].Payload)
+	got[0].Payload[0] = 'Y'
+	assert.Equal(t, []byte("abc"), sink.Records()[0].Payload)
+}
+
+func TestMemoryDeadLetterSinkHonoursContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	sink := retry.NewMemoryDeadLetterSink()
+	assert.ErrorIs(t, sink.Put(ctx, retry.DeadLetter{ID: "1"}), context.Canceled)
+	assert.Zero(t, sink.Len())
+}
+
+func TestDeadLetterIdempotentEarlyExits(t *testing.T) {
+	// A call refused before any attempt (store down, key reused) is work
+	// not done: it is dead-lettered like any permanent failure. A replayed
+	// permanent failure is not: the call that failed recorded it already.
+	synctest.Test(t, func(t *testing.T) {
+		sink := retry.NewMemoryDeadLetterSink()
+		store := newFaulty()
+		run := func(payload string, fn func(context.Context) error) error {
+			return retry.Do(t.Context(), fn, retry.WithIdempotency(store, "order-1"), retry.WithPayload([]byte(payload)),
+				retry.WithDeadLetter(sink), retry.WithName("order"))
+		}
+		calls := 0
+		fail := func(context.Context) error { calls++; return retry.Permanent(errDead) }
+
+		require.ErrorIs(t, run("a", fail), errDead)
+		require.Equal(t, 1, sink.Len(), "the permanent failure")
+
+		err := run("a", fail)
+		require.ErrorIs(t, err, retry.ErrReplayed)
+		assert.Equal(t, 1, sink.Len(), "a replay is not recorded again")
+
+		err = run("b", fail)
+		require.ErrorIs(t, err, retry.ErrKeyReuse)
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomePermanent, re.Outcome)
+		assert.Equal(t, 0, re.Attempts)
+		require.Equal(t, 2, sink.Len(), "key reuse is recorded")
+
+		store.mu.Lock()
+		store.claimErr = errors.New("connection refused")
+		store.mu.Unlock()
+		err = run("a", fail)
+		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+		records := sink.Records()
+		require.Len(t, records, 3, "store unavailable is recorded")
+		assert.Equal(t, retry.OutcomePermanent, records[2].Reason)
+		assert.Equal(t, "order-1", records[2].IdempotencyKey)
+		assert.Equal(t, []byte("a"), records[2].Payload)
+		assert.Contains(t, records[2].LastError, "connection refused")
+		assert.Equal(t, 1, calls, "fn ran only the first time")
+	})
+}
