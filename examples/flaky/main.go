@@ -11,13 +11,20 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/steadfast-go/retry"
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdout, rand.NewPCG(1, 2)); err != nil {
+	dir, err := os.MkdirTemp("", "retry-demo-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flaky:", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	if err := run(context.Background(), os.Stdout, rand.NewPCG(1, 2), filepath.Join(dir, "deadletters.jsonl")); err != nil {
 		fmt.Fprintln(os.Stderr, "flaky:", err)
 		os.Exit(1)
 	}
@@ -58,7 +65,7 @@ func (l logAttempts) OnDone(_ context.Context, e retry.Done) {
 	fmt.Fprintf(l.w, "  => %s, attempts: %d\n", e.Outcome, e.Attempts)
 }
 
-func run(ctx context.Context, w io.Writer, src rand.Source) error {
+func run(ctx context.Context, w io.Writer, src rand.Source, deadLetterPath string) error {
 	// One Retrier for the whole program: the defaults (3 attempts,
 	// exponential backoff from 100ms with full jitter, waits capped at 30s)
 	// plus a random source fixed for a repeatable demo and a printer.
@@ -97,5 +104,46 @@ func run(ctx context.Context, w io.Writer, src rand.Source) error {
 	start := time.Now()
 	err = slow.Do(deadlineCtx, (&service{failures: 10, fail: func(int) error { return errUnavailable }}).call)
 	fmt.Fprintf(w, "  error: %v\n  returned after %v, not at the 300ms deadline\n", err, time.Since(start).Round(time.Millisecond))
-	return nil
+
+	return deadLetters(ctx, w, r, deadLetterPath)
+}
+
+// deadLetters shows that failed work is recorded, not dropped, and replayed
+// once the service is back.
+func deadLetters(ctx context.Context, w io.Writer, r *retry.Retrier, path string) error {
+	fmt.Fprintln(w, "6. Work that gives up is dead-lettered to a JSON Lines file, then redriven:")
+	sink, err := retry.OpenFileSink(path, nil)
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+	invoices, err := r.With(retry.WithDeadLetter(sink), retry.WithName("send-invoice"),
+		retry.WithPayload([]byte(`{"invoice":42}`)), retry.WithBackoff(retry.Constant(0)))
+	if err != nil {
+		return err
+	}
+	down := &service{failures: 10, fail: func(int) error { return errUnavailable }}
+	fmt.Fprintln(w, "  error:", invoices.Do(ctx, down.call))
+
+	records, err := retry.ReadDeadLetterFile(path)
+	if err != nil {
+		return err
+	}
+	for _, dl := range records {
+		fmt.Fprintf(w, "  dead letter: name=%s reason=%s attempts=%d payload=%s last error=%q\n",
+			dl.Name, dl.Reason, dl.Attempts, dl.Payload, dl.LastError)
+	}
+
+	fmt.Fprintln(w, "  the service is back; redriving:")
+	report, err := retry.Redrive(ctx, sink, r, func(ctx context.Context, dl retry.DeadLetter) error {
+		fmt.Fprintf(w, "  replaying %s with payload %s\n", dl.Name, dl.Payload)
+		return nil
+	}, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  redrive: %d pending, %d succeeded\n", report.Pending, report.Succeeded)
+	again, err := retry.Redrive(ctx, sink, r, func(context.Context, retry.DeadLetter) error { return nil }, nil)
+	fmt.Fprintf(w, "  a second redrive finds %d pending: nothing is replayed twice\n", again.Pending)
+	return err
 }
