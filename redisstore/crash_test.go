@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,14 +28,16 @@ const (
 	helperEnv       = "REDISSTORE_TEST_HELPER"
 	helperPrefixEnv = "REDISSTORE_TEST_HELPER_PREFIX"
 	helperLeaseEnv  = "REDISSTORE_TEST_HELPER_LEASE"
-	helperKey       = "crash"
-	helperFP        = "killed-holder"
+	crashKey        = "charge:order-7"
 )
 
-// runHelperProcess claims helperKey, prints "claimed <unix ns before the
-// claim>", and blocks until it is killed.
+var crashPayload = []byte(`{"order":7,"amount":1200}`)
+
+// runHelperProcess calls retry.Do on crashKey with a fn that prints
+// "running <unix ns from before Do>" and blocks until the process is
+// killed.
 func runHelperProcess(role string) int {
-	if role != "claim" {
+	if role != "hold" {
 		fmt.Fprintf(os.Stderr, "unknown helper role %q\n", role)
 		return 2
 	}
@@ -51,25 +54,25 @@ func runHelperProcess(role string) int {
 		return 2
 	}
 	before := time.Now()
-	cl, err := s.Claim(context.Background(), helperKey, helperFP, lease)
-	if err != nil || cl.Status != retry.ClaimAcquired {
-		fmt.Fprintln(os.Stderr, "claim:", cl.Status, err)
-		return 1
-	}
-	fmt.Printf("claimed %d\n", before.UnixNano())
-	time.Sleep(time.Minute) // the parent kills us long before
+	err = retry.Do(context.Background(), func(context.Context) error {
+		fmt.Printf("running %d\n", before.UnixNano())
+		time.Sleep(time.Minute) // the parent kills us long before
+		return nil
+	}, retry.WithIdempotency(s, crashKey), retry.WithIdempotencyLease(lease), retry.WithPayload(crashPayload))
+	fmt.Fprintln(os.Stderr, "helper was not killed:", err)
 	return 3
 }
 
-// TestKilledHolderBlocksUntilLeaseExpires: a process SIGKILLed while it
-// holds a claim leaves the key held until the lease runs out on the Redis
-// server; then exactly one of many concurrent callers takes it over.
+// TestKilledHolderBlocksUntilLeaseExpires: a process SIGKILLed while its
+// fn runs under a claim leaves the key held until the lease runs out on
+// the Redis server; no caller runs fn before that, and exactly one of the
+// callers waiting for the key runs it after.
 func TestKilledHolderBlocksUntilLeaseExpires(t *testing.T) {
 	s, _, prefix := newStore(t)
 	const lease = 400 * time.Millisecond
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=claim", helperPrefixEnv+"="+prefix, helperLeaseEnv+"="+lease.String())
+	cmd.Env = append(os.Environ(), helperEnv+"=hold", helperPrefixEnv+"="+prefix, helperLeaseEnv+"="+lease.String())
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -78,7 +81,7 @@ func TestKilledHolderBlocksUntilLeaseExpires(t *testing.T) {
 
 	line, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(t, err, "helper output %q", line)
-	ns, ok := strings.CutPrefix(strings.TrimSpace(line), "claimed ")
+	ns, ok := strings.CutPrefix(strings.TrimSpace(line), "running ")
 	require.True(t, ok, "helper said %q", line)
 	nanos, err := strconv.ParseInt(ns, 10, 64)
 	require.NoError(t, err)
@@ -93,68 +96,61 @@ func TestKilledHolderBlocksUntilLeaseExpires(t *testing.T) {
 	require.True(t, ok)
 	require.True(t, status.Signaled() && status.Signal() == syscall.SIGKILL, "helper ended with %v", err)
 
-	// Callers poll until the key is theirs or completed. A caller that
-	// acquires it runs the work (counted) and completes the key.
+	// Callers retry every millisecond while the key is held.
 	const callers = 8
 	var (
-		wg                sync.WaitGroup
-		mu                sync.Mutex
-		runs, heldEarly   int
-		acquiredTooEarly  []time.Duration
-		unexpected        []string
-		ctx               = context.Background()
-		rec               = retry.Record{Value: []byte("rerun")}
-		deadline          = time.Now().Add(5 * time.Second)
-		pollEveryInterval = time.Millisecond
+		wg         sync.WaitGroup
+		mu         sync.Mutex
+		runs       []time.Time // when fn started
+		heldEarly  int         // attempts that found the key held before the lease could end
+		errs       []error
+		ctx        = retry.ContextWithIdempotencyKey(context.Background(), crashKey)
+		heldBefore = func(at time.Time) {
+			if at.Before(expiresNoEarlierThan) {
+				mu.Lock()
+				heldEarly++
+				mu.Unlock()
+			}
+		}
 	)
 	for range callers {
 		wg.Go(func() {
-			for time.Now().Before(deadline) {
-				cl, err := s.Claim(ctx, helperKey, helperFP, time.Minute)
-				returned := time.Now()
+			err := retry.Do(ctx, func(context.Context) error {
 				mu.Lock()
-				switch {
-				case err != nil:
-					unexpected = append(unexpected, err.Error())
-				case cl.Status == retry.ClaimAcquired:
-					runs++
-					if returned.Before(expiresNoEarlierThan) {
-						acquiredTooEarly = append(acquiredTooEarly, expiresNoEarlierThan.Sub(returned))
-					}
-				case cl.Status == retry.ClaimHeld:
-					if cl.Fingerprint != helperFP {
-						unexpected = append(unexpected, "held under "+cl.Fingerprint)
-					}
-					if returned.Before(expiresNoEarlierThan) {
-						heldEarly++
-					}
-				}
+				runs = append(runs, time.Now())
 				mu.Unlock()
-				if err != nil {
-					return
-				}
-				switch cl.Status {
-				case retry.ClaimAcquired:
-					if err := s.Complete(ctx, helperKey, cl.Token, rec, time.Minute); err != nil {
-						mu.Lock()
-						unexpected = append(unexpected, err.Error())
-						mu.Unlock()
-					}
-					return
-				case retry.ClaimCompleted:
-					return
-				}
-				time.Sleep(pollEveryInterval)
+				return nil
+			},
+				retry.WithIdempotency(s, ""), retry.WithPayload(crashPayload),
+				retry.WithBackoff(retry.Constant(time.Millisecond)), retry.WithJitter(retry.NoJitter),
+				retry.WithMaxAttempts(retry.Unlimited), retry.WithMaxElapsed(5*time.Second),
+				retry.WithObserver(inProgressObserver(heldBefore)))
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 
-	assert.Empty(t, unexpected)
-	assert.Empty(t, acquiredTooEarly, "key taken over before the lease ran out")
+	assert.Empty(t, errs)
+	require.Len(t, runs, 1, "exactly one caller runs fn again after the lease")
+	assert.False(t, runs[0].Before(expiresNoEarlierThan), "fn ran %v before the lease could end", expiresNoEarlierThan.Sub(runs[0]))
 	assert.Positive(t, heldEarly, "no caller looked before the lease ran out; the machine is too slow for this lease")
-	assert.Equal(t, 1, runs, "exactly one caller re-runs the work after the lease")
-	got, err := s.Claim(ctx, helperKey, helperFP, time.Minute)
-	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: helperFP, Record: rec}, got)
+	t.Logf("%d attempts found the key held before the lease ended; fn ran again %v after the lease began",
+		heldEarly, runs[0].Sub(expiresNoEarlierThan.Add(-lease)))
 }
+
+// inProgressObserver calls f with the time of each attempt that found
+// the key held by another caller.
+type inProgressObserver func(at time.Time)
+
+func (o inProgressObserver) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
+	if errors.Is(e.Err, retry.ErrInProgress) {
+		o(time.Now())
+	}
+}
+func (inProgressObserver) OnAttemptStart(context.Context, retry.AttemptStart) {}
+func (inProgressObserver) OnRetry(context.Context, retry.RetryScheduled)      {}
+func (inProgressObserver) OnDone(context.Context, retry.Done)                 {}

@@ -12,15 +12,14 @@ import (
 // its lease as PX, and a completion a single SET with its retention:
 //
 //	claimed:   'c' token fingerprintLen ':' fingerprint
-//	completed: 'd'|'p' token fingerprintLen ':' fingerprint value error
+//	completed: 'd'|'p' completionID fingerprintLen ':' fingerprint value error
 //
 // 'd' is a success and 'p' a permanent failure. value is "-" for a nil
 // Record.Value or valueLen ':' bytes; error, the rest, is Record.Error.
-// Completion keeps the token, so that a Complete re-sent by the client after
-// a lost reply finds its own record and succeeds instead of failing.
-// Lengths are decimal. The Lua scripts rely on the token being at bytes
-// 2..tokenLen+1 and on completion only changing the first byte and
-// appending.
+// completionID, random like a token and as long, identifies the Complete
+// call, so that the same call re-sent by the client after a lost reply is
+// told from a second Complete. Lengths are decimal. The Lua scripts rely on
+// the token or id being at bytes 2..tokenLen+1.
 const (
 	stateClaimed   = "c"
 	stateSucceeded = "d"
@@ -70,7 +69,7 @@ func encodeOutcome(rec retry.Record) (state string, suffix string) {
 // decoded is a key's value taken apart.
 type decoded struct {
 	state       string
-	token       string
+	token       string // the completion id for a completed value
 	fingerprint string
 	record      retry.Record // completed values only
 }

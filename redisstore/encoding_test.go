@@ -14,14 +14,17 @@ import (
 
 func TestTokenLengthMatchesScripts(t *testing.T) {
 	require.Len(t, rand.Text(), tokenLen)
-	assert.Contains(t, holdsSrc, "#ARGV[1] ~= "+strconv.Itoa(tokenLen))
-	assert.Contains(t, holdsSrc, "string.sub(v, 2, "+strconv.Itoa(1+tokenLen)+")")
+	for _, src := range []string{holdsSrc, completeSrc} {
+		assert.Contains(t, src, "#ARGV[1] ~= "+strconv.Itoa(tokenLen))
+		assert.Contains(t, src, "string.sub(v, 2, "+strconv.Itoa(1+tokenLen)+")")
+	}
+	assert.Contains(t, completeSrc, "string.sub(v, "+strconv.Itoa(2+tokenLen)+")")
 }
 
 // completed is what completeSrc makes of a claimed value.
-func completed(claimed string, rec retry.Record) string {
+func completed(claimed, id string, rec retry.Record) string {
 	state, suffix := encodeOutcome(rec)
-	return state + claimed[1:] + suffix
+	return state + id + claimed[1+tokenLen:] + suffix
 }
 
 func TestEncodingRoundTrips(t *testing.T) {
@@ -35,13 +38,14 @@ func TestEncodingRoundTrips(t *testing.T) {
 			{}, {Value: []byte{}}, {Value: []byte("-")}, {Value: []byte("5:abc")},
 			{Permanent: true, Error: "boom"}, {Permanent: true, Value: []byte("1:"), Error: "-"},
 		} {
-			d, err := decode(completed(encodeClaim(token, f), rec))
+			id := rand.Text()
+			d, err := decode(completed(encodeClaim(token, f), id, rec))
 			require.NoError(t, err)
 			state := stateSucceeded
 			if rec.Permanent {
 				state = statePermanent
 			}
-			assert.Equal(t, decoded{state: state, token: token, fingerprint: f, record: rec}, d)
+			assert.Equal(t, decoded{state: state, token: id, fingerprint: f, record: rec}, d)
 		}
 	}
 }
@@ -62,8 +66,8 @@ func TestDecodeRejectsForeignValues(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	token := rand.Text()
 	f.Add(encodeClaim(token, "fp"))
-	f.Add(completed(encodeClaim(token, "fp"), retry.Record{Value: []byte("v")}))
-	f.Add(completed(encodeClaim(token, ""), retry.Record{Permanent: true, Error: "e"}))
+	f.Add(completed(encodeClaim(token, "fp"), rand.Text(), retry.Record{Value: []byte("v")}))
+	f.Add(completed(encodeClaim(token, ""), rand.Text(), retry.Record{Permanent: true, Error: "e"}))
 	f.Fuzz(func(t *testing.T, v string) {
 		d, err := decode(v)
 		if err != nil {
@@ -72,7 +76,7 @@ func FuzzDecode(f *testing.F) {
 		// Whatever decodes must encode back to the same bytes.
 		again := encodeClaim(d.token, d.fingerprint)
 		if d.state != stateClaimed {
-			again = completed(again, d.record)
+			again = completed(again, d.token, d.record)
 		}
 		if again != v {
 			t.Fatalf("decode(%q) = %+v, which encodes as %q", v, d, again)

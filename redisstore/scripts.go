@@ -16,7 +16,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return '' end
 return redis.call('GET', KEYS[1])
 `
 
-// holdsSrc starts renew, complete and release: it returns 0 unless the
+// holdsSrc starts renew and release: it returns 0 unless the
 // key's value carries token ARGV[1], and leaves the value's state byte in s.
 // 26 is tokenLen: the token is at bytes 2..27 of the value.
 const holdsSrc = `
@@ -32,12 +32,22 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `
 
-// completeSrc turns a key claimed under ARGV[1] into a completed one: state
-// ARGV[2], outcome suffix ARGV[3], retention ARGV[4] ms. A key already
-// completed under ARGV[1] is left as it is: the client re-sent the call.
-const completeSrc = holdsSrc + `
-if s ~= '` + stateClaimed + `' then return 1 end
-redis.call('SET', KEYS[1], ARGV[2] .. string.sub(v, 2) .. ARGV[3], 'PX', ARGV[4])
+// completeSrc turns a key claimed under token ARGV[1] into a completed
+// one: state ARGV[2], outcome suffix ARGV[3], retention ARGV[4] ms, and
+// ARGV[5], a random id of this Complete, where the token was. A key
+// already completed under that id is this very Complete, re-sent by the
+// client after a lost reply: it succeeds and changes nothing. Any other
+// Complete of a completed key is refused, its token included.
+const completeSrc = `
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local id = string.sub(v, 2, 27)
+if string.sub(v, 1, 1) ~= '` + stateClaimed + `' then
+  if id == ARGV[5] then return 1 end
+  return 0
+end
+if #ARGV[1] ~= 26 or id ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2] .. ARGV[5] .. string.sub(v, 28) .. ARGV[3], 'PX', ARGV[4])
 return 1
 `
 

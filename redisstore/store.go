@@ -26,9 +26,9 @@ import (
 //
 // Errors from Redis (connection refused, timeout, a cancelled context)
 // are returned wrapped with the operation's name; retry.Do treats them as
-// the store being unavailable. Note that go-redis re-sends a command whose
-// reply was lost (Options.MaxRetries); the store is built so that a re-sent
-// Claim, Renew, Complete or Release is harmless.
+// the store being unavailable. go-redis re-sends a command whose reply was
+// lost (Options.MaxRetries); every method gives the same answer whether
+// its command ran once or twice.
 type Store struct {
 	client  redis.UniversalClient
 	prefix  string
@@ -132,7 +132,8 @@ func (s *Store) Complete(ctx context.Context, key, token string, rec retry.Recor
 		return err
 	}
 	state, suffix := encodeOutcome(rec)
-	ok, err := s.scripts.complete.Run(ctx, s.client, []string{s.prefix + key}, token, state, suffix, ms).Bool()
+	id := rand.Text()
+	ok, err := s.scripts.complete.Run(ctx, s.client, []string{s.prefix + key}, token, state, suffix, ms, id).Bool()
 	if err != nil {
 		return fmt.Errorf("redisstore: complete: %w", err)
 	}

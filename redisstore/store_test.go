@@ -182,13 +182,14 @@ func TestReleaseAfterCompleteKeepsRecord(t *testing.T) {
 	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec})
 }
 
-// A Complete sent twice under the same token, as go-redis does when a
-// reply is lost, succeeds and keeps the first record.
-func TestCompleteResentIsHarmless(t *testing.T) {
+// A second Complete under the same token is refused: the claim ended
+// with the first.
+func TestCompleteTwiceIsRefused(t *testing.T) {
 	s, _, _ := newStore(t)
 	rec := retry.Record{Value: []byte("first")}
 	token := completeKey(t, s, "k", rec)
-	require.NoError(t, s.Complete(context.Background(), "k", token, retry.Record{Value: []byte("second")}, long))
+	err := s.Complete(context.Background(), "k", token, retry.Record{Value: []byte("second")}, long)
+	assert.ErrorIs(t, err, retry.ErrLeaseLost)
 	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec})
 }
 
