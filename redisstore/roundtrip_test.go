@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -116,4 +117,44 @@ func TestRoundTrips(t *testing.T) {
 	}
 	assert.Equal(t, int64(keys), rt.writes.Load(), "round trips for %d replays", keys)
 	t.Logf("completed key: %.1f round trips (claim returns the record)", float64(rt.writes.Load())/keys)
+}
+
+// TestRoundTripsThroughDo counts what retry.Do costs with this store: a
+// first-time key two round trips (claim, complete), a replay one, and
+// each retry one more (renew).
+func TestRoundTripsThroughDo(t *testing.T) {
+	s, rt := newCountedStore(t, 1)
+	r, err := retry.New(retry.WithIdempotency(s, ""), retry.WithBackoff(retry.Constant(0)))
+	require.NoError(t, err)
+	ok := func(context.Context) (string, error) { return "receipt", nil }
+	failOnce := func() func(context.Context) (string, error) {
+		failed := false
+		return func(context.Context) (string, error) {
+			if !failed {
+				failed = true
+				return "", errors.New("connection reset")
+			}
+			return "receipt", nil
+		}
+	}
+
+	cases := []struct {
+		name string
+		key  string
+		fn   func(context.Context) (string, error)
+		want int64
+	}{
+		{"first-time key", "fresh", ok, 2},
+		{"replay of a completed key", "fresh", ok, 1},
+		{"first-time key, one retry", "flaky", failOnce(), 3},
+	}
+	for _, tc := range cases {
+		rt.reset()
+		ctx := retry.ContextWithIdempotencyKey(context.Background(), tc.key)
+		v, err := retry.DoValueWith(ctx, r, tc.fn)
+		require.NoError(t, err)
+		require.Equal(t, "receipt", v)
+		assert.Equal(t, tc.want, rt.writes.Load(), "round trips: %s", tc.name)
+		t.Logf("%s: %d round trips", tc.name, rt.writes.Load())
+	}
 }
