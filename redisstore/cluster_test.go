@@ -16,7 +16,6 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/redisstore"
-	"github.com/steadfast-go/retry/storetest"
 )
 
 // clusterEnv names the seed nodes of a Redis Cluster, comma-separated.
@@ -58,28 +57,15 @@ func newClusterStore(t *testing.T) (*redisstore.Store, *redis.ClusterClient, str
 
 func TestClusterContract(t *testing.T) {
 	clusterAddrs(t)
-	storetest.TestIdempotencyStore(t, storetest.Harness{
-		New: func(t *testing.T) retry.IdempotencyStore {
-			s, _, _ := newClusterStore(t)
-			return s
-		},
-		Advance: func(t *testing.T, d time.Duration) { time.Sleep(d) },
-		Short:   10 * time.Millisecond,
+	runContract(t, func(t *testing.T) retry.IdempotencyStore {
+		s, _, _ := newClusterStore(t)
+		return s
 	})
 }
 
 func TestClusterExactlyOnceThroughDo(t *testing.T) {
 	s, c, prefix := newClusterStore(t)
-	counter := func(key string) string { return prefix + "sideeffect:" + key }
-	storetest.TestExactlyOnce(t, storetest.ExactlyOnce{
-		Store: s,
-		SideEffect: func(ctx context.Context, key string) error {
-			return c.Incr(ctx, counter(key)).Err()
-		},
-		Count: func(ctx context.Context, key string) (int, error) {
-			return c.Get(ctx, counter(key)).Int()
-		},
-	})
+	runExactlyOnce(t, s, c, prefix)
 }
 
 // TestClusterSpreadsKeys: with no hash tag in the prefix, keys land on

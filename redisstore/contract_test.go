@@ -17,14 +17,19 @@ import (
 	"github.com/steadfast-go/retry/storetest"
 )
 
-// TestContract runs the store contract suite on the real server. Time is
-// the server's, so Advance sleeps: 6 waits of 2*Short in all.
+// TestContract runs the store contract suite on the real server.
 func TestContract(t *testing.T) {
+	runContract(t, func(t *testing.T) retry.IdempotencyStore {
+		s, _, _ := newStore(t)
+		return s
+	})
+}
+
+// runContract runs the contract suite on the stores newStore makes. Time
+// is the server's, so Advance sleeps: 6 waits of 2*Short in all.
+func runContract(t *testing.T, newStore func(t *testing.T) retry.IdempotencyStore) {
 	storetest.TestIdempotencyStore(t, storetest.Harness{
-		New: func(t *testing.T) retry.IdempotencyStore {
-			s, _, _ := newStore(t)
-			return s
-		},
+		New:     newStore,
 		Advance: func(t *testing.T, d time.Duration) { time.Sleep(d) },
 		Short:   10 * time.Millisecond,
 	})
@@ -35,6 +40,12 @@ func TestContract(t *testing.T) {
 // happens once, and every caller gets nil and the same stored value.
 func TestExactlyOnceThroughDo(t *testing.T) {
 	s, c, prefix := newStore(t)
+	runExactlyOnce(t, s, c, prefix)
+}
+
+// runExactlyOnce runs the exactly-once check on s, counting side effects
+// with INCR on c under prefix.
+func runExactlyOnce(t *testing.T, s retry.IdempotencyStore, c redis.Cmdable, prefix string) {
 	counter := func(key string) string { return prefix + "sideeffect:" + key }
 	storetest.TestExactlyOnce(t, storetest.ExactlyOnce{
 		Store: s,
