@@ -300,8 +300,10 @@ func (s *idemCall[T]) claim() (Claim, error) {
 	if err != nil {
 		return cl, s.unavailable("claim", err)
 	}
-	switch cl.Status {
-	case ClaimAcquired, ClaimHeld, ClaimCompleted:
+	switch {
+	case cl.Status == ClaimAcquired && cl.Token == "":
+		return cl, s.unavailable("claim", errors.New("the store acquired the key without a token"))
+	case cl.Status == ClaimAcquired, cl.Status == ClaimHeld, cl.Status == ClaimCompleted:
 		return cl, nil
 	}
 	return cl, s.unavailable("claim", fmt.Errorf("the store returned claim status %d", cl.Status))

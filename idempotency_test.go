@@ -753,3 +753,99 @@ func (r *recorder) dones() []retry.Done {
 	defer r.mu.Unlock()
 	return append([]retry.Done(nil), r.done...)
 }
+
+func TestIdempotentAbandonedClaimIsTakenOverAfterItsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		// A worker claims the key and crashes: nobody releases it.
+		cl, err := store.Claim(context.Background(), "k", "", 5*time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, retry.ClaimAcquired, cl.Status)
+
+		calls := 0
+		fn := func(context.Context) (int, error) { calls++; return 7, nil }
+		opts := []retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyLease(5 * time.Minute), retry.WithMaxAttempts(1)}
+
+		time.Sleep(5*time.Minute - time.Nanosecond)
+		_, err = retry.DoValue(context.Background(), fn, opts...)
+		require.ErrorIs(t, err, retry.ErrInProgress, "the lease still runs")
+		assert.Equal(t, 0, calls)
+
+		time.Sleep(time.Nanosecond)
+		v, err := retry.DoValue(context.Background(), fn, opts...)
+		require.NoError(t, err, "the expired lease is taken over")
+		assert.Equal(t, 7, v)
+		assert.Equal(t, 1, calls)
+		assert.ErrorIs(t, store.Complete(context.Background(), "k", cl.Token, retry.Record{}, time.Hour), retry.ErrLeaseLost,
+			"the crashed worker cannot overwrite the outcome")
+
+		time.Sleep(24*time.Hour - time.Nanosecond)
+		v, err = retry.DoValue(context.Background(), fn, opts...)
+		require.NoError(t, err)
+		assert.Equal(t, 7, v)
+		assert.Equal(t, 1, calls, "replayed until the retention ends")
+		time.Sleep(time.Nanosecond)
+		_, err = retry.DoValue(context.Background(), fn, opts...)
+		require.NoError(t, err)
+		assert.Equal(t, 2, calls, "a new call after the retention")
+	})
+}
+
+func TestIdempotentWaitModeFailsClosedWhenTheStoreFailsWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		_, err := store.IdempotencyStore.Claim(context.Background(), "k", "", time.Hour)
+		require.NoError(t, err)
+		go func() {
+			time.Sleep(2500 * time.Millisecond) // between two looks
+			store.set(func(f *faultyStore) { f.claimErr = errors.New("down") })
+		}()
+		err = retry.Do(context.Background(), func(context.Context) error {
+			t.Error("fn called although the store failed")
+			return nil
+		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
+		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+		assert.Equal(t, 4, store.counts()[0], "looked at t=0,1,2,3s")
+	})
+}
+
+func TestIdempotentFailOpenKeepsGoingWhenRenewFails(t *testing.T) {
+	store := newFaulty()
+	store.set(func(f *faultyStore) { f.renewErr = errors.New("down") })
+	calls := 0
+	err := retry.Do(context.Background(), func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return errors.New("503")
+		}
+		return nil
+	}, append([]retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyFailOpen(true)}, noWait...)...)
+	require.NoError(t, err)
+	assert.Equal(t, 3, calls)
+	assert.Equal(t, [4]int{1, 2, 1, 0}, store.counts(), "the outcome is still stored under the claim")
+}
+
+func TestIdempotentObserverSeesInProgressAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		go func() {
+			_ = retry.Do(context.Background(), func(context.Context) error {
+				time.Sleep(150 * time.Millisecond)
+				return nil
+			}, retry.WithIdempotency(store, "k"))
+		}()
+		synctest.Wait()
+		var obs recorder
+		require.NoError(t, retry.Do(context.Background(), func(context.Context) error {
+			t.Error("fn called although the holder completed")
+			return nil
+		}, retry.WithIdempotency(store, "k"), retry.WithObserver(&obs),
+			retry.WithBackoff(retry.Constant(100*time.Millisecond)), retry.WithJitter(retry.NoJitter)))
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		assert.Equal(t, []string{"start", "end", "retry", "start", "end", "retry", "start", "end", "done"}, obs.events)
+		assert.Equal(t, 3, obs.done[0].Attempts)
+		assert.Equal(t, retry.OutcomeSuccess, obs.done[0].Outcome)
+	})
+}
