@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,14 +28,16 @@ const (
 	helperEnv       = "REDISSTORE_TEST_HELPER"
 	helperPrefixEnv = "REDISSTORE_TEST_HELPER_PREFIX"
 	helperLeaseEnv  = "REDISSTORE_TEST_HELPER_LEASE"
-	crashKey        = "charge:order-7"
+	crashKeys       = 50
 )
 
 var crashPayload = []byte(`{"order":7,"amount":1200}`)
 
-// runHelperProcess calls retry.Do on crashKey with a fn that prints
-// "running <unix ns from before Do>" and blocks until the process is
-// killed.
+func crashKey(i int) string { return "charge:order-" + strconv.Itoa(i) }
+
+// runHelperProcess calls retry.Do on every crash key at once, with a fn
+// that blocks until the process is killed. Once every fn runs, it prints
+// for each key "<key index> <unix ns from before its Do>", then "ready".
 func runHelperProcess(role string) int {
 	if role != "hold" {
 		fmt.Fprintf(os.Stderr, "unknown helper role %q\n", role)
@@ -53,20 +55,51 @@ func runHelperProcess(role string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	before := time.Now()
-	err = retry.Do(context.Background(), func(context.Context) error {
-		fmt.Printf("running %d\n", before.UnixNano())
-		time.Sleep(time.Minute) // the parent kills us long before
-		return nil
-	}, retry.WithIdempotency(s, crashKey), retry.WithIdempotencyLease(lease), retry.WithPayload(crashPayload))
-	fmt.Fprintln(os.Stderr, "helper was not killed:", err)
+	running := make(chan string)
+	for i := range crashKeys {
+		go func() {
+			before := time.Now()
+			err := retry.Do(context.Background(), func(context.Context) error {
+				running <- fmt.Sprintf("%d %d", i, before.UnixNano())
+				time.Sleep(time.Minute) // the parent kills us long before
+				return nil
+			}, retry.WithIdempotency(s, crashKey(i)), retry.WithIdempotencyLease(lease), retry.WithPayload(crashPayload))
+			fmt.Fprintln(os.Stderr, "helper was not killed:", err)
+			os.Exit(3)
+		}()
+	}
+	for range crashKeys {
+		fmt.Println(<-running)
+	}
+	fmt.Println("ready")
+	time.Sleep(time.Minute)
 	return 3
 }
 
+// readHelper reads the helper's output up to "ready": for each key, the
+// instant before which its lease cannot end. Every lease began after the
+// instant the helper gives, on the same machine's clock; Redis keeps
+// expiry in whole milliseconds, hence the 2ms of slack.
+func readHelper(t *testing.T, out io.Reader, lease time.Duration) map[string]time.Time {
+	t.Helper()
+	expiry := map[string]time.Time{}
+	lines := bufio.NewScanner(out)
+	for lines.Scan() && lines.Text() != "ready" {
+		var i int
+		var nanos int64
+		_, err := fmt.Sscanf(lines.Text(), "%d %d", &i, &nanos)
+		require.NoError(t, err, "helper said %q", lines.Text())
+		expiry[crashKey(i)] = time.Unix(0, nanos).Add(lease - 2*time.Millisecond)
+	}
+	require.NoError(t, lines.Err())
+	require.Len(t, expiry, crashKeys, "the helper stopped early")
+	return expiry
+}
+
 // TestKilledHolderBlocksUntilLeaseExpires: a process SIGKILLed while its
-// fn runs under a claim leaves the key held until the lease runs out on
-// the Redis server; no caller runs fn before that, and exactly one of the
-// callers waiting for the key runs it after.
+// fn runs under a claim, for each of 50 keys, leaves the keys held until
+// their lease runs out on the Redis server; no caller runs fn before that,
+// and for each key exactly one of the callers waiting for it runs fn after.
 func TestKilledHolderBlocksUntilLeaseExpires(t *testing.T) {
 	s, _, prefix := newStore(t)
 	const lease = 400 * time.Millisecond
@@ -79,15 +112,7 @@ func TestKilledHolderBlocksUntilLeaseExpires(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, "helper output %q", line)
-	ns, ok := strings.CutPrefix(strings.TrimSpace(line), "running ")
-	require.True(t, ok, "helper said %q", line)
-	nanos, err := strconv.ParseInt(ns, 10, 64)
-	require.NoError(t, err)
-	// The lease began after this instant, on the same machine's clock; Redis
-	// keeps expiry in whole milliseconds, hence the 2ms of slack.
-	expiresNoEarlierThan := time.Unix(0, nanos).Add(lease - 2*time.Millisecond)
+	expiresNoEarlierThan := readHelper(t, out, lease)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	err = cmd.Wait()
@@ -96,59 +121,77 @@ func TestKilledHolderBlocksUntilLeaseExpires(t *testing.T) {
 	require.True(t, ok)
 	require.True(t, status.Signaled() && status.Signal() == syscall.SIGKILL, "helper ended with %v", err)
 
-	// Callers retry every millisecond while the key is held.
-	const callers = 8
+	// Two callers per key retry every 5ms while the key is held.
+	const callersPerKey = 2
 	var (
 		wg         sync.WaitGroup
 		mu         sync.Mutex
-		runs       []time.Time // when fn started
-		heldEarly  int         // attempts that found the key held before the lease could end
+		runs       = map[string][]time.Time{} // when fn started, per key
+		heldEarly  int                        // attempts that found a key held before its lease could end
 		errs       []error
-		ctx        = retry.ContextWithIdempotencyKey(context.Background(), crashKey)
-		heldBefore = func(at time.Time) {
-			if at.Before(expiresNoEarlierThan) {
+		heldBefore = func(key string, at time.Time) {
+			if at.Before(expiresNoEarlierThan[key]) {
 				mu.Lock()
 				heldEarly++
 				mu.Unlock()
 			}
 		}
 	)
-	for range callers {
-		wg.Go(func() {
-			err := retry.Do(ctx, func(context.Context) error {
-				mu.Lock()
-				runs = append(runs, time.Now())
-				mu.Unlock()
-				return nil
-			},
-				retry.WithIdempotency(s, ""), retry.WithPayload(crashPayload),
-				retry.WithBackoff(retry.Constant(time.Millisecond)), retry.WithJitter(retry.NoJitter),
-				retry.WithMaxAttempts(retry.Unlimited), retry.WithMaxElapsed(5*time.Second),
-				retry.WithObserver(inProgressObserver(heldBefore)))
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
+	r, err := retry.New(retry.WithIdempotency(s, ""), retry.WithPayload(crashPayload),
+		retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter),
+		retry.WithMaxAttempts(retry.Unlimited), retry.WithMaxElapsed(10*time.Second),
+		retry.WithObserver(inProgressObserver(heldBefore)))
+	require.NoError(t, err)
+	for i := range crashKeys {
+		key := crashKey(i)
+		ctx := retry.ContextWithIdempotencyKey(context.Background(), key)
+		for range callersPerKey {
+			wg.Go(func() {
+				err := r.Do(ctx, func(context.Context) error {
+					mu.Lock()
+					runs[key] = append(runs[key], time.Now())
+					mu.Unlock()
+					return nil
+				})
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
 	}
 	wg.Wait()
 
 	assert.Empty(t, errs)
-	require.Len(t, runs, 1, "exactly one caller runs fn again after the lease")
-	assert.False(t, runs[0].Before(expiresNoEarlierThan), "fn ran %v before the lease could end", expiresNoEarlierThan.Sub(runs[0]))
 	assert.Positive(t, heldEarly, "no caller looked before the lease ran out; the machine is too slow for this lease")
-	t.Logf("%d attempts found the key held before the lease ended; fn ran again %v after the lease began",
-		heldEarly, runs[0].Sub(expiresNoEarlierThan.Add(-lease)))
+	assert.Len(t, runs, crashKeys)
+	var first, last time.Duration
+	for i := range crashKeys {
+		key := crashKey(i)
+		if !assert.Len(t, runs[key], 1, "key %q: fn must run exactly once after the lease", key) {
+			continue
+		}
+		at, end := runs[key][0], expiresNoEarlierThan[key]
+		assert.False(t, at.Before(end), "key %q: fn ran %v before the lease could end", key, end.Sub(at))
+		since := at.Sub(end)
+		if i == 0 || since < first {
+			first = since
+		}
+		last = max(last, since)
+	}
+	t.Logf("%d keys: %d attempts found a key held before its lease could end; fn ran again %v to %v after that",
+		crashKeys, heldEarly, first, last)
 }
 
-// inProgressObserver calls f with the time of each attempt that found
-// the key held by another caller.
-type inProgressObserver func(at time.Time)
+// inProgressObserver calls f with the key and time of each attempt that
+// found the key held by another caller.
+type inProgressObserver func(key string, at time.Time)
 
-func (o inProgressObserver) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
+func (o inProgressObserver) OnAttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 	if errors.Is(e.Err, retry.ErrInProgress) {
-		o(time.Now())
+		key, _ := retry.IdempotencyKeyFromContext(ctx)
+		o(key, time.Now())
 	}
 }
 func (inProgressObserver) OnAttemptStart(context.Context, retry.AttemptStart) {}
