@@ -1,0 +1,415 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/redisstore"
+)
+
+const (
+	long = time.Hour // a lease or retention no test outlives
+	fp   = "fp-1"
+)
+
+func TestNewRejectsBadInput(t *testing.T) {
+	var nilClient *redis.Client
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = client.Close() })
+	cases := map[string]struct {
+		client redis.UniversalClient
+		opts   []redisstore.Option
+		msg    string
+	}{
+		"nil client":         {client: nil, msg: "the Redis client is nil"},
+		"nil *redis.Client":  {client: nilClient, msg: "the Redis client is nil"},
+		"nil ClusterClient":  {client: (*redis.ClusterClient)(nil), msg: "the Redis client is nil"},
+		"nil option":         {client: client, opts: []redisstore.Option{redisstore.WithPrefix("a:"), nil}, msg: "option 1 is nil"},
+		"nil option, nil cl": {client: nil, opts: []redisstore.Option{nil}, msg: "the Redis client is nil"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := redisstore.New(tc.client, tc.opts...)
+			assert.Nil(t, s)
+			require.ErrorIs(t, err, retry.ErrInvalidOption)
+			assert.Contains(t, err.Error(), tc.msg)
+		})
+	}
+}
+
+func TestBadDurationsAreRejectedWithoutWriting(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	for _, d := range []time.Duration{0, -time.Second} {
+		_, err := s.Claim(ctx, "k", fp, d)
+		require.ErrorIs(t, err, retry.ErrInvalidOption)
+		assert.Contains(t, err.Error(), "lease must be positive")
+	}
+	assert.Equal(t, int64(0), c.Exists(ctx, prefix+"k").Val())
+
+	cl, err := s.Claim(ctx, "k", fp, long)
+	require.NoError(t, err)
+	err = s.Renew(ctx, "k", cl.Token, 0)
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "renew: the lease must be positive")
+	err = s.Complete(ctx, "k", cl.Token, retry.Record{Value: []byte("v")}, -1)
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "complete: the retention must be positive")
+	// Still claimed by cl: nothing was written.
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: fp})
+}
+
+func TestClaimAcquiresFreshKeyWithLeaseAsTTL(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	lease := 30 * time.Second
+
+	cl, err := s.Claim(ctx, "k", fp, lease)
+	require.NoError(t, err)
+	assert.Equal(t, retry.ClaimAcquired, cl.Status)
+	assert.Len(t, cl.Token, 26)
+	assert.Empty(t, cl.Fingerprint)
+
+	ttl := c.PTTL(ctx, prefix+"k").Val()
+	assert.Greater(t, ttl, lease-5*time.Second)
+	assert.LessOrEqual(t, ttl, lease)
+	keys := c.Keys(ctx, prefix+"*").Val()
+	assert.Equal(t, []string{prefix + "k"}, keys, "one Redis key per idempotency key")
+}
+
+func TestClaimOfHeldKeyReturnsStoredFingerprint(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	first, err := s.Claim(ctx, "k", fp, long)
+	require.NoError(t, err)
+	require.Equal(t, retry.ClaimAcquired, first.Status)
+
+	got, err := s.Claim(ctx, "k", "another payload", long)
+	require.NoError(t, err)
+	assert.Equal(t, retry.Claim{Status: retry.ClaimHeld, Fingerprint: fp}, got)
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: fp})
+}
+
+func TestCompleteStoresRecordForRetention(t *testing.T) {
+	cases := map[string]retry.Record{
+		"value":             {Value: []byte(`{"id":42}`)},
+		"empty value":       {Value: []byte{}},
+		"nil value":         {},
+		"binary value":      {Value: []byte("3:-\x00\xff:9")},
+		"permanent":         {Permanent: true, Error: "card declined"},
+		"permanent + value": {Permanent: true, Value: []byte("x"), Error: "12:-"},
+	}
+	for name, rec := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, c, prefix := newStore(t)
+			ctx := context.Background()
+			fingerprint := "fp:" + name + ":\x00"
+			cl, err := s.Claim(ctx, "k", fingerprint, time.Minute)
+			require.NoError(t, err)
+			require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, 2*time.Hour))
+
+			ttl := c.PTTL(ctx, prefix+"k").Val()
+			assert.Greater(t, ttl, time.Hour, "retention replaced the lease")
+			got, err := s.Claim(ctx, "k", "other", time.Minute)
+			require.NoError(t, err)
+			assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fingerprint, Record: rec}, got)
+		})
+	}
+}
+
+func TestRenewSetsLease(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	cl, err := s.Claim(ctx, "k", fp, time.Second)
+	require.NoError(t, err)
+
+	require.NoError(t, s.Renew(ctx, "k", cl.Token, time.Hour))
+	assert.Greater(t, c.PTTL(ctx, prefix+"k").Val(), 59*time.Minute)
+	require.NoError(t, s.Renew(ctx, "k", cl.Token, time.Minute))
+	assert.LessOrEqual(t, c.PTTL(ctx, prefix+"k").Val(), time.Minute, "renew sets the lease from now, it does not add")
+}
+
+func TestWrongTokenIsFenced(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	cl, err := s.Claim(ctx, "k", fp, long)
+	require.NoError(t, err)
+	before := c.Get(ctx, prefix+"k").Val()
+
+	for _, token := range []string{"", "short", cl.Token[:25] + "X", cl.Token + "X"} {
+		assert.ErrorIs(t, s.Renew(ctx, "k", token, long), retry.ErrLeaseLost, "renew %q", token)
+		assert.ErrorIs(t, s.Complete(ctx, "k", token, retry.Record{Value: []byte("stale")}, long), retry.ErrLeaseLost, "complete %q", token)
+		assert.NoError(t, s.Release(ctx, "k", token), "release %q", token)
+	}
+	assert.Equal(t, before, c.Get(ctx, prefix+"k").Val(), "nothing changed")
+	assert.ErrorIs(t, s.Renew(ctx, "absent", cl.Token, long), retry.ErrLeaseLost)
+	assert.ErrorIs(t, s.Complete(ctx, "absent", cl.Token, retry.Record{}, long), retry.ErrLeaseLost)
+	assert.NoError(t, s.Release(ctx, "absent", cl.Token))
+	assert.Equal(t, int64(0), c.Exists(ctx, prefix+"absent").Val())
+}
+
+func TestReleaseFreesKeyAtOnce(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	cl, err := s.Claim(ctx, "k", fp, long)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, "k", cl.Token))
+
+	again, err := s.Claim(ctx, "k", "second payload", long)
+	require.NoError(t, err)
+	assert.Equal(t, retry.ClaimAcquired, again.Status)
+	assert.NotEqual(t, cl.Token, again.Token)
+	// The first token is stale now: its release must not free the new claim.
+	require.NoError(t, s.Release(ctx, "k", cl.Token))
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: "second payload"})
+}
+
+func TestReleaseAfterCompleteKeepsRecord(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	rec := retry.Record{Value: []byte("done")}
+	token := completeKey(t, s, "k", rec)
+	require.NoError(t, s.Release(ctx, "k", token))
+	assert.ErrorIs(t, s.Renew(ctx, "k", token, long), retry.ErrLeaseLost, "a completed key has no lease")
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec})
+}
+
+// A second Complete under the same token is refused: the claim ended
+// with the first.
+func TestCompleteTwiceIsRefused(t *testing.T) {
+	s, _, _ := newStore(t)
+	rec := retry.Record{Value: []byte("first")}
+	token := completeKey(t, s, "k", rec)
+	err := s.Complete(context.Background(), "k", token, retry.Record{Value: []byte("second")}, long)
+	assert.ErrorIs(t, err, retry.ErrLeaseLost)
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec})
+}
+
+// completeKey claims key under fp, completes it with rec and returns the
+// claim's token.
+func completeKey(t *testing.T, s *redisstore.Store, key string, rec retry.Record) string {
+	t.Helper()
+	ctx := context.Background()
+	cl, err := s.Claim(ctx, key, fp, long)
+	require.NoError(t, err)
+	require.Equal(t, retry.ClaimAcquired, cl.Status)
+	require.NoError(t, s.Complete(ctx, key, cl.Token, rec, long))
+	return cl.Token
+}
+
+// assertClaim claims key under fp and checks what the store found.
+func assertClaim(t *testing.T, s *redisstore.Store, key string, want retry.Claim) {
+	t.Helper()
+	got, err := s.Claim(context.Background(), key, fp, long)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+}
+
+// resendHook sends every EVALSHA twice and keeps the second reply, as
+// go-redis does when the reply to the first send is lost.
+type resendHook struct{}
+
+func (resendHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (resendHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (resendHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "evalsha" {
+			return next(ctx, cmd)
+		}
+		if err := next(ctx, cmd); err != nil {
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func TestResentCommandsKeepTheirMeaning(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	// Load the scripts so that every call is an EVALSHA.
+	warm, err := s.Claim(ctx, "warm", fp, long)
+	require.NoError(t, err)
+	require.NoError(t, s.Renew(ctx, "warm", warm.Token, long))
+	require.NoError(t, s.Complete(ctx, "warm", warm.Token, retry.Record{}, long))
+	require.NoError(t, s.Release(ctx, "warm", warm.Token))
+
+	c.AddHook(resendHook{})
+	cl, err := s.Claim(ctx, "k", fp, long)
+	require.NoError(t, err)
+	require.Equal(t, retry.ClaimAcquired, cl.Status, "the re-sent claim finds its own token")
+	require.NoError(t, s.Renew(ctx, "k", cl.Token, long))
+	rec := retry.Record{Value: []byte("v")}
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, long))
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec})
+
+	other, err := s.Claim(ctx, "k2", fp, long)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, "k2", other.Token))
+	assert.Equal(t, int64(0), c.Exists(ctx, prefix+"k2").Val())
+}
+
+func TestLeaseExpiryLetsAnotherCallerTakeOver(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	stale, err := s.Claim(ctx, "k", fp, 5*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, retry.ClaimAcquired, stale.Status)
+
+	var fresh retry.Claim
+	eventually(t, "the 5ms lease to expire", func() bool {
+		fresh, err = s.Claim(ctx, "k", "fp-2", long)
+		require.NoError(t, err)
+		if fresh.Status != retry.ClaimAcquired {
+			require.Equal(t, retry.Claim{Status: retry.ClaimHeld, Fingerprint: fp}, fresh)
+		}
+		return fresh.Status == retry.ClaimAcquired
+	})
+
+	// The stale holder is fenced off: it can neither renew, complete nor
+	// release the new holder's claim.
+	assert.ErrorIs(t, s.Renew(ctx, "k", stale.Token, long), retry.ErrLeaseLost)
+	assert.ErrorIs(t, s.Complete(ctx, "k", stale.Token, retry.Record{Value: []byte("stale")}, long), retry.ErrLeaseLost)
+	require.NoError(t, s.Release(ctx, "k", stale.Token))
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: "fp-2"})
+
+	rec := retry.Record{Value: []byte("fresh")}
+	require.NoError(t, s.Complete(ctx, "k", fresh.Token, rec, long))
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp-2", Record: rec})
+}
+
+func TestRetentionExpiryFreesKey(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	cl, err := s.Claim(ctx, "k", fp, long)
+	require.NoError(t, err)
+	rec := retry.Record{Value: []byte("v")}
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, 5*time.Millisecond))
+
+	eventually(t, "the 5ms retention to expire", func() bool {
+		got, err := s.Claim(ctx, "k", "fp-2", long)
+		require.NoError(t, err)
+		if got.Status != retry.ClaimAcquired {
+			require.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec}, got)
+		}
+		return got.Status == retry.ClaimAcquired
+	})
+}
+
+func TestConcurrentClaimsAcquireOnce(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	const callers = 64
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		statuses = map[retry.ClaimStatus]int{}
+		errs     []error
+	)
+	start := make(chan struct{})
+	for range callers {
+		wg.Go(func() {
+			<-start
+			cl, err := s.Claim(ctx, "k", fp, long)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			statuses[cl.Status]++
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	assert.Equal(t, map[retry.ClaimStatus]int{retry.ClaimAcquired: 1, retry.ClaimHeld: callers - 1}, statuses)
+}
+
+func TestPrefixesKeepStoresApart(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	base := testPrefix(t, c)
+	a, err := redisstore.New(c, redisstore.WithPrefix(base+"a:"))
+	require.NoError(t, err)
+	b, err := redisstore.New(c, redisstore.WithPrefix(base+"b:"))
+	require.NoError(t, err)
+
+	ca, err := a.Claim(ctx, "k", fp, long)
+	require.NoError(t, err)
+	cb, err := b.Claim(ctx, "k", fp, long)
+	require.NoError(t, err)
+	assert.Equal(t, retry.ClaimAcquired, ca.Status)
+	assert.Equal(t, retry.ClaimAcquired, cb.Status)
+	assert.Equal(t, []string{base + "a:k"}, c.Keys(ctx, base+"a:*").Val())
+	assert.Equal(t, []string{base + "b:k"}, c.Keys(ctx, base+"b:*").Val())
+}
+
+func TestDefaultPrefix(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	s, err := redisstore.New(c)
+	require.NoError(t, err)
+	key := testPrefix(t, c) // unique, and the cleanup removes DefaultPrefix+key too
+	t.Cleanup(func() { c.Del(context.Background(), redisstore.DefaultPrefix+key) })
+
+	cl, err := s.Claim(ctx, key, fp, long)
+	require.NoError(t, err)
+	require.Equal(t, retry.ClaimAcquired, cl.Status)
+	assert.Equal(t, int64(1), c.Exists(ctx, redisstore.DefaultPrefix+key).Val())
+}
+
+func TestForeignValueIsAnErrorNotAClaim(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	require.NoError(t, c.Set(ctx, prefix+"str", "not ours", 0).Err())
+	require.NoError(t, c.HSet(ctx, prefix+"hash", "f", "v").Err())
+
+	_, err := s.Claim(ctx, "str", fp, long)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cannot read")
+	_, err = s.Claim(ctx, "hash", fp, long)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WRONGTYPE")
+	assert.Equal(t, "not ours", c.Get(ctx, prefix+"str").Val(), "left alone")
+}
+
+func TestUnreachableServerGivesErrors(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := redisstore.New(c)
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	_, err = s.Claim(ctx, "k", fp, long)
+	assertStoreError(t, "redisstore: claim: ", err)
+	assertStoreError(t, "redisstore: renew: ", s.Renew(ctx, "k", "token", long))
+	assertStoreError(t, "redisstore: complete: ", s.Complete(ctx, "k", "token", retry.Record{}, long))
+	assertStoreError(t, "redisstore: release: ", s.Release(ctx, "k", "token"))
+}
+
+func assertStoreError(t *testing.T, prefix string, err error) {
+	t.Helper()
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, retry.ErrLeaseLost), "an outage is not a lost lease: %v", err)
+	assert.Contains(t, err.Error(), prefix)
+	assert.Contains(t, err.Error(), "connection refused")
+}
+
+func TestCancelledContext(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Claim(ctx, "k", fp, long)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, int64(0), c.Exists(context.Background(), prefix+"k").Val())
+}
