@@ -36,8 +36,11 @@ type Filter struct {
 	Limit int
 }
 
-// validate reports a Filter that cannot mean anything.
-func (f Filter) validate() error {
+// Validate reports a Filter that cannot select anything meaningful: a
+// negative limit, an unknown state, since not before until, or a reason
+// that is not a failure outcome. The error wraps [retry.ErrInvalidOption].
+// List, Purge and Select call it.
+func (f Filter) Validate() error {
 	switch {
 	case f.Limit < 0:
 		return fmt.Errorf("%w: pgdeadletter: filter limit %d is negative", retry.ErrInvalidOption, f.Limit)
@@ -80,7 +83,7 @@ func (f Filter) Match(dl retry.DeadLetter) bool {
 // GaveUp, then ID) and at most f.Limit of them, as List would. recs is
 // not changed.
 func (f Filter) Select(recs []retry.DeadLetter) ([]retry.DeadLetter, error) {
-	if err := f.validate(); err != nil {
+	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	var out []retry.DeadLetter
@@ -143,7 +146,7 @@ func (f Filter) where() (string, []any) {
 // List returns the records f selects, oldest first (by GaveUp, then ID),
 // at most f.Limit of them when it is set.
 func (s *Sink) List(ctx context.Context, f Filter) ([]retry.DeadLetter, error) {
-	if err := f.validate(); err != nil {
+	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	cond, args := f.where()
@@ -166,7 +169,7 @@ func (s *Sink) List(ctx context.Context, f Filter) ([]retry.DeadLetter, error) {
 // every record: Purge(ctx, Filter{}) empties the table. Purge by ID with
 // Filter{IDs: ids}.
 func (s *Sink) Purge(ctx context.Context, f Filter) (int64, error) {
-	if err := f.validate(); err != nil {
+	if err := f.Validate(); err != nil {
 		return 0, err
 	}
 	cond, args := f.where()

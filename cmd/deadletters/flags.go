@@ -83,6 +83,9 @@ func parseFlags(name string, args []string, groups int, now time.Time) (*options
 	case o.file != "" && o.table != pgdeadletter.DefaultTable:
 		return nil, usageError("-table goes with -postgres, not -file")
 	}
+	if err := o.filter.Validate(); err != nil {
+		return nil, usageError("%v", err)
+	}
 	return o, nil
 }
 
