@@ -35,8 +35,11 @@ type FileSinkOptions struct {
 // is ever rewritten in place: [FileSink.Claim] appends a small marker line
 // that the reader folds into the record's Redriven field.
 //
-// A FileSink is safe for concurrent use by many goroutines, but only one
-// FileSink, in one process, may write a given file at a time.
+// A FileSink is safe for concurrent use by many goroutines. Several
+// processes may append to one file on a local file system (each batch is
+// a single O_APPEND write, which Linux and macOS keep whole), but claims
+// are atomic only within one FileSink: run one [Redrive] of a file at a
+// time. Network file systems are not supported.
 type FileSink struct {
 	path     string
 	syncEach bool
@@ -45,13 +48,12 @@ type FileSink struct {
 	cur    *fileBatch // the batch new records join; nil when none is open
 	closed bool
 
-	wmu    sync.Mutex // held while writing; guards f, size and broken
+	wmu    sync.Mutex // held while writing; guards f and broken
 	f      *os.File   // nil once closed
-	size   int64      // length of the file up to its last whole line
 	broken error      // a failed fsync: what is on disk is unknown, so stop
 
 	cmu   sync.Mutex      // guards state
-	state map[string]bool // record ID -> claimed; nil until the first Claim
+	state map[string]bool // record ID -> claimed, for the records seen so far by Claim
 }
 
 // fileBatch is a group of lines written and fsynced together.
@@ -96,12 +98,11 @@ func (s *FileSink) endTornLine() error {
 	if err != nil {
 		return err
 	}
-	s.size = st.Size()
-	if s.size == 0 {
+	if st.Size() == 0 {
 		return nil
 	}
 	last := make([]byte, 1)
-	if _, err := s.f.ReadAt(last, s.size-1); err != nil {
+	if _, err := s.f.ReadAt(last, st.Size()-1); err != nil {
 		return err
 	}
 	if last[0] == '\n' {
@@ -113,27 +114,24 @@ func (s *FileSink) endTornLine() error {
 // Path returns the file's path.
 func (s *FileSink) Path() string { return s.path }
 
-// Put appends dl as one line and returns after it is fsynced. When ctx
-// ends first Put returns ctx's error, and the record may or may not be
-// stored (readers dedupe by ID). The Put that leads a batch finishes its
-// write whatever ctx says, since others wait on it.
+// Put appends dl as one line and returns after it is fsynced. dl.ID must
+// not be empty (Do always sets it). When ctx ends first, Put returns ctx's
+// error and the record may or may not be stored (the reader dedupes by
+// ID). The Put that leads a batch finishes its write whatever ctx says,
+// since the others wait on it; that is at most one fsync late.
 func (s *FileSink) Put(ctx context.Context, dl DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if dl.ID == "" {
+		// The reader keys records by ID: one without would be lost.
+		return fmt.Errorf("%w: FileSink.Put: the dead letter has no ID; see NewDeadLetterID", ErrInvalidOption)
 	}
 	line, err := json.Marshal(dl)
 	if err != nil {
 		return fmt.Errorf("retry: encoding dead letter %s: %w", dl.ID, err)
 	}
-	if err := s.append(ctx, append(line, '\n')); err != nil {
-		return err
-	}
-	s.cmu.Lock()
-	if _, seen := s.state[dl.ID]; s.state != nil && !seen {
-		s.state[dl.ID] = !dl.Redriven.IsZero()
-	}
-	s.cmu.Unlock()
-	return nil
+	return s.append(ctx, append(line, '\n'))
 }
 
 // append writes line durably, alone or in a batch.
@@ -164,8 +162,10 @@ func (s *FileSink) append(ctx context.Context, line []byte) error {
 		s.cur = nil // b is full: the next Put opens a new batch
 		s.mu.Unlock()
 		b.err = s.write(b.buf)
-		s.wmu.Unlock()
+		// Wake the followers before letting the next leader write, so
+		// that their next Puts can still join its batch.
 		close(b.done)
+		s.wmu.Unlock()
 		return b.err
 	}
 	select {
@@ -186,11 +186,12 @@ func (s *FileSink) write(buf []byte) error {
 	}
 	n, err := s.f.Write(buf)
 	if err != nil {
-		// Cut off a partial write, so that the next record starts on a
-		// line of its own.
-		if n > 0 {
-			if terr := s.f.Truncate(s.size); terr != nil {
-				s.broken = terr
+		// End a partial write's line, so that the next record starts on
+		// a line of its own and the reader reports the torn one.
+		// (Truncating instead could cut another process's records.)
+		if n > 0 && buf[n-1] != '\n' {
+			if _, lerr := s.f.Write([]byte("\n")); lerr != nil {
+				s.broken = lerr
 			}
 		}
 		return fmt.Errorf("retry: writing dead-letter file: %w", err)
@@ -201,7 +202,6 @@ func (s *FileSink) write(buf []byte) error {
 		s.broken = err
 		return fmt.Errorf("retry: syncing dead-letter file: %w", err)
 	}
-	s.size += int64(n)
 	return nil
 }
 
@@ -255,20 +255,15 @@ func (s *FileSink) Claim(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	s.cmu.Lock()
-	if s.state == nil {
-		// Load under cmu: a Put that finishes meanwhile waits for cmu
-		// and then adds its record.
-		recs, err := s.read()
-		if err != nil {
+	claimed, known := s.state[id]
+	if !known {
+		// Written since the last look (or never looked): look again.
+		if err := s.loadLocked(); err != nil {
 			s.cmu.Unlock()
 			return false, err
 		}
-		s.state = make(map[string]bool, len(recs))
-		for _, dl := range recs {
-			s.state[dl.ID] = !dl.Redriven.IsZero()
-		}
+		claimed, known = s.state[id]
 	}
-	claimed, known := s.state[id]
 	if !known || claimed {
 		s.cmu.Unlock()
 		return false, nil
@@ -287,6 +282,24 @@ func (s *FileSink) Claim(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("retry: claiming dead letter %s: %w", id, err)
 	}
 	return true, nil
+}
+
+// loadLocked adds the records of the file that state does not know yet.
+// The caller holds cmu.
+func (s *FileSink) loadLocked() error {
+	recs, err := s.read()
+	if err != nil {
+		return err
+	}
+	if s.state == nil {
+		s.state = make(map[string]bool, len(recs))
+	}
+	for _, dl := range recs {
+		if _, ok := s.state[dl.ID]; !ok {
+			s.state[dl.ID] = !dl.Redriven.IsZero()
+		}
+	}
+	return nil
 }
 
 // read reads the whole file, ignoring torn lines: a line being written

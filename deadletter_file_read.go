@@ -26,6 +26,7 @@ type TornRecordError struct {
 	Offsets []int64 // byte offset of each torn line in the file
 }
 
+// Error names the file, the number of torn lines and their offsets.
 func (e *TornRecordError) Error() string {
 	offs := make([]string, len(e.Offsets))
 	for i, o := range e.Offsets {

@@ -72,7 +72,7 @@ func TestFileSinkRoundTrip(t *testing.T) {
 func TestFileSinkWithDo(t *testing.T) {
 	t.Parallel()
 	sink, path := openFileSink(t, nil)
-	err := retry.Do(t.Context(), func(context.Context) error { return errBoom },
+	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
 		retry.WithDeadLetter(sink), retry.WithMaxDelay(0), retry.WithName("charge"), retry.WithPayload([]byte("p")))
 	require.ErrorIs(t, err, retry.ErrExhausted)
 	require.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
@@ -119,6 +119,31 @@ func TestFileSinkConcurrentWriters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFileSinkTwoSinksOneFile: two sinks on one file, as two processes
+// would have, interleave whole lines only.
+func TestFileSinkTwoSinksOneFile(t *testing.T) {
+	t.Parallel()
+	a, path := openFileSink(t, nil)
+	b, err := retry.OpenFileSink(path, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	const each = 200
+	var wg sync.WaitGroup
+	for i, sink := range []*retry.FileSink{a, b} {
+		for w := range 4 {
+			wg.Go(func() {
+				for j := range each / 4 {
+					assert.NoError(t, sink.Put(t.Context(), testRecord(i*each+w*each/4+j)))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	got, err := retry.ReadDeadLetterFile(path)
+	require.NoError(t, err, "no torn line")
+	assert.Len(t, got, 2*each)
 }
 
 // TestFileSinkTornLastLine simulates a crash in the middle of a write: the
@@ -244,6 +269,17 @@ func TestFileSinkClosed(t *testing.T) {
 	assert.ErrorIs(t, sink.Put(t.Context(), testRecord(1)), os.ErrClosed)
 	_, err := sink.Claim(t.Context(), testRecord(0).ID)
 	assert.ErrorIs(t, err, os.ErrClosed)
+}
+
+func TestFileSinkRejectsRecordWithoutID(t *testing.T) {
+	t.Parallel()
+	sink, path := openFileSink(t, nil)
+	err := sink.Put(t.Context(), retry.DeadLetter{Name: "charge"})
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "no ID")
+	got, err := retry.ReadDeadLetterFile(path)
+	require.NoError(t, err)
+	assert.Empty(t, got)
 }
 
 func TestFileSinkDoneContext(t *testing.T) {

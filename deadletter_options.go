@@ -109,7 +109,9 @@ func WithDeadLetterOn(outcomes ...Outcome) Option {
 }
 
 // WithDeadLetterTimeout bounds each sink's Put: Do waits at most d for the
-// sink, and as much again for the fallback. d must be positive. Default:
+// sink, and as much again for the fallback, measured on the Retrier's
+// clock ([WithClock]). The bound holds for sinks that honour their
+// context, as [DeadLetterSink] requires. d must be positive. Default:
 // [DefaultDeadLetterTimeout].
 func WithDeadLetterTimeout(d time.Duration) Option {
 	return func(c *config) {

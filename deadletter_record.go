@@ -81,8 +81,11 @@ func (c *call) deadLetter(e *Error) (error, DeadLetterStatus) {
 	if e.Last != nil {
 		dl.LastError = e.Last.Error()
 	}
+	dl.IdempotencyKey = c.cfg.idempotencyKey(c.ctx)
 	if o := d.origin; o != nil {
-		dl.IdempotencyKey = o.IdempotencyKey
+		if dl.IdempotencyKey == "" {
+			dl.IdempotencyKey = o.IdempotencyKey
+		}
 		dl.Redrives, dl.RedriveOf = o.Redrives+1, o.ID
 	}
 	var failed []error

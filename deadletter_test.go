@@ -1,9 +1,11 @@
 package retry_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,24 +18,24 @@ import (
 	"github.com/steadfast-go/retry"
 )
 
-var errBoom = errors.New("boom")
+var errDead = errors.New("boom")
 
-// doneRecorder is an Observer that keeps the Done events.
-type doneRecorder struct {
+// dlDoneRecorder is an Observer that keeps the Done events.
+type dlDoneRecorder struct {
 	mu   sync.Mutex
 	done []retry.Done
 }
 
-func (*doneRecorder) OnAttemptStart(context.Context, retry.AttemptStart) {}
-func (*doneRecorder) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
-func (*doneRecorder) OnRetry(context.Context, retry.RetryScheduled)      {}
-func (d *doneRecorder) OnDone(_ context.Context, e retry.Done) {
+func (*dlDoneRecorder) OnAttemptStart(context.Context, retry.AttemptStart) {}
+func (*dlDoneRecorder) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
+func (*dlDoneRecorder) OnRetry(context.Context, retry.RetryScheduled)      {}
+func (d *dlDoneRecorder) OnDone(_ context.Context, e retry.Done) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.done = append(d.done, e)
 }
 
-func (d *doneRecorder) only(t *testing.T) retry.Done {
+func (d *dlDoneRecorder) only(t *testing.T) retry.Done {
 	t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -42,15 +44,15 @@ func (d *doneRecorder) only(t *testing.T) retry.Done {
 }
 
 // terminal runs a call that ends with the given outcome, on synctest time.
-func terminal(t *testing.T, want retry.Outcome, opts ...retry.Option) error {
+func endWith(t *testing.T, want retry.Outcome, opts ...retry.Option) error {
 	t.Helper()
 	ctx := t.Context()
-	fn := func(context.Context) error { return errBoom }
+	fn := func(context.Context) error { return errDead }
 	switch want {
 	case retry.OutcomeExhausted:
 		opts = append(opts, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
 	case retry.OutcomePermanent:
-		fn = func(context.Context) error { return retry.Permanent(errBoom) }
+		fn = func(context.Context) error { return retry.Permanent(errDead) }
 	case retry.OutcomeMaxElapsed:
 		opts = append(opts, retry.WithMaxElapsed(3*time.Second), retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter))
 	case retry.OutcomeDeadline:
@@ -62,7 +64,7 @@ func terminal(t *testing.T, want retry.Outcome, opts ...retry.Option) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		fn = func(context.Context) error { cancel(); return errBoom }
+		fn = func(context.Context) error { cancel(); return errDead }
 	}
 	r, err := retry.New(opts...)
 	require.NoError(t, err)
@@ -99,13 +101,13 @@ func TestDeadLetterEveryTerminalPath(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				sink := retry.NewMemoryDeadLetterSink()
-				obs := &doneRecorder{}
+				obs := &dlDoneRecorder{}
 				opts := []retry.Option{retry.WithDeadLetter(sink), retry.WithObserver(obs), retry.WithName("charge"), retry.WithPayload([]byte(`{"n":1}`))}
 				if tc.on != nil {
 					opts = append(opts, retry.WithDeadLetterOn(tc.on...))
 				}
 				start := time.Now()
-				err := terminal(t, tc.outcome, opts...)
+				err := endWith(t, tc.outcome, opts...)
 
 				var re *retry.Error
 				require.ErrorAs(t, err, &re)
@@ -165,9 +167,9 @@ func TestDeadLetterKeepsAttemptErrors(t *testing.T) {
 func TestDeadLetterErrorsBoundZeroKeepsNone(t *testing.T) {
 	t.Parallel()
 	sink := retry.NewMemoryDeadLetterSink()
-	err := retry.Do(t.Context(), func(context.Context) error { return errBoom },
+	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
 		retry.WithMaxDelay(0), retry.WithDeadLetter(sink), retry.WithDeadLetterErrors(0))
-	require.ErrorIs(t, err, errBoom)
+	require.ErrorIs(t, err, errDead)
 	recs := sink.Records()
 	require.Len(t, recs, 1)
 	assert.Empty(t, recs[0].Errors)
@@ -178,13 +180,13 @@ func TestDeadLetterErrorsBoundZeroKeepsNone(t *testing.T) {
 func TestDeadLetterSinkFailureIsNotSilent(t *testing.T) {
 	t.Parallel()
 	errSink := errors.New("disk full")
-	obs := &doneRecorder{}
-	err := retry.Do(t.Context(), func(context.Context) error { return errBoom },
+	obs := &dlDoneRecorder{}
+	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
 		retry.WithMaxDelay(0), retry.WithObserver(obs),
 		retry.WithDeadLetter(retry.DeadLetterFunc(func(context.Context, retry.DeadLetter) error { return errSink })))
 
 	assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
-	assert.ErrorIs(t, err, errBoom)
+	assert.ErrorIs(t, err, errDead)
 	assert.ErrorIs(t, err, retry.ErrExhausted)
 	assert.ErrorIs(t, err, errSink)
 	var re *retry.Error
@@ -206,10 +208,10 @@ func TestDeadLetterFallback(t *testing.T) {
 	t.Run("used_when_primary_fails", func(t *testing.T) {
 		t.Parallel()
 		fallback := retry.NewMemoryDeadLetterSink()
-		obs := &doneRecorder{}
-		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errBoom) },
+		obs := &dlDoneRecorder{}
+		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
 			retry.WithObserver(obs), retry.WithDeadLetter(failing(errPrimary)), retry.WithDeadLetterFallback(fallback))
-		assert.ErrorIs(t, err, errBoom)
+		assert.ErrorIs(t, err, errDead)
 		assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 		assert.Equal(t, 1, fallback.Len())
 		assert.Equal(t, retry.DeadLetterRecorded, obs.only(t).DeadLetter)
@@ -217,18 +219,18 @@ func TestDeadLetterFallback(t *testing.T) {
 	t.Run("not_used_when_primary_works", func(t *testing.T) {
 		t.Parallel()
 		primary, fallback := retry.NewMemoryDeadLetterSink(), retry.NewMemoryDeadLetterSink()
-		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errBoom) },
+		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
 			retry.WithDeadLetter(primary), retry.WithDeadLetterFallback(fallback))
-		assert.ErrorIs(t, err, errBoom)
+		assert.ErrorIs(t, err, errDead)
 		assert.Equal(t, 1, primary.Len())
 		assert.Zero(t, fallback.Len())
 	})
 	t.Run("both_fail", func(t *testing.T) {
 		t.Parallel()
-		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errBoom) },
+		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
 			retry.WithDeadLetter(failing(errPrimary)), retry.WithDeadLetterFallback(failing(errFallback)))
 		assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
-		assert.ErrorIs(t, err, errBoom)
+		assert.ErrorIs(t, err, errDead)
 		assert.ErrorIs(t, err, errPrimary)
 		assert.ErrorIs(t, err, errFallback)
 		assert.Equal(t, "retry: permanent error after 1 attempt: boom (dead letter not recorded: primary down; fallback: fallback down)", err.Error())
@@ -249,7 +251,7 @@ func TestDeadLetterHangingSink(t *testing.T) {
 		})
 		ctx, cancel := context.WithCancel(t.Context())
 		start := time.Now()
-		err := retry.Do(ctx, func(context.Context) error { cancel(); return errBoom },
+		err := retry.Do(ctx, func(context.Context) error { cancel(); return errDead },
 			retry.WithDeadLetter(hang), retry.WithDeadLetterFallback(hang),
 			retry.WithDeadLetterOn(retry.OutcomeCanceled), retry.WithDeadLetterTimeout(2*time.Second))
 		assert.Equal(t, 4*time.Second, time.Since(start))
@@ -257,7 +259,7 @@ func TestDeadLetterHangingSink(t *testing.T) {
 		assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.ErrorIs(t, err, context.DeadlineExceeded) // the sinks' timeout
-		assert.ErrorIs(t, err, errBoom)
+		assert.ErrorIs(t, err, errDead)
 	})
 }
 
@@ -270,69 +272,105 @@ func TestDeadLetterDefaultTimeout(t *testing.T) {
 			return nil
 		})
 		start := time.Now()
-		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errBoom) }, retry.WithDeadLetter(sink))
-		require.ErrorIs(t, err, errBoom)
+		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) }, retry.WithDeadLetter(sink))
+		require.ErrorIs(t, err, errDead)
 		assert.Equal(t, start.Add(retry.DefaultDeadLetterTimeout), deadline)
 	})
 }
 
 // TestDeadLetterNothingLost: 10,000 failing calls while the sink fails
 // 100 % for a stretch and then recovers. Every call is either stored once
-// or returns ErrDeadLetterNotRecorded.
+// or returns ErrDeadLetterNotRecorded, with the memory sink and with the
+// file sink behind the fault injector.
 func TestDeadLetterNothingLost(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		const workers, perWorker = 100, 100
-		mem := retry.NewMemoryDeadLetterSink()
-		errDown := errors.New("sink down")
-		start := time.Now()
-		var failedPuts atomic.Int64
-		sink := retry.DeadLetterFunc(func(ctx context.Context, dl retry.DeadLetter) error {
-			if since := time.Since(start); since >= 3*time.Second && since < 8*time.Second {
-				failedPuts.Add(1)
-				return errDown
-			}
-			return mem.Put(ctx, dl)
+	for _, store := range []string{"memory", "file"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) { nothingLost(t, store) })
 		})
-		r, err := retry.New(retry.WithDeadLetter(sink), retry.WithMaxAttempts(2),
-			retry.WithBackoff(retry.Constant(10*time.Millisecond)), retry.WithJitter(retry.NoJitter))
-		require.NoError(t, err)
+	}
+}
 
-		var notRecorded, other atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for i := range perWorker {
-					var err error
-					if i%2 == 0 {
-						err = r.Do(t.Context(), func(context.Context) error { return errBoom })
-					} else {
-						err = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errBoom) })
-					}
-					switch {
-					case errors.Is(err, retry.ErrDeadLetterNotRecorded) && errors.Is(err, errBoom):
-						notRecorded.Add(1)
-					case !errors.Is(err, errBoom):
-						other.Add(1)
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-			})
+func nothingLost(t *testing.T, store string) {
+	const workers, perWorker = 100, 100
+	var backend retry.DeadLetterSink
+	var stored func() (recs []retry.DeadLetter, lines int)
+	if store == "memory" {
+		mem := retry.NewMemoryDeadLetterSink()
+		backend = mem
+		stored = func() ([]retry.DeadLetter, int) { recs := mem.Records(); return recs, len(recs) }
+	} else {
+		file, path := openFileSink(t, nil)
+		backend = file
+		stored = func() ([]retry.DeadLetter, int) {
+			recs, err := retry.ReadDeadLetterFile(path)
+			require.NoError(t, err)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			return recs, bytes.Count(data, []byte("\n"))
 		}
-		wg.Wait()
-
-		recs := mem.Records()
-		ids := make(map[string]bool, len(recs))
-		for _, dl := range recs {
-			ids[dl.ID] = true
+	}
+	errDown := errors.New("sink down")
+	start := time.Now()
+	var failedPuts atomic.Int64
+	sink := retry.DeadLetterFunc(func(ctx context.Context, dl retry.DeadLetter) error {
+		if since := time.Since(start); since >= 3*time.Second && since < 8*time.Second {
+			failedPuts.Add(1)
+			return errDown
 		}
-		require.Positive(t, notRecorded.Load(), "the sink never failed: the test proves nothing")
-		require.Positive(t, len(recs), "the sink never recovered")
-		assert.Zero(t, other.Load())
-		assert.Equal(t, notRecorded.Load(), failedPuts.Load())
-		assert.Len(t, ids, len(recs), "duplicate record IDs")
-		assert.Equal(t, int64(workers*perWorker), int64(len(recs))+notRecorded.Load())
+		return backend.Put(ctx, dl)
 	})
+	obs := &dlDoneRecorder{}
+	r, err := retry.New(retry.WithDeadLetter(sink), retry.WithObserver(obs), retry.WithMaxAttempts(2),
+		retry.WithBackoff(retry.Constant(10*time.Millisecond)), retry.WithJitter(retry.NoJitter))
+	require.NoError(t, err)
+
+	var notRecorded, other atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				var err error
+				if i%2 == 0 {
+					err = r.Do(t.Context(), func(context.Context) error { return errDead })
+				} else {
+					err = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) })
+				}
+				switch {
+				case errors.Is(err, retry.ErrDeadLetterNotRecorded) && errors.Is(err, errDead):
+					notRecorded.Add(1)
+				case !errors.Is(err, errDead):
+					other.Add(1)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+
+	recs, lines := stored()
+	t.Logf("%s: %d stored, %d returned ErrDeadLetterNotRecorded", store, lines, notRecorded.Load())
+	ids := make(map[string]bool, len(recs))
+	for _, dl := range recs {
+		ids[dl.ID] = true
+	}
+	require.Positive(t, notRecorded.Load(), "the sink never failed: the test proves nothing")
+	require.Positive(t, len(recs), "the sink never recovered")
+	assert.Zero(t, other.Load())
+	assert.Equal(t, notRecorded.Load(), failedPuts.Load())
+	assert.Len(t, ids, lines, "duplicate records")
+	assert.Equal(t, int64(workers*perWorker), int64(lines)+notRecorded.Load())
+
+	// The observer sees the same split.
+	status := map[retry.DeadLetterStatus]int{}
+	for _, d := range obs.done {
+		status[d.DeadLetter]++
+	}
+	assert.Equal(t, map[retry.DeadLetterStatus]int{
+		retry.DeadLetterRecorded: lines,
+		retry.DeadLetterFailed:   int(notRecorded.Load()),
+	}, status)
 }
 
 func TestDeadLetterOptionsValidate(t *testing.T) {
@@ -369,7 +407,7 @@ func TestDeadLetterWithDoesNotChangeParent(t *testing.T) {
 	child, err := parent.With(retry.WithDeadLetter(childSink), retry.WithDeadLetterOn(retry.OutcomeCanceled))
 	require.NoError(t, err)
 
-	fail := func(context.Context) error { return errBoom }
+	fail := func(context.Context) error { return errDead }
 	require.Error(t, parent.Do(t.Context(), fail))
 	require.Error(t, child.Do(t.Context(), fail))
 	assert.Equal(t, 1, parentSink.Len())

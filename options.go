@@ -57,6 +57,7 @@ type config struct {
 	name           string
 	payload        []byte
 	dl             *deadLetterConfig // nil without dead-letter options
+	idem           *idemConfig       // nil: not idempotent
 }
 
 func (c *config) fail(format string, args ...any) {

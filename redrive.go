@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // RedriveSource is a store of dead letters that [Redrive] can replay. The
@@ -24,8 +25,9 @@ type RedriveSource interface {
 	Claim(ctx context.Context, id string) (bool, error)
 }
 
-// RedriveReport says what a call of [Redrive] did. Every record Redrive
-// claimed is counted in exactly one of Succeeded, Failed and NotRecorded.
+// RedriveReport says what a call of [Redrive] did. Each of the Pending
+// records is counted in at most one of the other fields, and in exactly
+// one unless Redrive stopped early.
 type RedriveReport struct {
 	Pending     int // pending records the filter accepted
 	Skipped     int // of those, claimed by another redrive first
@@ -40,11 +42,19 @@ type RedriveReport struct {
 // dependency was down.
 //
 // Each record is claimed in src before it is replayed, so no record is
-// ever replayed twice, also when several Redrives run at once: a crash
-// during a replay leaves the record claimed and not replayed again, which
-// is why the replay keeps the record's idempotency key (handler gets the
-// whole record, dl.IdempotencyKey included): work that meanwhile succeeded
-// must be a no-op for handler, as it is with an idempotency store.
+// ever replayed twice, also when several Redrives run at once; a crash
+// during a replay leaves the record claimed and not replayed again.
+//
+// A replay keeps the record's idempotency key, so that replaying work that
+// meanwhile succeeded is a no-op. When r was built with [WithIdempotency]
+// (use key "": each record brings its own), the replay runs under the
+// record's key: a key whose work completed replays the stored outcome
+// without calling handler. Note that a permanent failure is stored too, so
+// redriving a permanent failure under its key replays that failure; such
+// records are best redriven with a Retrier without idempotency and a
+// handler that checks dl.IdempotencyKey itself. Records without a key
+// are replayed without the store. Without WithIdempotency, handler gets
+// the key in dl.IdempotencyKey and must make the work idempotent itself.
 //
 // A replay runs with r's policy, named and with the payload of the record.
 // A replay that fails for any reason, even a cancelled ctx, is
@@ -71,12 +81,12 @@ func Redrive(ctx context.Context, src RedriveSource, r *Retrier, handler func(co
 	if err != nil {
 		return rep, fmt.Errorf("retry: redrive: listing dead letters: %w", err)
 	}
+	if filter != nil {
+		pending = slices.DeleteFunc(pending, func(dl DeadLetter) bool { return !filter(dl) })
+	}
+	rep.Pending = len(pending)
 	var lost []error
 	for _, dl := range pending {
-		if filter != nil && !filter(dl) {
-			continue
-		}
-		rep.Pending++
 		if err := context.Cause(ctx); err != nil {
 			return rep, errors.Join(append(lost, err)...)
 		}
@@ -107,11 +117,18 @@ func replay(ctx context.Context, src RedriveSource, r *Retrier, handler func(con
 	if err != nil {
 		return err
 	}
+	if dl.IdempotencyKey != "" && rr.c.idem != nil {
+		// The context's key wins over any other, so the replay runs
+		// under the record's key whatever ctx carries.
+		ctx = ContextWithIdempotencyKey(ctx, dl.IdempotencyKey)
+	}
 	return rr.Do(ctx, func(ctx context.Context) error { return handler(ctx, dl) })
 }
 
 // redriveOf makes a replay of dl dead-letter every failure, into src when
-// no sink is configured, as a record that points back to dl.
+// no sink is configured, as a record that points back to dl. A record
+// without an idempotency key is replayed without the store: sharing r's
+// default key among unrelated records would be wrong.
 func redriveOf(dl DeadLetter, src RedriveSource) Option {
 	return func(c *config) {
 		d := c.deadLetters()
@@ -120,5 +137,8 @@ func redriveOf(dl DeadLetter, src RedriveSource) Option {
 		}
 		d.on, d.onSet = 1<<OutcomePermanent|1<<OutcomeExhausted|1<<OutcomeMaxElapsed|1<<OutcomeDeadline|1<<OutcomeCanceled, true
 		d.origin = &dl
+		if c.idem != nil && dl.IdempotencyKey == "" {
+			c.setIdem(func(ic *idemConfig) { ic.store = nil })
+		}
 	}
 }
