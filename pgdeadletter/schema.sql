@@ -1,12 +1,13 @@
 -- Dead letters of github.com/steadfast-go/retry, one row per record.
 -- {{table}} and the {{..._idx}} names are filled in by the sink; every
--- statement is idempotent.
+-- statement is idempotent. IDs sort bytewise (COLLATE "C"), as in Go, so
+-- that Filter.Select and List agree on the order.
 CREATE TABLE IF NOT EXISTS {{table}} (
-    id              text        PRIMARY KEY,
+    id              text        COLLATE "C" PRIMARY KEY,
     name            text        NOT NULL,
     idempotency_key text        NOT NULL DEFAULT '',
     payload         bytea,
-    attempts        integer     NOT NULL,
+    attempts        bigint      NOT NULL,
     first_attempt   timestamptz,
     gave_up         timestamptz NOT NULL,
     reason          text        NOT NULL,

@@ -20,7 +20,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,11 +97,22 @@ const columns = "id, name, idempotency_key, payload, attempts, first_attempt, ga
 
 // Put stores dl and returns nil once the row is committed. It is
 // idempotent on dl.ID: a Put repeated after a timeout or a lost reply
-// leaves one row, the first one stored. dl.ID must not be empty.
+// leaves one row, the first one stored.
+//
+// dl.ID must not be empty, and it and dl.IdempotencyKey must be valid
+// UTF-8 without NUL bytes, which PostgreSQL text cannot hold. In the
+// other text fields, error messages above all, such bytes are stored as
+// U+FFFD rather than losing the record.
 func (s *Sink) Put(ctx context.Context, dl retry.DeadLetter) error {
-	if dl.ID == "" {
+	switch {
+	case dl.ID == "":
 		return fmt.Errorf("%w: pgdeadletter: the dead letter has no ID", retry.ErrInvalidOption)
+	case !storable(dl.ID):
+		return fmt.Errorf("%w: pgdeadletter: dead letter ID %q is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID)
+	case !storable(dl.IdempotencyKey):
+		return fmt.Errorf("%w: pgdeadletter: dead letter %s: idempotency key %q is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID, dl.IdempotencyKey)
 	}
+	dl = sanitize(dl)
 	errs := []byte("[]")
 	if len(dl.Errors) > 0 {
 		var err error
@@ -152,6 +166,35 @@ func (s *Sink) Claim(ctx context.Context, id string) (bool, error) {
 }
 
 var _ retry.RedriveSource = (*Sink)(nil)
+
+// storable reports whether PostgreSQL text can hold s unchanged.
+func storable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// sanitize makes the free-text fields of dl storable. It copies Errors
+// before changing it: the caller's record is not touched.
+func sanitize(dl retry.DeadLetter) retry.DeadLetter {
+	dl.Name, dl.LastError, dl.RedriveOf = text(dl.Name), text(dl.LastError), text(dl.RedriveOf)
+	for i, e := range dl.Errors {
+		if !storable(e.Error) {
+			dl.Errors = slices.Clone(dl.Errors)
+			for j := i; j < len(dl.Errors); j++ {
+				dl.Errors[j].Error = text(dl.Errors[j].Error)
+			}
+			break
+		}
+	}
+	return dl
+}
+
+// text replaces invalid UTF-8 and NUL bytes in s with U+FFFD.
+func text(s string) string {
+	if storable(s) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
 
 // nullTime maps the zero time, which means "unknown" or "not yet" in a
 // DeadLetter, to SQL NULL.

@@ -219,3 +219,46 @@ func TestDoStoresDeadLetter(t *testing.T) {
 	assert.Len(t, dl.Errors, 2)
 	assert.Len(t, dl.ID, 32)
 }
+
+// Error texts may hold any bytes; PostgreSQL text holds neither NUL nor
+// invalid UTF-8. The record is stored with U+FFFD in their place.
+func TestPutStoresUnstorableText(t *testing.T) {
+	s := pgdltest.Sink(t, pgdltest.Pool(t))
+	dl := record("u", "op\x00", retry.OutcomeExhausted, time.Now())
+	dl.LastError = "bad \x00 byte \xff end"
+	dl.Errors[1].Error = "body: \xfe\xff"
+	orig := dl.Errors[1].Error
+	require.NoError(t, s.Put(t.Context(), dl))
+	assert.Equal(t, orig, dl.Errors[1].Error, "the caller's record is not changed")
+
+	got, err := s.Get(t.Context(), "u")
+	require.NoError(t, err)
+	assert.Equal(t, "op\uFFFD", got.Name)
+	assert.Equal(t, "bad \uFFFD byte \uFFFD end", got.LastError)
+	assert.Equal(t, "timeout", got.Errors[0].Error)
+	assert.Equal(t, "body: \uFFFD", got.Errors[1].Error)
+
+	for _, bad := range []retry.DeadLetter{
+		{ID: "a\x00b", GaveUp: time.Now()},
+		{ID: "a\xffb", GaveUp: time.Now()},
+		{ID: "k", IdempotencyKey: "key\x00", GaveUp: time.Now()},
+	} {
+		assert.ErrorIs(t, s.Put(t.Context(), bad), retry.ErrInvalidOption, "%q", bad.ID)
+	}
+}
+
+// IDs sort bytewise in SQL as in Go, whatever the database's collation.
+func TestListOrdersIDsBytewise(t *testing.T) {
+	pool := pgdltest.Pool(t)
+	s := pgdltest.Sink(t, pool)
+	var collation string
+	require.NoError(t, pool.QueryRow(t.Context(), "SELECT collation_name FROM information_schema.columns WHERE table_name = $1 AND column_name = 'id'", s.Table()).Scan(&collation))
+	assert.Equal(t, "C", collation, "the schema sets the collation; the test database may already sort bytewise")
+	at := time.Now()
+	for _, id := range []string{"b", "B", "a", "_", "A", "é"} {
+		require.NoError(t, s.Put(t.Context(), record(id, "op", retry.OutcomeExhausted, at)))
+	}
+	recs, err := s.List(t.Context(), pgdeadletter.Filter{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"A", "B", "_", "a", "b", "é"}, ids(recs))
+}
