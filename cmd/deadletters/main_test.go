@@ -191,3 +191,16 @@ func TestContextCancelled(t *testing.T) {
 	assert.Equal(t, exitFail, code)
 	assert.Contains(t, errOut.String(), "context canceled")
 }
+
+// Records hold untrusted text: no control character reaches the terminal.
+func TestPrintingStripsControlCharacters(t *testing.T) {
+	dl := records()[0]
+	dl.Name = "op\x1b[31m"
+	dl.LastError = "boom\x1b]0;pwned\x07\nsecond line"
+	var out bytes.Buffer
+	require.NoError(t, printTable(&out, []retry.DeadLetter{dl}))
+	require.NoError(t, printRecord(&out, dl))
+	assert.NotContains(t, out.String(), "\x1b")
+	assert.NotContains(t, out.String(), "\x07")
+	assert.Contains(t, out.String(), "Last error:       boom ]0;pwned  second line")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,7 +24,7 @@ func printTable(w io.Writer, recs []retry.DeadLetter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tREASON\tATTEMPTS\tGAVE UP\tSTATE\tLAST ERROR")
 	for _, dl := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", dl.ID, orDash(oneLine(dl.Name, 40)), dl.Reason,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", oneLine(dl.ID, math.MaxInt), orDash(oneLine(dl.Name, 40)), dl.Reason,
 			dl.Attempts, formatTime(dl.GaveUp), state(dl), orDash(oneLine(dl.LastError, maxErrorWidth)))
 	}
 	return tw.Flush()
@@ -43,7 +44,9 @@ func printJSONLines(w io.Writer, recs []retry.DeadLetter) error {
 // printRecord prints every field of dl.
 func printRecord(w io.Writer, dl retry.DeadLetter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	field := func(name, value string) { fmt.Fprintf(tw, "%s:\t%s\n", name, value) }
+	// Records hold untrusted text: control characters, such as terminal
+	// escapes, are printed as spaces.
+	field := func(name, value string) { fmt.Fprintf(tw, "%s:\t%s\n", name, oneLine(value, math.MaxInt)) }
 	field("ID", dl.ID)
 	field("Name", orDash(dl.Name))
 	field("Reason", dl.Reason.String())

@@ -35,6 +35,13 @@ func URL() (string, bool) {
 func Pool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	url, set := URL()
+	return poolAt(tb, url, set)
+}
+
+// poolAt is Pool for the server at url; set says whether the user chose
+// it.
+func poolAt(tb testing.TB, url string, set bool) *pgxpool.Pool {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, url)
