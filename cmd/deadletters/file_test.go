@@ -167,13 +167,13 @@ func TestRedriveFile(t *testing.T) {
 	script := `cat > "` + dir + `/$DEADLETTER_ID.payload"; ` +
 		`printf '%s' "$DEADLETTER_JSON" > "` + dir + `/$DEADLETTER_ID.json"; ` +
 		`echo "$DEADLETTER_IDEMPOTENCY_KEY $DEADLETTER_ATTEMPT" >> "` + dir + `/$DEADLETTER_ID.calls"; ` +
-		`test "$DEADLETTER_NAME" != email`
+		`if [ "$DEADLETTER_NAME" = email ]; then echo "smtp: 550 mailbox unavailable" >&2; exit 1; fi`
 
 	code, stdout, stderr := cli(t, "redrive", "-file", path, "-exec", script, "-attempts", "2", "-backoff", "0s")
 	assert.Equal(t, exitFail, code, "a replay failed")
 	assert.Equal(t, "redrive: 3 pending, 0 skipped (taken by another redrive), 2 succeeded, 1 failed again (stored as new dead letters), 0 failed and not stored\n", stdout)
 	assert.Contains(t, stderr, "aaaa0001 attempt 1: ok")
-	assert.Contains(t, stderr, "aaaa0002 attempt 2: exit status 1")
+	assert.Contains(t, stderr, "aaaa0002 attempt 2: exit status 1: smtp: 550 mailbox unavailable")
 	assert.Contains(t, stderr, "1 replays failed")
 
 	payload, err := os.ReadFile(filepath.Join(dir, "aaaa0001.payload"))
@@ -203,6 +203,7 @@ func TestRedriveFile(t *testing.T) {
 	assert.Equal(t, 1, again.Redrives)
 	assert.Equal(t, "email", again.Name)
 	assert.Equal(t, 2, again.Attempts)
+	assert.Equal(t, "exit status 1: smtp: 550 mailbox unavailable", again.LastError, "the command's last words are kept")
 
 	// A second redrive replays only that one.
 	code, stdout, _ = cli(t, "redrive", "-file", path, "-exec", "true")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/steadfast-go/retry"
@@ -94,7 +95,11 @@ func execHandler(command string, out io.Writer) func(context.Context, retry.Dead
 		}
 		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
 		cmd.Stdin = bytes.NewReader(dl.Payload)
-		cmd.Stdout, cmd.Stderr = out, out
+		// One writer for both, so that exec writes to out from one
+		// goroutine at a time.
+		tail := &tailWriter{}
+		w := io.MultiWriter(out, tail)
+		cmd.Stdout, cmd.Stderr = w, w
 		cmd.Env = append(os.Environ(),
 			"DEADLETTER_ID="+dl.ID,
 			"DEADLETTER_NAME="+dl.Name,
@@ -115,8 +120,36 @@ func execHandler(command string, out io.Writer) func(context.Context, retry.Dead
 		case !errors.As(err, &exit):
 			// The shell could not start: no later attempt would differ.
 			err = retry.Permanent(err)
+		case tail.lastLine() != "":
+			// The new dead letter's LastError says why, not just "exit
+			// status 1".
+			err = fmt.Errorf("%w: %s", err, tail.lastLine())
 		}
 		fmt.Fprintf(out, "deadletters: %s attempt %d: %v\n", dl.ID, attempt, err)
 		return err
 	}
+}
+
+// tailWriter keeps the last bytes written to it.
+type tailWriter struct{ buf []byte }
+
+// tailSize is how much of a command's output tailWriter keeps.
+const tailSize = 512
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailSize {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailSize:]...)
+	}
+	return len(p), nil
+}
+
+// lastLine returns the last non-empty line written, made fit for one line
+// of an error message.
+func (t *tailWriter) lastLine() string {
+	s := strings.TrimRight(string(t.buf), " \t\r\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return oneLine(strings.ToValidUTF8(s, "\uFFFD"), 200)
 }
