@@ -25,10 +25,13 @@ const (
 // Filter selects dead letters for [Sink.List] and [Sink.Purge]. Each
 // field that is set narrows the selection; the zero Filter selects every
 // record.
+//
+// A non-nil empty IDs or Reasons selects nothing, so that purging an
+// empty selection of IDs deletes nothing rather than everything.
 type Filter struct {
-	IDs     []string        // these record IDs only
+	IDs     []string        // when not nil, these record IDs only
 	Name    string          // the operation's name, exactly
-	Reasons []retry.Outcome // any of these reasons
+	Reasons []retry.Outcome // when not nil, any of these reasons
 	Since   time.Time       // gave up at or after Since
 	Until   time.Time       // gave up before Until
 	State   State
@@ -61,11 +64,11 @@ func (f Filter) Validate() error {
 // that List runs in SQL, for records kept elsewhere, such as in a file.
 func (f Filter) Match(dl retry.DeadLetter) bool {
 	switch {
-	case len(f.IDs) > 0 && !slices.Contains(f.IDs, dl.ID):
+	case f.IDs != nil && !slices.Contains(f.IDs, dl.ID):
 		return false
 	case f.Name != "" && dl.Name != f.Name:
 		return false
-	case len(f.Reasons) > 0 && !slices.Contains(f.Reasons, dl.Reason):
+	case f.Reasons != nil && !slices.Contains(f.Reasons, dl.Reason):
 		return false
 	case !f.Since.IsZero() && dl.GaveUp.Before(f.Since):
 		return false
@@ -112,13 +115,13 @@ func (f Filter) where() (string, []any) {
 		args = append(args, arg)
 		conds = append(conds, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args))))
 	}
-	if len(f.IDs) > 0 {
+	if f.IDs != nil {
 		add("id = ANY($?)", f.IDs)
 	}
 	if f.Name != "" {
 		add("name = $?", f.Name)
 	}
-	if len(f.Reasons) > 0 {
+	if f.Reasons != nil {
 		names := make([]string, len(f.Reasons))
 		for i, o := range f.Reasons {
 			names[i] = o.String()

@@ -63,6 +63,8 @@ func TestListFilters(t *testing.T) {
 		{"pending", pgdeadletter.Filter{State: pgdeadletter.Pending}, []string{"r0", "r1", "r2", "r3", "r5"}},
 		{"redriven", pgdeadletter.Filter{State: pgdeadletter.Redriven}, []string{"r4"}},
 		{"ids", pgdeadletter.Filter{IDs: []string{"r5", "r2", "zz"}}, []string{"r2", "r5"}},
+		{"empty ids select nothing", pgdeadletter.Filter{IDs: []string{}}, []string{}},
+		{"empty reasons select nothing", pgdeadletter.Filter{Reasons: []retry.Outcome{}}, []string{}},
 		{"limit keeps the oldest", pgdeadletter.Filter{Limit: 2}, []string{"r0", "r1"}},
 		{"all together", pgdeadletter.Filter{Name: "charge", Reasons: []retry.Outcome{retry.OutcomeExhausted}, State: pgdeadletter.Pending, Since: t0.Add(-time.Hour)}, []string{"r0"}},
 	}
@@ -108,7 +110,12 @@ func TestPurge(t *testing.T) {
 		return ids(recs)
 	}
 
-	n, err := s.Purge(ctx, pgdeadletter.Filter{IDs: []string{"r3", "missing"}})
+	n, err := s.Purge(ctx, pgdeadletter.Filter{IDs: []string{}})
+	require.NoError(t, err)
+	assert.Zero(t, n, "an empty selection of IDs purges nothing")
+	assert.Len(t, left(), 6)
+
+	n, err = s.Purge(ctx, pgdeadletter.Filter{IDs: []string{"r3", "missing"}})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
 	assert.Equal(t, []string{"r0", "r1", "r2", "r4", "r5"}, left())
