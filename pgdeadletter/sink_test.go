@@ -3,6 +3,7 @@ package pgdeadletter_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,13 @@ func TestPutGetRoundTrip(t *testing.T) {
 	ctx := t.Context()
 	want := record("a1", "charge-card", retry.OutcomeExhausted, time.Now())
 	want.Redrives, want.RedriveOf = 2, "a0"
+	want.Redriven = want.GaveUp.Add(time.Hour) // as when copied from another store
+	// Every field is set, so a field added to DeadLetter and not stored
+	// fails this test.
+	v := reflect.ValueOf(want)
+	for i := range v.NumField() {
+		require.False(t, v.Field(i).IsZero(), "set DeadLetter.%s in this test, and store it", v.Type().Field(i).Name)
+	}
 	require.NoError(t, s.Put(ctx, want))
 
 	got, err := s.Get(ctx, "a1")
