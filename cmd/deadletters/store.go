@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/pgdeadletter"
+)
+
+// store is where the dead letters are: a file or a PostgreSQL table.
+type store interface {
+	// list returns the records f selects, oldest first.
+	list(ctx context.Context, f pgdeadletter.Filter) ([]retry.DeadLetter, error)
+	// get returns the record id, or an error matching errNotFound.
+	get(ctx context.Context, id string) (retry.DeadLetter, error)
+	// purge deletes the records f selects and says how many it deleted.
+	purge(ctx context.Context, f pgdeadletter.Filter) (int, error)
+	// source opens the store for retry.Redrive.
+	source(ctx context.Context) (retry.RedriveSource, error)
+	close() error
+}
+
+var errNotFound = errors.New("no dead letter with this ID")
+
+// openStore opens the store that o names. Warnings, such as torn lines
+// in a file, go to warn.
+func openStore(ctx context.Context, o *options, warn io.Writer) (store, error) {
+	if o.file != "" {
+		return &fileStore{path: o.file, warn: warn}, nil
+	}
+	cfg, err := pgxpool.ParseConfig(o.postgres)
+	if err != nil {
+		return nil, usageError("-postgres: %v", err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg) // connects lazily
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	sink, err := pgdeadletter.New(pool, pgdeadletter.WithTable(o.table))
+	if err != nil {
+		pool.Close()
+		return nil, usageError("-table: %v", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	return &pgStore{pool: pool, sink: sink}, nil
+}
+
+// pgStore is a table written by pgdeadletter.Sink.
+type pgStore struct {
+	pool *pgxpool.Pool
+	sink *pgdeadletter.Sink
+}
+
+func (s *pgStore) list(ctx context.Context, f pgdeadletter.Filter) ([]retry.DeadLetter, error) {
+	recs, err := s.sink.List(ctx, f)
+	return recs, s.hint(err)
+}
+
+func (s *pgStore) get(ctx context.Context, id string) (retry.DeadLetter, error) {
+	dl, err := s.sink.Get(ctx, id)
+	if errors.Is(err, pgdeadletter.ErrNotFound) {
+		return dl, fmt.Errorf("%w: %s", errNotFound, id)
+	}
+	return dl, s.hint(err)
+}
+
+func (s *pgStore) purge(ctx context.Context, f pgdeadletter.Filter) (int, error) {
+	n, err := s.sink.Purge(ctx, f)
+	return int(n), s.hint(err)
+}
+
+func (s *pgStore) source(context.Context) (retry.RedriveSource, error) {
+	return hintSource{s.sink, s}, nil
+}
+
+func (s *pgStore) close() error {
+	s.pool.Close()
+	return nil
+}
+
+// hint adds what to do to the error of a missing table.
+func (s *pgStore) hint(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
+		return fmt.Errorf("%w (no table %s: check -table, or create it with pgdeadletter's Sink.Migrate)", err, s.sink.Table())
+	}
+	return err
+}
+
+// hintSource is the sink as a redrive source, with hint on its errors.
+type hintSource struct {
+	*pgdeadletter.Sink
+	s *pgStore
+}
+
+func (h hintSource) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
+	recs, err := h.Sink.Pending(ctx)
+	return recs, h.s.hint(err)
+}

@@ -1,0 +1,253 @@
+// Package pgdeadletter stores the dead letters of
+// github.com/steadfast-go/retry in a PostgreSQL table, where operators can
+// list, inspect, purge and redrive them, from many processes at once.
+//
+//	pool, err := pgxpool.New(ctx, "postgres://app@db/app")
+//	sink, err := pgdeadletter.New(pool)
+//	err = sink.Migrate(ctx) // once at start-up; idempotent
+//	r, err := retry.New(retry.WithDeadLetter(sink))
+//
+// A [Sink] is a [retry.DeadLetterSink] and a [retry.RedriveSource], so
+// [retry.Redrive] replays its records; the cmd/deadletters command lists,
+// shows, purges and redrives them from a shell.
+//
+// Times are kept to the microsecond, PostgreSQL's precision, and read back
+// in UTC.
+package pgdeadletter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/steadfast-go/retry"
+)
+
+// ErrNotFound is returned by [Sink.Get] for an ID that has no record.
+var ErrNotFound = errors.New("pgdeadletter: dead letter not found")
+
+// Sink keeps dead letters in one PostgreSQL table. Build one with [New]
+// and create its table with [Sink.Migrate]. A Sink is safe for concurrent
+// use, and any number of Sinks, in any number of processes, may share a
+// table: Put and Claim are single atomic statements. Every method returns
+// when its ctx is done, with ctx's error.
+type Sink struct {
+	pool  *pgxpool.Pool
+	name  string         // the table's name as given
+	ident pgx.Identifier // name, checked by parseTable
+	table string         // ident, quoted for SQL
+
+	put, claim, get string // SQL built once by New
+}
+
+// Option configures a [Sink].
+type Option func(*config)
+
+type config struct {
+	table string
+}
+
+// WithTable sets the table's name: "table" or "schema.table", each part
+// letters, digits and underscores, not starting with a digit, and the
+// table part at most 51 characters so that the index names derived from it
+// fit PostgreSQL's limit. Other names are refused, never quoted into SQL
+// as given. Default: [DefaultTable], in the connection's search path.
+func WithTable(name string) Option {
+	return func(c *config) { c.table = name }
+}
+
+// New returns a Sink that stores records in pool's database. It does not
+// connect: call [Sink.Migrate] to create the table. Invalid options give
+// an error wrapping [retry.ErrInvalidOption].
+func New(pool *pgxpool.Pool, opts ...Option) (*Sink, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: pgdeadletter: the pool is nil", retry.ErrInvalidOption)
+	}
+	c := config{table: DefaultTable}
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: pgdeadletter: option %d is nil", retry.ErrInvalidOption, i)
+		}
+		o(&c)
+	}
+	ident, err := parseTable(c.table)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{pool: pool, name: c.table, ident: ident, table: ident.Sanitize()}
+	s.put = "INSERT INTO " + s.table + " (" + columns + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING"
+	s.claim = "UPDATE " + s.table + " SET redriven = now() WHERE id = $1 AND redriven IS NULL"
+	s.get = "SELECT " + columns + " FROM " + s.table + " WHERE id = $1"
+	return s, nil
+}
+
+// Table returns the table's name, as given to [WithTable].
+func (s *Sink) Table() string { return s.name }
+
+// columns are the columns a record is written to and read from, in the
+// order of putArgs and scan.
+const columns = "id, name, idempotency_key, payload, attempts, first_attempt, gave_up, reason, last_error, errors, redrives, redrive_of, redriven"
+
+// Put stores dl and returns nil once the row is committed. It is
+// idempotent on dl.ID: a Put repeated after a timeout or a lost reply
+// leaves one row, the first one stored.
+//
+// dl.ID must not be empty, and it and dl.IdempotencyKey must be valid
+// UTF-8 without NUL bytes, which PostgreSQL text cannot hold. In the
+// other text fields, error messages above all, such bytes are stored as
+// U+FFFD rather than losing the record.
+func (s *Sink) Put(ctx context.Context, dl retry.DeadLetter) error {
+	switch {
+	case dl.ID == "":
+		return fmt.Errorf("%w: pgdeadletter: the dead letter has no ID", retry.ErrInvalidOption)
+	case !storable(dl.ID):
+		return fmt.Errorf("%w: pgdeadletter: dead letter ID %q is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID)
+	case !storable(dl.IdempotencyKey):
+		return fmt.Errorf("%w: pgdeadletter: dead letter %s: idempotency key %q is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID, dl.IdempotencyKey)
+	}
+	dl = sanitize(dl)
+	errs := []byte("[]")
+	if len(dl.Errors) > 0 {
+		var err error
+		if errs, err = json.Marshal(dl.Errors); err != nil {
+			return fmt.Errorf("pgdeadletter: encoding dead letter %s: %w", dl.ID, err)
+		}
+	}
+	_, err := s.pool.Exec(ctx, s.put,
+		dl.ID, dl.Name, dl.IdempotencyKey, dl.Payload, dl.Attempts,
+		nullTime(dl.FirstAttempt), dl.GaveUp, dl.Reason.String(), dl.LastError, string(errs),
+		dl.Redrives, dl.RedriveOf, nullTime(dl.Redriven))
+	if err != nil {
+		return fmt.Errorf("pgdeadletter: storing dead letter %s: %w", dl.ID, err)
+	}
+	return nil
+}
+
+// Get returns the record id, or an error matching [ErrNotFound].
+func (s *Sink) Get(ctx context.Context, id string) (retry.DeadLetter, error) {
+	rows, err := s.pool.Query(ctx, s.get, id)
+	if err != nil {
+		return retry.DeadLetter{}, fmt.Errorf("pgdeadletter: reading dead letter %s: %w", id, err)
+	}
+	recs, err := collect(rows)
+	if err != nil {
+		return retry.DeadLetter{}, fmt.Errorf("pgdeadletter: reading dead letter %s: %w", id, err)
+	}
+	if len(recs) == 0 {
+		return retry.DeadLetter{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return recs[0], nil
+}
+
+// Pending returns the records not yet claimed for redrive, oldest first
+// (by GaveUp, then ID); see [retry.RedriveSource].
+func (s *Sink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
+	return s.List(ctx, Filter{State: Pending})
+}
+
+// Claim marks the record id as redriven, at the server's time, and
+// reports whether this call did it. One UPDATE … WHERE redriven IS NULL
+// does it, so for each id exactly one Claim ever returns true, whatever
+// the number of concurrent redrivers and processes; see
+// [retry.RedriveSource]. An unknown id gives false.
+func (s *Sink) Claim(ctx context.Context, id string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, s.claim, id)
+	if err != nil {
+		return false, fmt.Errorf("pgdeadletter: claiming dead letter %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+var _ retry.RedriveSource = (*Sink)(nil)
+
+// storable reports whether PostgreSQL text can hold s unchanged.
+func storable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// sanitize makes the free-text fields of dl storable. It copies Errors
+// before changing it: the caller's record is not touched.
+func sanitize(dl retry.DeadLetter) retry.DeadLetter {
+	dl.Name, dl.LastError, dl.RedriveOf = text(dl.Name), text(dl.LastError), text(dl.RedriveOf)
+	for i, e := range dl.Errors {
+		if !storable(e.Error) {
+			dl.Errors = slices.Clone(dl.Errors)
+			for j := i; j < len(dl.Errors); j++ {
+				dl.Errors[j].Error = text(dl.Errors[j].Error)
+			}
+			break
+		}
+	}
+	return dl
+}
+
+// text replaces invalid UTF-8 and NUL bytes in s with U+FFFD.
+func text(s string) string {
+	if storable(s) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// nullTime maps the zero time, which means "unknown" or "not yet" in a
+// DeadLetter, to SQL NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// collect reads rows of columns into records.
+func collect(rows pgx.Rows) ([]retry.DeadLetter, error) {
+	defer rows.Close()
+	var recs []retry.DeadLetter
+	for rows.Next() {
+		dl, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, dl)
+	}
+	return recs, rows.Err()
+}
+
+// scan reads one row of columns.
+func scan(row pgx.Row) (retry.DeadLetter, error) {
+	var (
+		dl              retry.DeadLetter
+		first, redriven *time.Time
+		reason          string
+		errs            []byte
+	)
+	err := row.Scan(&dl.ID, &dl.Name, &dl.IdempotencyKey, &dl.Payload, &dl.Attempts,
+		&first, &dl.GaveUp, &reason, &dl.LastError, &errs,
+		&dl.Redrives, &dl.RedriveOf, &redriven)
+	if err != nil {
+		return dl, err
+	}
+	if first != nil {
+		dl.FirstAttempt = first.UTC()
+	}
+	if redriven != nil {
+		dl.Redriven = redriven.UTC()
+	}
+	dl.GaveUp = dl.GaveUp.UTC()
+	if err := dl.Reason.UnmarshalText([]byte(reason)); err != nil {
+		return dl, fmt.Errorf("record %s: %w", dl.ID, err)
+	}
+	if err := json.Unmarshal(errs, &dl.Errors); err != nil {
+		return dl, fmt.Errorf("record %s: attempt errors: %w", dl.ID, err)
+	}
+	if len(dl.Errors) == 0 {
+		dl.Errors = nil
+	}
+	return dl, nil
+}

@@ -1,0 +1,272 @@
+package pgdeadletter_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/pgdeadletter"
+	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// record returns a complete dead letter, with times at PostgreSQL's
+// precision so that it reads back equal.
+func record(id, name string, reason retry.Outcome, gaveUp time.Time) retry.DeadLetter {
+	gaveUp = gaveUp.UTC().Truncate(time.Microsecond)
+	return retry.DeadLetter{
+		ID:             id,
+		Name:           name,
+		IdempotencyKey: "key-" + id,
+		Payload:        []byte(`{"order":"` + id + `"}`),
+		Attempts:       3,
+		FirstAttempt:   gaveUp.Add(-1500 * time.Millisecond),
+		GaveUp:         gaveUp,
+		Reason:         reason,
+		LastError:      "connection refused",
+		Errors: []retry.AttemptError{
+			{Attempt: 1, Error: "timeout"},
+			{Attempt: 3, Wait: 200 * time.Millisecond, Error: "connection refused"},
+		},
+	}
+}
+
+func TestPutGetRoundTrip(t *testing.T) {
+	s := pgdltest.Sink(t, pgdltest.Pool(t))
+	ctx := t.Context()
+	want := record("a1", "charge-card", retry.OutcomeExhausted, time.Now())
+	want.Redrives, want.RedriveOf = 2, "a0"
+	want.Redriven = want.GaveUp.Add(time.Hour) // as when copied from another store
+	// Every field is set, so a field added to DeadLetter and not stored
+	// fails this test.
+	v := reflect.ValueOf(want)
+	for i := range v.NumField() {
+		require.False(t, v.Field(i).IsZero(), "set DeadLetter.%s in this test, and store it", v.Type().Field(i).Name)
+	}
+	require.NoError(t, s.Put(ctx, want))
+
+	got, err := s.Get(ctx, "a1")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	// Empty optional fields stay empty.
+	bare := retry.DeadLetter{ID: "b1", GaveUp: want.GaveUp, Reason: retry.OutcomePermanent}
+	require.NoError(t, s.Put(ctx, bare))
+	got, err = s.Get(ctx, "b1")
+	require.NoError(t, err)
+	assert.Equal(t, bare, got)
+
+	_, err = s.Get(ctx, "nope")
+	assert.ErrorIs(t, err, pgdeadletter.ErrNotFound)
+}
+
+func TestPutIsIdempotentOnID(t *testing.T) {
+	s := pgdltest.Sink(t, pgdltest.Pool(t))
+	ctx := t.Context()
+	first := record("x", "first", retry.OutcomeExhausted, time.Now())
+	require.NoError(t, s.Put(ctx, first))
+	again := first
+	again.Name = "second"
+	require.NoError(t, s.Put(ctx, again), "a repeated Put succeeds")
+
+	all, err := s.List(ctx, pgdeadletter.Filter{})
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	assert.Equal(t, first, all[0], "the first record stored is kept")
+}
+
+func TestPutConcurrentSameID(t *testing.T) {
+	s := pgdltest.Sink(t, pgdltest.Pool(t))
+	dl := record("same", "op", retry.OutcomeExhausted, time.Now())
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { errs[i] = s.Put(t.Context(), dl) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		assert.NoError(t, err)
+	}
+	all, err := s.List(t.Context(), pgdeadletter.Filter{})
+	require.NoError(t, err)
+	assert.Len(t, all, 1)
+}
+
+func TestPutRejectsMissingID(t *testing.T) {
+	s := pgdltest.Sink(t, pgdltest.Pool(t))
+	err := s.Put(t.Context(), retry.DeadLetter{Name: "op"})
+	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+}
+
+func TestPutHonoursContext(t *testing.T) {
+	s := pgdltest.Sink(t, pgdltest.Pool(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := s.Put(ctx, record("c", "op", retry.OutcomeExhausted, time.Now()))
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+func TestNewValidatesTable(t *testing.T) {
+	pool := pgdltest.Pool(t)
+	for _, name := range []string{"dead_letters", "public.dead_letters", "_x", "Mixed_Case9", strings.Repeat("t", 51)} {
+		s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(name))
+		if assert.NoError(t, err, name) {
+			assert.NotEmpty(t, s.Table())
+		}
+	}
+	for _, name := range []string{
+		"", "9lives", "a.b.c", "x; DROP TABLE users", `x"y`, "a-b", "a b", ".t", "s.", "ünïcode",
+		strings.Repeat("t", 52), strings.Repeat("s", 64) + ".t",
+	} {
+		_, err := pgdeadletter.New(pool, pgdeadletter.WithTable(name))
+		assert.ErrorIs(t, err, retry.ErrInvalidOption, "%q", name)
+	}
+	_, err := pgdeadletter.New(nil)
+	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+	_, err = pgdeadletter.New(pool, nil)
+	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+}
+
+func TestTableInNamedSchema(t *testing.T) {
+	pool := pgdltest.Pool(t)
+	name := "public." + pgdltest.Table(t, pool)
+	s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(name))
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(t.Context()))
+	require.NoError(t, s.Put(t.Context(), record("p", "op", retry.OutcomeExhausted, time.Now())))
+	_, err = s.Get(t.Context(), "p")
+	assert.NoError(t, err)
+}
+
+func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	pool := pgdltest.Pool(t)
+	table := pgdltest.Table(t, pool)
+	s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(table))
+	require.NoError(t, err)
+	assert.Equal(t, table, s.Table())
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = s.Migrate(t.Context()) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Put(t.Context(), record("m", "op", retry.OutcomeExhausted, time.Now())))
+	require.NoError(t, s.Migrate(t.Context()), "again, on a table with rows")
+	_, err = s.Get(t.Context(), "m")
+	require.NoError(t, err, "Migrate keeps the rows")
+
+	var indexes int
+	require.NoError(t, pool.QueryRow(t.Context(),
+		"SELECT count(*) FROM pg_indexes WHERE tablename = $1", table).Scan(&indexes))
+	assert.Equal(t, 5, indexes, "primary key plus name, reason, gave_up and pending indexes")
+}
+
+func TestMissingTableIsAnError(t *testing.T) {
+	pool := pgdltest.Pool(t)
+	s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(pgdltest.Table(t, pool)))
+	require.NoError(t, err)
+	err = s.Put(t.Context(), record("q", "op", retry.OutcomeExhausted, time.Now()))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "does not exist")
+}
+
+func TestClaimOnce(t *testing.T) {
+	s := pgdltest.Sink(t, pgdltest.Pool(t))
+	ctx := t.Context()
+	now := time.Now()
+	require.NoError(t, s.Put(ctx, record("r1", "op", retry.OutcomeExhausted, now)))
+	require.NoError(t, s.Put(ctx, record("r2", "op", retry.OutcomeExhausted, now.Add(time.Second))))
+
+	ok, err := s.Claim(ctx, "r1")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	ok, err = s.Claim(ctx, "r1")
+	require.NoError(t, err)
+	assert.False(t, ok, "a record is claimed once")
+	ok, err = s.Claim(ctx, "unknown")
+	require.NoError(t, err)
+	assert.False(t, ok)
+
+	pending, err := s.Pending(ctx)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	assert.Equal(t, "r2", pending[0].ID)
+	got, err := s.Get(ctx, "r1")
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now(), got.Redriven, time.Minute, "Redriven is the claim's time")
+}
+
+func TestDoStoresDeadLetter(t *testing.T) {
+	s := pgdltest.Sink(t, pgdltest.Pool(t))
+	r, err := retry.New(retry.WithDeadLetter(s), retry.WithMaxAttempts(2), retry.WithMaxDelay(0),
+		retry.WithName("send-invoice"), retry.WithPayload([]byte("invoice 42")))
+	require.NoError(t, err)
+	boom := errors.New("smtp: connection refused")
+	err = r.Do(t.Context(), func(context.Context) error { return boom })
+	require.ErrorIs(t, err, boom)
+	assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+
+	recs, err := s.List(t.Context(), pgdeadletter.Filter{})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	dl := recs[0]
+	assert.Equal(t, "send-invoice", dl.Name)
+	assert.Equal(t, []byte("invoice 42"), dl.Payload)
+	assert.Equal(t, 2, dl.Attempts)
+	assert.Equal(t, retry.OutcomeExhausted, dl.Reason)
+	assert.Equal(t, "smtp: connection refused", dl.LastError)
+	assert.Len(t, dl.Errors, 2)
+	assert.Len(t, dl.ID, 32)
+}
+
+// Error texts may hold any bytes; PostgreSQL text holds neither NUL nor
+// invalid UTF-8. The record is stored with U+FFFD in their place.
+func TestPutStoresUnstorableText(t *testing.T) {
+	s := pgdltest.Sink(t, pgdltest.Pool(t))
+	dl := record("u", "op\x00", retry.OutcomeExhausted, time.Now())
+	dl.LastError = "bad \x00 byte \xff end"
+	dl.Errors[1].Error = "body: \xfe\xff"
+	orig := dl.Errors[1].Error
+	require.NoError(t, s.Put(t.Context(), dl))
+	assert.Equal(t, orig, dl.Errors[1].Error, "the caller's record is not changed")
+
+	got, err := s.Get(t.Context(), "u")
+	require.NoError(t, err)
+	assert.Equal(t, "op\uFFFD", got.Name)
+	assert.Equal(t, "bad \uFFFD byte \uFFFD end", got.LastError)
+	assert.Equal(t, "timeout", got.Errors[0].Error)
+	assert.Equal(t, "body: \uFFFD", got.Errors[1].Error)
+
+	for _, bad := range []retry.DeadLetter{
+		{ID: "a\x00b", GaveUp: time.Now()},
+		{ID: "a\xffb", GaveUp: time.Now()},
+		{ID: "k", IdempotencyKey: "key\x00", GaveUp: time.Now()},
+	} {
+		assert.ErrorIs(t, s.Put(t.Context(), bad), retry.ErrInvalidOption, "%q", bad.ID)
+	}
+}
+
+// IDs sort bytewise in SQL as in Go, whatever the database's collation.
+func TestListOrdersIDsBytewise(t *testing.T) {
+	pool := pgdltest.Pool(t)
+	s := pgdltest.Sink(t, pool)
+	var collation string
+	require.NoError(t, pool.QueryRow(t.Context(), "SELECT collation_name FROM information_schema.columns WHERE table_name = $1 AND column_name = 'id'", s.Table()).Scan(&collation))
+	assert.Equal(t, "C", collation, "the schema sets the collation; the test database may already sort bytewise")
+	at := time.Now()
+	for _, id := range []string{"b", "B", "a", "_", "A", "é"} {
+		require.NoError(t, s.Put(t.Context(), record(id, "op", retry.OutcomeExhausted, at)))
+	}
+	recs, err := s.List(t.Context(), pgdeadletter.Filter{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"A", "B", "_", "a", "b", "é"}, ids(recs))
+}
