@@ -102,6 +102,11 @@ func (s DeadLetterStatus) String() string {
 // error still matches the call's own failure (errors.As finds the
 // [*Error]) and each sink's error, so the caller can act on the work
 // itself, for example by not acknowledging a queue message.
+//
+// It means "not known to be recorded", not "certainly not stored": a sink
+// whose connection broke after its write committed reports failure too.
+// Work kept because of it may therefore be dead-lettered twice, under two
+// IDs, but never silently lost.
 var ErrDeadLetterNotRecorded = errors.New("retry: dead letter not recorded")
 
 // NewDeadLetterID returns a new random record ID: 32 lower-case hex digits
