@@ -171,22 +171,30 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 	}
 	for {
 		if ctx.Err() != nil {
-			return zero, c.stopForContext(false)
+			// Right after a wait this still counts as ending in it, so
+			// that observers keep an exact gauge of waits.
+			return zero, c.stopForContext(c.attempts > 0 && c.prevWait > 0)
 		}
 		c.attempts++
-		var attemptStart time.Time
+		var attemptStart, attemptEnd time.Time
 		if obs != nil {
-			obs.OnAttemptStart(ctx, AttemptStart{Name: cfg.name, Attempt: c.attempts})
-			attemptStart = cfg.now()
+			obs.OnAttemptStart(ctx, AttemptStart{Name: cfg.name, Attempt: c.attempts, Wait: c.prevWait})
+			// The first attempt starts with the call: one clock read
+			// less on the path that matters most.
+			attemptStart = c.start
+			if c.attempts > 1 {
+				attemptStart = cfg.now()
+			}
 		}
 		v, err := attempt(ctx, cfg, fn)
 		if obs != nil {
-			obs.OnAttemptEnd(ctx, AttemptEnd{Name: cfg.name, Attempt: c.attempts, Err: err, Duration: cfg.now().Sub(attemptStart)})
+			attemptEnd = cfg.now()
+			obs.OnAttemptEnd(ctx, AttemptEnd{Name: cfg.name, Attempt: c.attempts, Err: err, Duration: attemptEnd.Sub(attemptStart)})
 		}
 		if err == nil {
 			c.timer.stop()
 			if obs != nil {
-				obs.OnDone(ctx, Done{Name: cfg.name, Outcome: OutcomeSuccess, Attempts: c.attempts, Elapsed: cfg.now().Sub(c.start)})
+				obs.OnDone(ctx, Done{Name: cfg.name, Outcome: OutcomeSuccess, Attempts: c.attempts, Elapsed: attemptEnd.Sub(c.start)})
 			}
 			return v, nil
 		}
