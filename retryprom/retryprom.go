@@ -40,22 +40,20 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/opnames"
 )
 
 // Operation names used in place of a call's own name.
 const (
 	// OtherOperation is the operation label of calls whose name came after
 	// the limit of distinct names was reached, or is not valid UTF-8.
-	OtherOperation = "other"
+	OtherOperation = opnames.Other
 	// UnnamedOperation is the operation label of calls without a name.
-	UnnamedOperation = "unnamed"
+	UnnamedOperation = opnames.Unnamed
 )
 
 // OutcomeBudgetDenied is the outcome label reserved for calls refused by a
@@ -102,8 +100,6 @@ var outcomes = []string{
 // for concurrent use; it takes a lock only the first time it sees an
 // operation name, and never while it calls Prometheus.
 type Observer struct {
-	max int
-
 	calls      *prometheus.CounterVec
 	attempts   *prometheus.CounterVec
 	retries    *prometheus.CounterVec
@@ -113,11 +109,7 @@ type Observer struct {
 	perCall    *prometheus.HistogramVec
 	duration   *prometheus.HistogramVec
 
-	// ops maps operation names to their series. It is copied on write,
-	// so that the hot path reads it with one atomic load and no lock.
-	ops   atomic.Pointer[map[string]*series]
-	other atomic.Pointer[series] // created at the first name past the limit
-	mu    sync.Mutex             // serializes writers of ops and other
+	ops *opnames.Table[*series]
 }
 
 // series are the metrics of one operation.
@@ -155,10 +147,11 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		}
 		buckets = slices.Clone(opts.DurationBuckets)
 	}
-	o := &Observer{max: opts.MaxOperations}
-	if o.max == 0 {
-		o.max = DefaultMaxOperations
+	limit := opts.MaxOperations
+	if limit == 0 {
+		limit = DefaultMaxOperations
 	}
+	o := &Observer{}
 	op := []string{"operation"}
 	o.calls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "calls_total",
 		Help: "Calls ended, by outcome."}, []string{"operation", "outcome"})
@@ -179,8 +172,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	if err := reg.Register(o); err != nil {
 		return nil, fmt.Errorf("retryprom: registering the metrics: %w", err)
 	}
-	empty := map[string]*series{}
-	o.ops.Store(&empty)
+	o.ops = opnames.New(limit, o.newSeries)
 	return o, nil
 }
 
@@ -241,60 +233,8 @@ func (o *Observer) newSeries(name string) *series {
 	return s
 }
 
-// lookup returns the series of the operation name, creating them while
-// the limit allows.
-func (o *Observer) lookup(name string) *series {
-	ops := *o.ops.Load()
-	if s, ok := ops[name]; ok {
-		return s
-	}
-	if len(ops) >= o.max {
-		if s := o.other.Load(); s != nil {
-			return s
-		}
-	}
-	return o.add(name)
-}
-
-// add is lookup's slow path, for a name not seen yet.
-func (o *Observer) add(name string) *series {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	ops := *o.ops.Load()
-	if s, ok := ops[name]; ok {
-		return s
-	}
-	if len(ops) >= o.max {
-		return o.otherLocked()
-	}
-	var s *series
-	switch {
-	case name == "":
-		s = o.newSeries(UnnamedOperation)
-	case name == OtherOperation || !utf8.ValidString(name):
-		s = o.otherLocked()
-	default:
-		s = o.newSeries(name)
-	}
-	next := make(map[string]*series, len(ops)+1)
-	for k, v := range ops {
-		next[k] = v
-	}
-	next[name] = s
-	o.ops.Store(&next)
-	return s
-}
-
-// otherLocked returns the series of "other", creating them the first time.
-// o.mu must be held.
-func (o *Observer) otherLocked() *series {
-	s := o.other.Load()
-	if s == nil {
-		s = o.newSeries(OtherOperation)
-		o.other.Store(s)
-	}
-	return s
-}
+// lookup returns the series of the operation name.
+func (o *Observer) lookup(name string) *series { return o.ops.Get(name) }
 
 // OnAttemptStart counts the attempt.
 func (o *Observer) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
