@@ -45,7 +45,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -53,7 +52,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/opnames"
+	"github.com/steadfast-go/retry/internal/adapter"
 )
 
 // ScopeName is the instrumentation scope of the meter.
@@ -72,7 +71,7 @@ const (
 
 // OutcomeBudgetDenied is the retry.outcome value reserved for calls
 // refused by a retry budget. No call has it yet.
-const OutcomeBudgetDenied = "budget-denied"
+const OutcomeBudgetDenied = adapter.BudgetDenied
 
 // Options configures [New]. The zero value gives the defaults.
 type Options struct {
@@ -89,16 +88,9 @@ type Options struct {
 	DurationBuckets []float64
 }
 
-var defaultDurationBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
-
 // outcomes are the retry.outcome values, indexed by retry.Outcome, then
 // budget-denied.
-var outcomes = []string{
-	retry.OutcomeSuccess.String(), retry.OutcomePermanent.String(),
-	retry.OutcomeExhausted.String(), retry.OutcomeMaxElapsed.String(),
-	retry.OutcomeDeadline.String(), retry.OutcomeCanceled.String(),
-	OutcomeBudgetDenied,
-}
+var outcomes = adapter.Outcomes()
 
 // Observer is a retry.Observer that records OpenTelemetry metrics and span
 // events. Build one with [New]. An Observer is safe for concurrent use.
@@ -109,7 +101,7 @@ type Observer struct {
 	perCall                  metric.Int64Histogram
 	duration                 metric.Float64Histogram
 
-	ops *opnames.Table[*series]
+	ops *adapter.Table[*series]
 }
 
 // series holds the attribute options of one operation, built once so that
@@ -126,19 +118,13 @@ type series struct {
 // The error wraps retry.ErrInvalidOption for bad options, or is the
 // meter's error for an instrument it could not make.
 func New(opts Options) (*Observer, error) {
-	if opts.MaxOperations < 0 {
-		return nil, fmt.Errorf("%w: retryotel.New: MaxOperations %d is negative", retry.ErrInvalidOption, opts.MaxOperations)
+	limit, err := adapter.Limit("retryotel.New", opts.MaxOperations, DefaultMaxOperations)
+	if err != nil {
+		return nil, err
 	}
-	buckets := defaultDurationBuckets
-	if opts.DurationBuckets != nil {
-		if len(opts.DurationBuckets) == 0 || !increasing(opts.DurationBuckets) {
-			return nil, fmt.Errorf("%w: retryotel.New: DurationBuckets %v must be one or more increasing bounds", retry.ErrInvalidOption, opts.DurationBuckets)
-		}
-		buckets = slices.Clone(opts.DurationBuckets)
-	}
-	limit := opts.MaxOperations
-	if limit == 0 {
-		limit = DefaultMaxOperations
+	buckets, err := adapter.DurationBuckets("retryotel.New", opts.DurationBuckets)
+	if err != nil {
+		return nil, err
 	}
 	mp := opts.MeterProvider
 	if mp == nil {
@@ -162,24 +148,15 @@ func New(opts Options) (*Observer, error) {
 		metric.WithDescription("Dead letters of failed calls, by result: recorded by a sink, or failed in every sink."))
 	o.perCall, errs[6] = m.Int64Histogram("retry.call.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts per ended call."),
-		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 10, 100, 1000))
+		metric.WithExplicitBucketBoundaries(adapter.AttemptBuckets()...))
 	o.duration, errs[7] = m.Float64Histogram("retry.call.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from the start of a call to its end, waits included."),
 		metric.WithExplicitBucketBoundaries(buckets...))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("retryotel: making the instruments: %w", err)
 	}
-	o.ops = opnames.New(limit, o.newSeries)
+	o.ops = adapter.NewTable(limit, o.newSeries)
 	return &o, nil
-}
-
-func increasing(b []float64) bool {
-	for i := 1; i < len(b); i++ {
-		if !(b[i] > b[i-1]) {
-			return false
-		}
-	}
-	return true
 }
 
 // newSeries builds the options of an operation, and adds 0 to each of

@@ -27,10 +27,12 @@
 // own series; later names are counted under operation="other", so an
 // unexpected name cannot blow up the number of series. A call without a
 // name is counted under operation="unnamed". Names that are not valid
-// UTF-8 count under "other". All of these count toward the limit. With the default duration buckets each operation has 41
-// series (13 counters and gauges, 11 for the attempts histogram, 17 for
-// the duration histogram), so there are at most 41 × (MaxOperations + 1)
-// in all: 4141 by default.
+// UTF-8 count under "other". All of these count toward the limit.
+//
+// With the default duration buckets each operation has 41 series (13
+// counters and gauges, 11 for the attempts histogram, 17 for the duration
+// histogram), so there are at most 41 × (MaxOperations + 1) in all: 4141
+// by default.
 //
 // The alerts in alerts/retry.rules.yml use these metrics; see
 // alerts/retry.tests.yml for what they fire on.
@@ -39,26 +41,25 @@ package retryprom
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/opnames"
+	"github.com/steadfast-go/retry/internal/adapter"
 )
 
 // Operation names used in place of a call's own name.
 const (
 	// OtherOperation is the operation label of calls whose name came after
 	// the limit of distinct names was reached, or is not valid UTF-8.
-	OtherOperation = opnames.Other
+	OtherOperation = adapter.Other
 	// UnnamedOperation is the operation label of calls without a name.
-	UnnamedOperation = opnames.Unnamed
+	UnnamedOperation = adapter.Unnamed
 )
 
 // OutcomeBudgetDenied is the outcome label reserved for calls refused by a
 // retry budget. No call has it yet; its series stay at 0.
-const OutcomeBudgetDenied = "budget-denied"
+const OutcomeBudgetDenied = adapter.BudgetDenied
 
 // DefaultMaxOperations is the number of distinct operation names that get
 // their own series when [Options.MaxOperations] is 0.
@@ -80,20 +81,9 @@ type Options struct {
 	DurationBuckets []float64
 }
 
-// attemptBuckets are the bounds of the attempts-per-call histogram, the
-// same as retry.Stats uses.
-var attemptBuckets = []float64{1, 2, 3, 4, 5, 10, 100, 1000}
-
-var defaultDurationBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
-
 // outcomes are the outcome label values, indexed by retry.Outcome, then
 // budget-denied.
-var outcomes = []string{
-	retry.OutcomeSuccess.String(), retry.OutcomePermanent.String(),
-	retry.OutcomeExhausted.String(), retry.OutcomeMaxElapsed.String(),
-	retry.OutcomeDeadline.String(), retry.OutcomeCanceled.String(),
-	OutcomeBudgetDenied,
-}
+var outcomes = adapter.Outcomes()
 
 // Observer is a retry.Observer that updates Prometheus metrics, and a
 // prometheus.Collector of them. Build one with [New]. An Observer is safe
@@ -109,7 +99,7 @@ type Observer struct {
 	perCall    *prometheus.HistogramVec
 	duration   *prometheus.HistogramVec
 
-	ops *opnames.Table[*series]
+	ops *adapter.Table[*series]
 }
 
 // series are the metrics of one operation.
@@ -130,8 +120,13 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("%w: retryprom.New: the registerer is nil", retry.ErrInvalidOption)
 	}
-	if opts.MaxOperations < 0 {
-		return nil, fmt.Errorf("%w: retryprom.New: MaxOperations %d is negative", retry.ErrInvalidOption, opts.MaxOperations)
+	limit, err := adapter.Limit("retryprom.New", opts.MaxOperations, DefaultMaxOperations)
+	if err != nil {
+		return nil, err
+	}
+	buckets, err := adapter.DurationBuckets("retryprom.New", opts.DurationBuckets)
+	if err != nil {
+		return nil, err
 	}
 	ns := opts.Namespace
 	if ns == "" {
@@ -139,17 +134,6 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	}
 	if !validName(ns) {
 		return nil, fmt.Errorf("%w: retryprom.New: Namespace %q must be letters, digits, _ and :, not starting with a digit", retry.ErrInvalidOption, ns)
-	}
-	buckets := defaultDurationBuckets
-	if opts.DurationBuckets != nil {
-		if len(opts.DurationBuckets) == 0 || !increasing(opts.DurationBuckets) {
-			return nil, fmt.Errorf("%w: retryprom.New: DurationBuckets %v must be one or more increasing bounds", retry.ErrInvalidOption, opts.DurationBuckets)
-		}
-		buckets = slices.Clone(opts.DurationBuckets)
-	}
-	limit := opts.MaxOperations
-	if limit == 0 {
-		limit = DefaultMaxOperations
 	}
 	o := &Observer{}
 	op := []string{"operation"}
@@ -166,13 +150,13 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	o.deadLetter = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dead_letters_total",
 		Help: "Dead letters of failed calls, by result: recorded by a sink, or failed in every sink."}, []string{"operation", "result"})
 	o.perCall = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "attempts_per_call",
-		Help: "Attempts per ended call.", Buckets: attemptBuckets}, op)
+		Help: "Attempts per ended call.", Buckets: adapter.AttemptBuckets()}, op)
 	o.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "call_duration_seconds",
 		Help: "Time from the start of a call to its end, waits included.", Buckets: buckets}, op)
 	if err := reg.Register(o); err != nil {
 		return nil, fmt.Errorf("retryprom: registering the metrics: %w", err)
 	}
-	o.ops = opnames.New(limit, o.newSeries)
+	o.ops = adapter.NewTable(limit, o.newSeries)
 	return o, nil
 }
 
@@ -186,15 +170,6 @@ func validName(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-func increasing(b []float64) bool {
-	for i := 1; i < len(b); i++ {
-		if !(b[i] > b[i-1]) {
-			return false
-		}
-	}
-	return true
 }
 
 func (o *Observer) collectors() []prometheus.Collector {

@@ -1,7 +1,7 @@
-// Package opnames bounds the operation names that the metric adapters
-// (retryprom, retryotel) turn into label values, so that an unexpected
-// name cannot create series without end.
-package opnames
+// Package adapter holds what the metric adapters (retryprom, retryotel)
+// share: the bounded table of operation names, so that an unexpected name
+// cannot create series without end, and the label values and buckets.
+package adapter
 
 import (
 	"sync"
@@ -20,7 +20,7 @@ const (
 
 // Table maps operation names to per-operation values, such as a set of
 // metric series. The first Max distinct names get a value of their own,
-// made by New with the name (or Unnamed for ""); the rest share the value
+// made by NewTable with the name (or Unnamed for ""); the rest share the value
 // of Other. A Table is safe for concurrent use. Get reads a copy-on-write
 // map with one atomic load and takes a lock only for a name it has not
 // seen while the limit allows more.
@@ -33,10 +33,10 @@ type Table[T any] struct {
 	mu    sync.Mutex        // serializes writers of names and other
 }
 
-// New returns a Table of at most max names (max >= 1) whose values are
+// NewTable returns a Table of at most max names (max >= 1) whose values are
 // made by mk. mk is called under the Table's lock, at most once per name
 // and once for Other; it must not call back into the Table.
-func New[T any](max int, mk func(label string) T) *Table[T] {
+func NewTable[T any](max int, mk func(label string) T) *Table[T] {
 	t := &Table[T]{max: max, make: mk}
 	empty := map[string]T{}
 	t.names.Store(&empty)
