@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/adaptertest"
 )
 
 // logged runs a call through a slog observer writing JSON at handlerLevel
@@ -48,16 +49,7 @@ func logged(t *testing.T, handlerLevel slog.Level, opts *retry.SlogOptions, fn f
 	return recs
 }
 
-func failing(n int, last error) func(context.Context) error {
-	calls := 0
-	return func(context.Context) error {
-		calls++
-		if calls < n {
-			return errFlaky
-		}
-		return last
-	}
-}
+var failing = adaptertest.Failing
 
 func TestSlogObserver_retriesThenSuccess(t *testing.T) {
 	t.Parallel()

@@ -2,7 +2,6 @@ package retry_test
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -13,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/adaptertest"
 )
 
-var errFlaky = errors.New("flaky")
+var errFlaky = adaptertest.ErrFlaky
 
 // truth is what the conservation test counts on its own, to compare with
 // what Stats counted.
@@ -187,53 +187,17 @@ func randomCall(t *testing.T, rng *rand.Rand, stats *retry.Stats, tr *truth) {
 }
 
 // TestStats_gauges checks InFlight and Waiting while calls wait, and that
-// both return to 0 whether the waits end, are cancelled, or end at the
-// same instant as the cancellation.
+// both return to 0.
 func TestStats_gauges(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		const n = 50
-		stats := retry.NewStats()
-		r, err := retry.New(retry.WithObserver(stats), retry.WithMaxAttempts(3),
-			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				c := ctx
-				if i%2 == 0 {
-					// Cancelled exactly when the first wait ends.
-					var cc context.CancelFunc
-					c, cc = context.WithCancel(ctx)
-					defer cc()
-					stop := time.AfterFunc(time.Second, cc)
-					defer stop.Stop()
-				}
-				_ = r.Do(c, func(context.Context) error { return errFlaky })
-			})
-		}
-		synctest.Wait()
-		s := stats.Snapshot()
-		assert.Equal(t, int64(n), s.InFlight)
-		assert.Equal(t, int64(n), s.Waiting)
-		assert.Equal(t, uint64(n), s.Attempts)
-
-		time.Sleep(time.Second)
-		synctest.Wait()
-		s = stats.Snapshot()
-		assert.Equal(t, int64(n/2), s.InFlight, "the odd calls wait again")
-		assert.Equal(t, int64(n/2), s.Waiting)
-
-		time.Sleep(time.Second)
-		wg.Wait()
-		s = stats.Snapshot()
-		assert.Equal(t, int64(0), s.InFlight)
-		assert.Equal(t, int64(0), s.Waiting)
-		assert.Equal(t, uint64(n/2), s.Exhausted)
-		assert.Equal(t, uint64(n/2), s.Canceled)
-	})
+	stats := retry.NewStats()
+	adaptertest.Gauges(t, stats,
+		func() float64 { return float64(stats.Snapshot().InFlight) },
+		func() float64 { return float64(stats.Snapshot().Waiting) })
+	s := stats.Snapshot()
+	assert.Equal(t, uint64(10), s.Deadline)
+	assert.Equal(t, uint64(10), s.Canceled)
+	assert.Equal(t, uint64(40), s.Attempts)
 }
 
 // TestStats_sameInstant makes a wait end at the instant its call is

@@ -2,8 +2,6 @@ package retryotel_test
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,23 +17,16 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/adaptertest"
 	"github.com/steadfast-go/retry/retryotel"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var errFlaky = errors.New("flaky")
-
-func failing(n int, last error) func(context.Context) error {
-	calls := 0
-	return func(context.Context) error {
-		calls++
-		if calls < n {
-			return errFlaky
-		}
-		return last
-	}
-}
+var (
+	errFlaky = adaptertest.ErrFlaky
+	failing  = adaptertest.Failing
+)
 
 // newObserver returns an Observer on a meter provider with a manual
 // reader, and a function that collects one metric by name.
@@ -78,15 +69,7 @@ func counter(name, unit, desc string, monotonic bool, points ...metricdata.DataP
 func TestObserver_metrics(t *testing.T) {
 	t.Parallel()
 	obs, collect := newObserver(t, retryotel.Options{DurationBuckets: []float64{1, 10}})
-	synctest.Test(t, func(t *testing.T) {
-		r, err := retry.New(retry.WithName("charge-card"), retry.WithObserver(obs),
-			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
-		require.NoError(t, err)
-		ctx := t.Context()
-		require.NoError(t, r.Do(ctx, failing(3, nil)))                     // success after 2 retries, 2s
-		require.Error(t, r.Do(ctx, failing(9, nil)))                       // exhausted, 2s
-		require.Error(t, r.Do(ctx, failing(1, retry.Permanent(errFlaky)))) // permanent, 0s
-	})
+	adaptertest.ThreeCalls(t, obs)
 	op := opSet("charge-card")
 	outcome := func(o string, v int64) metricdata.DataPoint[int64] {
 		return metricdata.DataPoint[int64]{Attributes: opSet("charge-card", retryotel.OutcomeKey.String(o)), Value: v}
@@ -208,44 +191,16 @@ func TestObserver_cardinalityIsBounded(t *testing.T) {
 func TestObserver_gauges(t *testing.T) {
 	t.Parallel()
 	obs, collect := newObserver(t, retryotel.Options{})
-	value := func(name string) int64 {
-		var sum int64
-		for _, p := range collect(name).Data.(metricdata.Sum[int64]).DataPoints {
-			sum += p.Value
+	value := func(name string) func() float64 {
+		return func() float64 {
+			var sum int64
+			for _, p := range collect(name).Data.(metricdata.Sum[int64]).DataPoints {
+				sum += p.Value
+			}
+			return float64(sum)
 		}
-		return sum
 	}
-	synctest.Test(t, func(t *testing.T) {
-		const n = 20
-		r, err := retry.New(retry.WithName("op"), retry.WithObserver(obs), retry.WithMaxAttempts(3),
-			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				c := ctx
-				if i%2 == 0 {
-					var cc context.CancelFunc
-					c, cc = context.WithTimeout(ctx, 1500*time.Millisecond)
-					defer cc()
-				}
-				_ = r.Do(c, failing(9, nil))
-			})
-		}
-		synctest.Wait()
-		assert.Equal(t, int64(n), value("retry.calls.in_flight"))
-		assert.Equal(t, int64(n), value("retry.waits.in_progress"))
-		time.Sleep(1200 * time.Millisecond)
-		synctest.Wait()
-		assert.Equal(t, int64(n/2), value("retry.calls.in_flight"))
-		assert.Equal(t, int64(n/2), value("retry.waits.in_progress"))
-		cancel()
-		wg.Wait()
-		assert.Equal(t, int64(0), value("retry.calls.in_flight"))
-		assert.Equal(t, int64(0), value("retry.waits.in_progress"))
-	})
+	adaptertest.Gauges(t, obs, value("retry.calls.in_flight"), value("retry.waits.in_progress"))
 }
 
 func TestNew_errors(t *testing.T) {

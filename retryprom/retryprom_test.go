@@ -1,14 +1,10 @@
 package retryprom_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -17,23 +13,16 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/adaptertest"
 	"github.com/steadfast-go/retry/retryprom"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var errFlaky = errors.New("flaky")
-
-func failing(n int, last error) func(context.Context) error {
-	calls := 0
-	return func(context.Context) error {
-		calls++
-		if calls < n {
-			return errFlaky
-		}
-		return last
-	}
-}
+var (
+	errFlaky = adaptertest.ErrFlaky
+	failing  = adaptertest.Failing
+)
 
 func newObserver(t *testing.T, opts retryprom.Options) (*retryprom.Observer, *prometheus.Registry) {
 	t.Helper()
@@ -46,15 +35,7 @@ func newObserver(t *testing.T, opts retryprom.Options) (*retryprom.Observer, *pr
 func TestObserver_metrics(t *testing.T) {
 	t.Parallel()
 	obs, reg := newObserver(t, retryprom.Options{DurationBuckets: []float64{1, 10}})
-	synctest.Test(t, func(t *testing.T) {
-		r, err := retry.New(retry.WithName("charge-card"), retry.WithObserver(obs),
-			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
-		require.NoError(t, err)
-		ctx := t.Context()
-		require.NoError(t, r.Do(ctx, failing(3, nil)))                     // success after 2 retries, 2s
-		require.Error(t, r.Do(ctx, failing(9, nil)))                       // exhausted, 2s
-		require.Error(t, r.Do(ctx, failing(1, retry.Permanent(errFlaky)))) // permanent, 0s
-	})
+	adaptertest.ThreeCalls(t, obs)
 	want := `
 # HELP retry_attempts_per_call Attempts per ended call.
 # TYPE retry_attempts_per_call histogram
@@ -195,37 +176,9 @@ func sumGauge(t *testing.T, g prometheus.Gatherer, name string) float64 {
 func TestObserver_gauges(t *testing.T) {
 	t.Parallel()
 	obs, reg := newObserver(t, retryprom.Options{})
-	synctest.Test(t, func(t *testing.T) {
-		const n = 20
-		r, err := retry.New(retry.WithName("op"), retry.WithObserver(obs), retry.WithMaxAttempts(3),
-			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				c := ctx
-				if i%2 == 0 {
-					var cc context.CancelFunc
-					c, cc = context.WithTimeout(ctx, 1500*time.Millisecond)
-					defer cc()
-				}
-				_ = r.Do(c, failing(9, nil))
-			})
-		}
-		synctest.Wait()
-		assert.Equal(t, float64(n), sumGauge(t, reg, "retry_calls_in_flight"))
-		assert.Equal(t, float64(n), sumGauge(t, reg, "retry_waits_in_progress"))
-		time.Sleep(1200 * time.Millisecond)
-		synctest.Wait()
-		assert.Equal(t, float64(n/2), sumGauge(t, reg, "retry_calls_in_flight"), "deadline: no second wait")
-		assert.Equal(t, float64(n/2), sumGauge(t, reg, "retry_waits_in_progress"))
-		cancel()
-		wg.Wait()
-		assert.Equal(t, float64(0), sumGauge(t, reg, "retry_calls_in_flight"))
-		assert.Equal(t, float64(0), sumGauge(t, reg, "retry_waits_in_progress"))
-	})
+	adaptertest.Gauges(t, obs,
+		func() float64 { return sumGauge(t, reg, "retry_calls_in_flight") },
+		func() float64 { return sumGauge(t, reg, "retry_waits_in_progress") })
 	want := `
 # HELP retry_calls_total Calls ended, by outcome.
 # TYPE retry_calls_total counter
