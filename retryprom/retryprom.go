@@ -87,8 +87,8 @@ var outcomes = adapter.Outcomes()
 
 // Observer is a retry.Observer that updates Prometheus metrics, and a
 // prometheus.Collector of them. Build one with [New]. An Observer is safe
-// for concurrent use; it takes a lock only the first time it sees an
-// operation name, and never while it calls Prometheus.
+// for concurrent use; it takes a lock of its own only the first time it
+// sees an operation name, to create the operation's series.
 type Observer struct {
 	calls      *prometheus.CounterVec
 	attempts   *prometheus.CounterVec
