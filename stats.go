@@ -73,16 +73,17 @@ func (s *Stats) OnRetry(_ context.Context, e RetryScheduled) {
 
 // OnDone counts the call's outcome, attempts, duration and dead letter.
 func (s *Stats) OnDone(_ context.Context, e Done) {
-	// noAttempt before calls, and Snapshot reads them the other way
-	// round, so that a snapshot never shows more calls ended than started.
+	// The wait ends and noAttempt counts before calls does, and Snapshot
+	// reads them the other way round, so that a snapshot never shows more
+	// calls ended than started, nor more calls waiting than in flight.
+	if e.Waited {
+		s.waiting.Add(-1)
+	}
 	if e.Attempts == 0 {
 		s.noAttempt.Add(1)
 	}
 	if int(e.Outcome) < numOutcomes {
 		s.calls[e.Outcome].Add(1)
-	}
-	if e.Waited {
-		s.waiting.Add(-1)
 	}
 	switch e.DeadLetter {
 	case DeadLetterRecorded:
