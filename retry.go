@@ -176,25 +176,27 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			return zero, c.stopForContext(c.attempts > 0 && c.prevWait > 0)
 		}
 		c.attempts++
-		var attemptStart, attemptEnd time.Time
+		// mark is the clock at the attempt's start, then at its end. The
+		// first attempt starts with the call, and a success ends with its
+		// attempt: two clock reads in all on the path that matters most.
+		var mark time.Time
 		if obs != nil {
 			obs.OnAttemptStart(ctx, AttemptStart{Name: cfg.name, Attempt: c.attempts, Wait: c.prevWait})
-			// The first attempt starts with the call: one clock read
-			// less on the path that matters most.
-			attemptStart = c.start
+			mark = c.start
 			if c.attempts > 1 {
-				attemptStart = cfg.now()
+				mark = cfg.now()
 			}
 		}
 		v, err := attempt(ctx, cfg, fn)
 		if obs != nil {
-			attemptEnd = cfg.now()
-			obs.OnAttemptEnd(ctx, AttemptEnd{Name: cfg.name, Attempt: c.attempts, Err: err, Duration: attemptEnd.Sub(attemptStart)})
+			end := cfg.now()
+			obs.OnAttemptEnd(ctx, AttemptEnd{Name: cfg.name, Attempt: c.attempts, Err: err, Duration: end.Sub(mark)})
+			mark = end
 		}
 		if err == nil {
 			c.timer.stop()
 			if obs != nil {
-				obs.OnDone(ctx, Done{Name: cfg.name, Outcome: OutcomeSuccess, Attempts: c.attempts, Elapsed: attemptEnd.Sub(c.start)})
+				obs.OnDone(ctx, Done{Name: cfg.name, Outcome: OutcomeSuccess, Attempts: c.attempts, Elapsed: mark.Sub(c.start)})
 			}
 			return v, nil
 		}
