@@ -248,14 +248,7 @@ func TestStats_deadLettersAndBuckets(t *testing.T) {
 }
 
 func TestStats_noAllocation(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
 	stats := retry.NewStats()
-	r, err := retry.New(retry.WithObserver(stats))
-	require.NoError(t, err)
-	ctx := context.Background()
-	fn := func(context.Context) error { return nil }
-	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = r.Do(ctx, fn) }))
+	adaptertest.NoAllocation(t, stats)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = stats.Snapshot() }))
 }

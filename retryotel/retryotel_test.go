@@ -224,3 +224,8 @@ func TestNew_errors(t *testing.T) {
 		})
 	}
 }
+
+func TestObserver_noAllocation(t *testing.T) {
+	obs, _ := newObserver(t, retryotel.Options{})
+	adaptertest.NoAllocation(t, obs)
+}

@@ -252,3 +252,8 @@ func TestNew_errors(t *testing.T) {
 		assert.Equal(t, 1, testutil.CollectAndCount(first, "retry_attempts_total"))
 	})
 }
+
+func TestObserver_noAllocation(t *testing.T) {
+	obs, _ := newObserver(t, retryprom.Options{})
+	adaptertest.NoAllocation(t, obs)
+}

@@ -90,3 +90,18 @@ func ThreeCalls(t *testing.T, obs retry.Observer) {
 		require.ErrorIs(t, r.Do(ctx, Failing(1, retry.Permanent(ErrFlaky))), ErrFlaky)
 	})
 }
+
+// NoAllocation checks that a first-try success through a Retrier with obs
+// makes no allocation. It skips under the race detector.
+func NoAllocation(t *testing.T, obs retry.Observer) {
+	t.Helper()
+	if RaceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	r, err := retry.New(retry.WithName("charge-card"), retry.WithObserver(obs))
+	require.NoError(t, err)
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	_ = r.Do(ctx, fn) // creates the operation's series
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = r.Do(ctx, fn) }))
+}

@@ -1,5 +1,0 @@
-//go:build race
-
-package retry_test
-
-const raceEnabled = true
