@@ -88,8 +88,8 @@ type Options struct {
 	DurationBuckets []float64
 }
 
-// outcomes are the retry.outcome values, indexed by retry.Outcome, then
-// budget-denied.
+// outcomes are the retry.outcome values, indexed by adapter.OutcomeIndex:
+// the outcomes of retry.Outcome, then budget-denied.
 var outcomes = adapter.Outcomes()
 
 // Observer is a retry.Observer that records OpenTelemetry metrics and span
@@ -222,8 +222,8 @@ func (o *Observer) OnRetry(ctx context.Context, e retry.RetryScheduled) {
 // and adds a "retry.done" event to the span in ctx.
 func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
 	s := o.ops.Get(e.Name)
-	if int(e.Outcome) < len(outcomes)-1 {
-		o.calls.Add(ctx, 1, s.outcome[e.Outcome]...)
+	if i := adapter.OutcomeIndex(e.Outcome); i >= 0 {
+		o.calls.Add(ctx, 1, s.outcome[i]...)
 	}
 	if e.Attempts > 0 {
 		o.inFlight.Add(ctx, -1, s.add...)

@@ -81,8 +81,8 @@ type Options struct {
 	DurationBuckets []float64
 }
 
-// outcomes are the outcome label values, indexed by retry.Outcome, then
-// budget-denied.
+// outcomes are the outcome label values, indexed by adapter.OutcomeIndex:
+// the outcomes of retry.Outcome, then budget-denied.
 var outcomes = adapter.Outcomes()
 
 // Observer is a retry.Observer that updates Prometheus metrics, and a
@@ -238,8 +238,8 @@ func (o *Observer) OnRetry(_ context.Context, e retry.RetryScheduled) {
 // OnDone counts the call's outcome, attempts, duration and dead letter.
 func (o *Observer) OnDone(_ context.Context, e retry.Done) {
 	s := o.lookup(e.Name)
-	if int(e.Outcome) < len(outcomes)-1 {
-		s.calls[e.Outcome].Inc()
+	if i := adapter.OutcomeIndex(e.Outcome); i >= 0 {
+		s.calls[i].Inc()
 	}
 	if e.Attempts > 0 {
 		s.inFlight.Dec()

@@ -56,3 +56,13 @@ func Limit(caller string, max, def int) (int, error) {
 	}
 	return max, nil
 }
+
+// OutcomeIndex returns the index of o's label in Outcomes: o itself for
+// the outcomes known today, the index of its name for a later one (such as
+// a budget-denied outcome), or -1 for an unknown one.
+func OutcomeIndex(o retry.Outcome) int {
+	if o <= retry.OutcomeCanceled {
+		return int(o)
+	}
+	return slices.Index(Outcomes(), o.String())
+}

@@ -85,3 +85,15 @@ func TestLimit(t *testing.T) {
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.ErrorContains(t, err, "pkg.New: MaxOperations -1 is negative")
 }
+
+func TestOutcomeIndex(t *testing.T) {
+	t.Parallel()
+	labels := adapter.Outcomes()
+	for o := retry.OutcomeSuccess; o <= retry.OutcomeCanceled; o++ {
+		i := adapter.OutcomeIndex(o)
+		require.GreaterOrEqual(t, i, 0)
+		assert.Equal(t, o.String(), labels[i])
+	}
+	assert.Equal(t, -1, adapter.OutcomeIndex(retry.Outcome(200)))
+	assert.Equal(t, adapter.BudgetDenied, labels[len(labels)-1])
+}
