@@ -93,8 +93,9 @@ type Observer interface {
 // AttemptStart is passed to [Observer.OnAttemptStart] just before fn is
 // called.
 type AttemptStart struct {
-	Name    string // the operation's name, from WithName
-	Attempt int    // 1 for the first call of fn
+	Name    string        // the operation's name, from WithName
+	Attempt int           // 1 for the first call of fn
+	Wait    time.Duration // the wait just taken before this attempt; 0 for the first and after a zero-delay retry
 }
 
 // AttemptEnd is passed to [Observer.OnAttemptEnd] as soon as fn returns.
@@ -120,9 +121,11 @@ type Done struct {
 	Outcome  Outcome
 	Attempts int           // calls of fn made, the first included
 	Elapsed  time.Duration // from Do's start to its return, on the Retrier's clock
-	// Waited is true when the call ended during a wait (cancelled or past
-	// its deadline while sleeping), so that a gauge of calls waiting can
-	// be kept exactly.
+	// Waited is true when the call ended during a non-zero wait, or
+	// right after one and before the next attempt started (cancelled or
+	// past its deadline while sleeping), so that a gauge of waits in
+	// progress can be kept exactly: +1 at OnRetry with Delay > 0, -1 at
+	// OnAttemptStart with Wait > 0 or at OnDone with Waited.
 	Waited bool
 	// DeadLetter says whether the call was dead-lettered, and if so
 	// whether a sink stored the record.

@@ -212,23 +212,34 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 	for {
 		if err == nil { // no failed attempt pending: run the next one
 			if ctx.Err() != nil {
-				return zero, c.stopForContext(false)
+				// Right after a wait this still counts as ending in it,
+				// so that observers keep an exact gauge of waits.
+				return zero, c.stopForContext(c.attempts > 0 && c.prevWait > 0)
 			}
 			c.attempts++
-			var attemptStart time.Time
+			// mark is the clock at the attempt's start, then at its end.
+			// The first attempt starts with the call, and a success ends
+			// with its attempt: two clock reads in all on the path that
+			// matters most.
+			var mark time.Time
 			if obs != nil {
-				obs.OnAttemptStart(ctx, AttemptStart{Name: cfg.name, Attempt: c.attempts})
-				attemptStart = cfg.now()
+				obs.OnAttemptStart(ctx, AttemptStart{Name: cfg.name, Attempt: c.attempts, Wait: c.prevWait})
+				mark = c.start
+				if c.attempts > 1 {
+					mark = cfg.now()
+				}
 			}
 			var v T
 			v, err = attempt(ctx, cfg, fn)
 			if obs != nil {
-				obs.OnAttemptEnd(ctx, AttemptEnd{Name: cfg.name, Attempt: c.attempts, Err: err, Duration: cfg.now().Sub(attemptStart)})
+				end := cfg.now()
+				obs.OnAttemptEnd(ctx, AttemptEnd{Name: cfg.name, Attempt: c.attempts, Err: err, Duration: end.Sub(mark)})
+				mark = end
 			}
 			if err == nil {
 				c.timer.stop()
 				if obs != nil {
-					obs.OnDone(ctx, Done{Name: cfg.name, Outcome: OutcomeSuccess, Attempts: c.attempts, Elapsed: cfg.now().Sub(c.start)})
+					obs.OnDone(ctx, Done{Name: cfg.name, Outcome: OutcomeSuccess, Attempts: c.attempts, Elapsed: mark.Sub(c.start)})
 				}
 				return v, nil
 			}

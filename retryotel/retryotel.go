@@ -1,0 +1,261 @@
+// Package retryotel reports the events of github.com/steadfast-go/retry to
+// OpenTelemetry: metrics through a MeterProvider, and events on the span in
+// each call's context.
+//
+//	obs, err := retryotel.New(retryotel.Options{MeterProvider: provider})
+//	r, err := retry.New(retry.WithName("charge-card"), retry.WithObserver(obs))
+//
+// The metrics are the same as retryprom's, named the OpenTelemetry way:
+//
+//	retry.calls               counter {call}: calls ended; retry.operation, retry.outcome
+//	retry.attempts            counter {attempt}: calls of fn, first attempts included; retry.operation
+//	retry.retries             counter {attempt}: attempts after the first of their call; retry.operation
+//	retry.calls.in_flight     up-down counter {call}: calls between their first attempt and their end
+//	retry.waits.in_progress   up-down counter {call}: calls waiting before their next attempt
+//	retry.dead_letters        counter {call}: dead letters; retry.operation, retry.dead_letter.result (recorded, failed)
+//	retry.call.attempts       histogram {attempt}: attempts per call; buckets 1, 2, 3, 4, 5, 10, 100, 1000
+//	retry.call.duration       histogram s: from the start of Do to its return, waits included
+//
+// retry.outcome is one of success, permanent, exhausted, max-elapsed,
+// deadline, canceled, and budget-denied (reserved for a retry budget; no
+// call has it yet). The retry.calls and retry.dead_letters series of an
+// operation all exist, at 0, from its first event.
+//
+// # Spans
+//
+// When the context passed to Do holds a recording span, the observer adds
+// an event "retry" for each retry (retry.operation, retry.attempt — the
+// attempt that failed —, retry.delay in seconds, error.message) and an
+// event "retry.done" when the call ends (retry.operation, retry.outcome,
+// retry.attempts, retry.elapsed in seconds, error.message when it failed,
+// retry.dead_letter when it was dead-lettered). It does not set the
+// span's status: the span is the caller's. Error texts are recorded as
+// they are; payloads and keys never, since the events carry none.
+//
+// # Cardinality
+//
+// The retry.operation metric attribute is bounded as in retryprom: the
+// first [Options.MaxOperations] distinct names (default 100) keep their
+// own; later names, and names that are not valid UTF-8, are reported as
+// "other", and calls without a name as "unnamed". Span events carry the
+// name as given.
+package retryotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/adapter"
+)
+
+// ScopeName is the instrumentation scope of the meter.
+const ScopeName = "github.com/steadfast-go/retry/retryotel"
+
+// DefaultMaxOperations is the number of distinct operation names reported
+// as themselves when [Options.MaxOperations] is 0.
+const DefaultMaxOperations = 100
+
+// Attribute keys of the metrics and span events.
+const (
+	OperationKey        = attribute.Key("retry.operation")
+	OutcomeKey          = attribute.Key("retry.outcome")
+	DeadLetterResultKey = attribute.Key("retry.dead_letter.result")
+)
+
+// OutcomeBudgetDenied is the retry.outcome value reserved for calls
+// refused by a retry budget. No call has it yet.
+const OutcomeBudgetDenied = adapter.BudgetDenied
+
+// Options configures [New]. The zero value gives the defaults.
+type Options struct {
+	// MeterProvider makes the meter. Default: otel.GetMeterProvider(),
+	// read once by New.
+	MeterProvider metric.MeterProvider
+	// MaxOperations is how many distinct operation names keep their own
+	// retry.operation value; the rest count as "other". It must not be
+	// negative. Default (0): DefaultMaxOperations.
+	MaxOperations int
+	// DurationBuckets are the bucket bounds, in seconds and increasing, of
+	// retry.call.duration. Default: 0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
+	// 0.25, 0.5, 1, 2.5, 5, 10, 30, 60. New copies the slice.
+	DurationBuckets []float64
+}
+
+// outcomes are the retry.outcome values, indexed by adapter.OutcomeIndex:
+// the outcomes of retry.Outcome, then budget-denied.
+var outcomes = adapter.Outcomes()
+
+// Observer is a retry.Observer that records OpenTelemetry metrics and span
+// events. Build one with [New]. An Observer is safe for concurrent use.
+type Observer struct {
+	calls, attempts, retries metric.Int64Counter
+	inFlight, waiting        metric.Int64UpDownCounter
+	deadLetters              metric.Int64Counter
+	perCall                  metric.Int64Histogram
+	duration                 metric.Float64Histogram
+
+	ops *adapter.Table[*series]
+}
+
+// series holds the attribute options of one operation, built once so that
+// recording allocates nothing.
+type series struct {
+	add      []metric.AddOption
+	record   []metric.RecordOption
+	outcome  [][]metric.AddOption // indexed like outcomes
+	recorded []metric.AddOption
+	failed   []metric.AddOption
+}
+
+// New returns an Observer whose instruments come from opts.MeterProvider.
+// The error wraps retry.ErrInvalidOption for bad options, or is the
+// meter's error for an instrument it could not make.
+func New(opts Options) (*Observer, error) {
+	limit, err := adapter.Limit("retryotel.New", opts.MaxOperations, DefaultMaxOperations)
+	if err != nil {
+		return nil, err
+	}
+	buckets, err := adapter.DurationBuckets("retryotel.New", opts.DurationBuckets)
+	if err != nil {
+		return nil, err
+	}
+	mp := opts.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(ScopeName)
+
+	var o Observer
+	var errs [8]error
+	o.calls, errs[0] = m.Int64Counter("retry.calls", metric.WithUnit("{call}"),
+		metric.WithDescription("Calls ended, by outcome."))
+	o.attempts, errs[1] = m.Int64Counter("retry.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Calls of the operation's function, first attempts included."))
+	o.retries, errs[2] = m.Int64Counter("retry.retries", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts after the first of their call."))
+	o.inFlight, errs[3] = m.Int64UpDownCounter("retry.calls.in_flight", metric.WithUnit("{call}"),
+		metric.WithDescription("Calls between their first attempt and their end."))
+	o.waiting, errs[4] = m.Int64UpDownCounter("retry.waits.in_progress", metric.WithUnit("{call}"),
+		metric.WithDescription("Calls waiting before their next attempt."))
+	o.deadLetters, errs[5] = m.Int64Counter("retry.dead_letters", metric.WithUnit("{call}"),
+		metric.WithDescription("Dead letters of failed calls, by result: recorded by a sink, or failed in every sink."))
+	o.perCall, errs[6] = m.Int64Histogram("retry.call.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts per ended call."),
+		metric.WithExplicitBucketBoundaries(adapter.AttemptBuckets()...))
+	o.duration, errs[7] = m.Float64Histogram("retry.call.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from the start of a call to its end, waits included."),
+		metric.WithExplicitBucketBoundaries(buckets...))
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, fmt.Errorf("retryotel: making the instruments: %w", err)
+	}
+	o.ops = adapter.NewTable(limit, o.newSeries)
+	return &o, nil
+}
+
+// newSeries builds the options of an operation, and adds 0 to each of
+// its outcome and dead-letter series so that they exist before their
+// first event, as retryprom's do.
+func (o *Observer) newSeries(label string) *series {
+	op := OperationKey.String(label)
+	set := metric.WithAttributeSet(attribute.NewSet(op))
+	s := &series{
+		add:      []metric.AddOption{set},
+		record:   []metric.RecordOption{set},
+		outcome:  make([][]metric.AddOption, len(outcomes)),
+		recorded: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(op, DeadLetterResultKey.String("recorded")))},
+		failed:   []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(op, DeadLetterResultKey.String("failed")))},
+	}
+	ctx := context.Background()
+	for i, oc := range outcomes {
+		s.outcome[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(op, OutcomeKey.String(oc)))}
+		o.calls.Add(ctx, 0, s.outcome[i]...)
+	}
+	o.deadLetters.Add(ctx, 0, s.recorded...)
+	o.deadLetters.Add(ctx, 0, s.failed...)
+	return s
+}
+
+// OnAttemptStart counts the attempt.
+func (o *Observer) OnAttemptStart(ctx context.Context, e retry.AttemptStart) {
+	s := o.ops.Get(e.Name)
+	o.attempts.Add(ctx, 1, s.add...)
+	if e.Attempt > 1 {
+		o.retries.Add(ctx, 1, s.add...)
+	} else {
+		o.inFlight.Add(ctx, 1, s.add...)
+	}
+	if e.Wait > 0 {
+		o.waiting.Add(ctx, -1, s.add...)
+	}
+}
+
+// OnAttemptEnd does nothing: attempts are counted as they start.
+func (o *Observer) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
+
+// OnRetry counts a wait in progress when the retry has a delay, and adds a
+// "retry" event to the span in ctx.
+func (o *Observer) OnRetry(ctx context.Context, e retry.RetryScheduled) {
+	if e.Delay > 0 {
+		o.waiting.Add(ctx, 1, o.ops.Get(e.Name).add...)
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		attrs := []attribute.KeyValue{
+			OperationKey.String(e.Name),
+			attribute.Int("retry.attempt", e.Attempt),
+			attribute.Float64("retry.delay", e.Delay.Seconds()),
+		}
+		if e.Err != nil {
+			attrs = append(attrs, attribute.String("error.message", e.Err.Error()))
+		}
+		span.AddEvent("retry", trace.WithAttributes(attrs...))
+	}
+}
+
+// OnDone counts the call's outcome, attempts, duration and dead letter,
+// and adds a "retry.done" event to the span in ctx.
+func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
+	s := o.ops.Get(e.Name)
+	if i := adapter.OutcomeIndex(e.Outcome); i >= 0 {
+		o.calls.Add(ctx, 1, s.outcome[i]...)
+	}
+	if e.Attempts > 0 {
+		o.inFlight.Add(ctx, -1, s.add...)
+	}
+	if e.Waited {
+		o.waiting.Add(ctx, -1, s.add...)
+	}
+	switch e.DeadLetter {
+	case retry.DeadLetterRecorded:
+		o.deadLetters.Add(ctx, 1, s.recorded...)
+	case retry.DeadLetterFailed:
+		o.deadLetters.Add(ctx, 1, s.failed...)
+	}
+	o.perCall.Record(ctx, int64(e.Attempts), s.record...)
+	o.duration.Record(ctx, e.Elapsed.Seconds(), s.record...)
+
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		attrs := []attribute.KeyValue{
+			OperationKey.String(e.Name),
+			OutcomeKey.String(e.Outcome.String()),
+			attribute.Int("retry.attempts", e.Attempts),
+			attribute.Float64("retry.elapsed", e.Elapsed.Seconds()),
+		}
+		switch e.DeadLetter {
+		case retry.DeadLetterRecorded:
+			attrs = append(attrs, attribute.String("retry.dead_letter", "recorded"))
+		case retry.DeadLetterFailed:
+			attrs = append(attrs, attribute.String("retry.dead_letter", "failed"))
+		}
+		if e.Err != nil {
+			attrs = append(attrs, attribute.String("error.message", e.Err.Error()))
+		}
+		span.AddEvent("retry.done", trace.WithAttributes(attrs...))
+	}
+}

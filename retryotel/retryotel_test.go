@@ -1,0 +1,231 @@
+package retryotel_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/goleak"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/adaptertest"
+	"github.com/steadfast-go/retry/retryotel"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	errFlaky = adaptertest.ErrFlaky
+	failing  = adaptertest.Failing
+)
+
+// newObserver returns an Observer on a meter provider with a manual
+// reader, and a function that collects one metric by name.
+func newObserver(t *testing.T, opts retryotel.Options) (*retryotel.Observer, func(name string) metricdata.Metrics) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	opts.MeterProvider = mp
+	obs, err := retryotel.New(opts)
+	require.NoError(t, err)
+	collect := func(name string) metricdata.Metrics {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(context.Background(), &rm))
+		for _, sm := range rm.ScopeMetrics {
+			assert.Equal(t, retryotel.ScopeName, sm.Scope.Name)
+			for _, m := range sm.Metrics {
+				if m.Name == name {
+					return m
+				}
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return metricdata.Metrics{}
+	}
+	return obs, collect
+}
+
+func opSet(op string, kv ...attribute.KeyValue) attribute.Set {
+	return attribute.NewSet(append([]attribute.KeyValue{retryotel.OperationKey.String(op)}, kv...)...)
+}
+
+func counter(name, unit, desc string, monotonic bool, points ...metricdata.DataPoint[int64]) metricdata.Metrics {
+	return metricdata.Metrics{Name: name, Unit: unit, Description: desc, Data: metricdata.Sum[int64]{
+		Temporality: metricdata.CumulativeTemporality, IsMonotonic: monotonic, DataPoints: points,
+	}}
+}
+
+func TestObserver_metrics(t *testing.T) {
+	t.Parallel()
+	obs, collect := newObserver(t, retryotel.Options{DurationBuckets: []float64{1, 10}})
+	adaptertest.ThreeCalls(t, obs)
+	op := opSet("charge-card")
+	outcome := func(o string, v int64) metricdata.DataPoint[int64] {
+		return metricdata.DataPoint[int64]{Attributes: opSet("charge-card", retryotel.OutcomeKey.String(o)), Value: v}
+	}
+	dl := func(r string) metricdata.DataPoint[int64] {
+		return metricdata.DataPoint[int64]{Attributes: opSet("charge-card", retryotel.DeadLetterResultKey.String(r))}
+	}
+	want := []metricdata.Metrics{
+		counter("retry.calls", "{call}", "Calls ended, by outcome.", true,
+			outcome("success", 1), outcome("permanent", 1), outcome("exhausted", 1), outcome("max-elapsed", 0),
+			outcome("deadline", 0), outcome("canceled", 0), outcome("budget-denied", 0)),
+		counter("retry.attempts", "{attempt}", "Calls of the operation's function, first attempts included.", true,
+			metricdata.DataPoint[int64]{Attributes: op, Value: 7}),
+		counter("retry.retries", "{attempt}", "Attempts after the first of their call.", true,
+			metricdata.DataPoint[int64]{Attributes: op, Value: 4}),
+		counter("retry.calls.in_flight", "{call}", "Calls between their first attempt and their end.", false,
+			metricdata.DataPoint[int64]{Attributes: op, Value: 0}),
+		counter("retry.waits.in_progress", "{call}", "Calls waiting before their next attempt.", false,
+			metricdata.DataPoint[int64]{Attributes: op, Value: 0}),
+		counter("retry.dead_letters", "{call}", "Dead letters of failed calls, by result: recorded by a sink, or failed in every sink.", true,
+			dl("recorded"), dl("failed")),
+		{Name: "retry.call.attempts", Unit: "{attempt}", Description: "Attempts per ended call.", Data: metricdata.Histogram[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			DataPoints: []metricdata.HistogramDataPoint[int64]{{
+				Attributes: op, Count: 3, Sum: 7, Min: metricdata.NewExtrema[int64](1), Max: metricdata.NewExtrema[int64](3),
+				Bounds:       []float64{1, 2, 3, 4, 5, 10, 100, 1000},
+				BucketCounts: []uint64{1, 0, 2, 0, 0, 0, 0, 0, 0},
+			}},
+		}},
+		{Name: "retry.call.duration", Unit: "s", Description: "Time from the start of a call to its end, waits included.", Data: metricdata.Histogram[float64]{
+			Temporality: metricdata.CumulativeTemporality,
+			DataPoints: []metricdata.HistogramDataPoint[float64]{{
+				Attributes: op, Count: 3, Sum: 4, Min: metricdata.NewExtrema[float64](0), Max: metricdata.NewExtrema[float64](2),
+				Bounds: []float64{1, 10}, BucketCounts: []uint64{1, 2, 0},
+			}},
+		}},
+	}
+	for _, w := range want {
+		metricdatatest.AssertEqual(t, w, collect(w.Name), metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+	}
+}
+
+func TestObserver_spanEvents(t *testing.T) {
+	t.Parallel()
+	obs, _ := newObserver(t, retryotel.Options{})
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	synctest.Test(t, func(t *testing.T) {
+		ctx, span := tp.Tracer("test").Start(t.Context(), "charge")
+		err := retry.Do(ctx, failing(3, nil), retry.WithName("charge-card"), retry.WithObserver(obs),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
+		require.NoError(t, err)
+		err = retry.Do(ctx, failing(1, retry.Permanent(errFlaky)), retry.WithName("charge-card"), retry.WithObserver(obs))
+		require.Error(t, err)
+		span.End()
+	})
+	spans := rec.Ended()
+	require.Len(t, spans, 1)
+	type event struct {
+		Name  string
+		Attrs []attribute.KeyValue
+	}
+	var got []event
+	for _, e := range spans[0].Events() {
+		got = append(got, event{e.Name, e.Attributes})
+	}
+	op := retryotel.OperationKey.String("charge-card")
+	want := []event{
+		{"retry", []attribute.KeyValue{op, attribute.Int("retry.attempt", 1), attribute.Float64("retry.delay", 1), attribute.String("error.message", "flaky")}},
+		{"retry", []attribute.KeyValue{op, attribute.Int("retry.attempt", 2), attribute.Float64("retry.delay", 1), attribute.String("error.message", "flaky")}},
+		{"retry.done", []attribute.KeyValue{op, retryotel.OutcomeKey.String("success"), attribute.Int("retry.attempts", 3), attribute.Float64("retry.elapsed", 2)}},
+		{"retry.done", []attribute.KeyValue{op, retryotel.OutcomeKey.String("permanent"), attribute.Int("retry.attempts", 1), attribute.Float64("retry.elapsed", 0),
+			attribute.String("error.message", "retry: permanent error after 1 attempt: flaky")}},
+	}
+	assert.Equal(t, want, got)
+}
+
+func TestObserver_deadLetterOnSpan(t *testing.T) {
+	t.Parallel()
+	obs, collect := newObserver(t, retryotel.Options{})
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	ctx, span := tp.Tracer("test").Start(t.Context(), "charge")
+	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 3, DeadLetter: retry.DeadLetterFailed})
+	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 3, DeadLetter: retry.DeadLetterRecorded})
+	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 3, DeadLetter: retry.DeadLetterRecorded})
+	span.End()
+	events := rec.Ended()[0].Events()
+	require.Len(t, events, 3)
+	assert.Contains(t, events[0].Attributes, attribute.String("retry.dead_letter", "failed"))
+	assert.Contains(t, events[1].Attributes, attribute.String("retry.dead_letter", "recorded"))
+	metricdatatest.AssertEqual(t,
+		counter("retry.dead_letters", "{call}", "Dead letters of failed calls, by result: recorded by a sink, or failed in every sink.", true,
+			metricdata.DataPoint[int64]{Attributes: opSet("op", retryotel.DeadLetterResultKey.String("recorded")), Value: 2},
+			metricdata.DataPoint[int64]{Attributes: opSet("op", retryotel.DeadLetterResultKey.String("failed")), Value: 1}),
+		collect("retry.dead_letters"), metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+}
+
+func TestObserver_cardinalityIsBounded(t *testing.T) {
+	t.Parallel()
+	obs, collect := newObserver(t, retryotel.Options{MaxOperations: 3})
+	ctx := t.Context()
+	for _, name := range []string{"a", "", "b", "c", "d", "a", "\xff", "other"} {
+		obs.OnAttemptStart(ctx, retry.AttemptStart{Name: name, Attempt: 2})
+	}
+	point := func(op string, v int64) metricdata.DataPoint[int64] {
+		return metricdata.DataPoint[int64]{Attributes: opSet(op), Value: v}
+	}
+	metricdatatest.AssertEqual(t,
+		counter("retry.retries", "{attempt}", "Attempts after the first of their call.", true,
+			point("a", 2), point("unnamed", 1), point("b", 1), point("other", 4)),
+		collect("retry.retries"), metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+}
+
+// TestObserver_gauges checks the up-down counters while calls wait, and
+// that they return to 0.
+func TestObserver_gauges(t *testing.T) {
+	t.Parallel()
+	obs, collect := newObserver(t, retryotel.Options{})
+	value := func(name string) func() float64 {
+		return func() float64 {
+			var sum int64
+			for _, p := range collect(name).Data.(metricdata.Sum[int64]).DataPoints {
+				sum += p.Value
+			}
+			return float64(sum)
+		}
+	}
+	adaptertest.Gauges(t, obs, value("retry.calls.in_flight"), value("retry.waits.in_progress"))
+}
+
+func TestNew_errors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		opts retryotel.Options
+		want string
+	}{
+		{name: "negative_max", opts: retryotel.Options{MaxOperations: -1}, want: "MaxOperations -1 is negative"},
+		{name: "empty_buckets", opts: retryotel.Options{DurationBuckets: []float64{}}, want: "DurationBuckets [] must be"},
+		{name: "unordered_buckets", opts: retryotel.Options{DurationBuckets: []float64{2, 1}}, want: "DurationBuckets [2 1] must be"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			obs, err := retryotel.New(tc.opts)
+			assert.Nil(t, obs)
+			assert.ErrorIs(t, err, retry.ErrInvalidOption)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestObserver_noAllocation(t *testing.T) {
+	obs, _ := newObserver(t, retryotel.Options{})
+	adaptertest.NoAllocation(t, obs)
+}

@@ -1,0 +1,258 @@
+// Package retryprom exports the events of github.com/steadfast-go/retry as
+// Prometheus metrics, per operation:
+//
+//	obs, err := retryprom.New(registry, retryprom.Options{})
+//	r, err := retry.New(retry.WithName("charge-card"), retry.WithObserver(obs))
+//
+// With the default namespace "retry" the metrics are:
+//
+//	retry_calls_total{operation, outcome}        counter: calls ended, by outcome
+//	retry_attempts_total{operation}              counter: calls of fn, first attempts included
+//	retry_retries_total{operation}               counter: attempts after the first of their call
+//	retry_calls_in_flight{operation}             gauge: calls between their first attempt and their end
+//	retry_waits_in_progress{operation}           gauge: calls waiting before their next attempt
+//	retry_dead_letters_total{operation, result}  counter: dead letters, result "recorded" or "failed"
+//	retry_attempts_per_call{operation}           histogram: attempts per call; buckets 1, 2, 3, 4, 5, 10, 100, 1000
+//	retry_call_duration_seconds{operation}       histogram: from Do's start to its return
+//
+// The outcome label is one of success, permanent, exhausted, max-elapsed,
+// deadline, canceled and budget-denied (reserved for a retry budget: no
+// call has it yet). Every outcome's series exists, at 0, from the first
+// event of an operation, so rate() sees the first failure.
+//
+// # Cardinality
+//
+// The operation label holds the name given with retry.WithName. Only the
+// first [Options.MaxOperations] distinct names (default 100) get their
+// own series; later names are counted under operation="other", so an
+// unexpected name cannot blow up the number of series. A call without a
+// name is counted under operation="unnamed". Names that are not valid
+// UTF-8 count under "other". All of these count toward the limit.
+//
+// With the default duration buckets each operation has 41 series (13
+// counters and gauges, 11 for the attempts histogram, 17 for the duration
+// histogram), so there are at most 41 × (MaxOperations + 1) in all: 4141
+// by default.
+//
+// The alerts in alerts/retry.rules.yml use these metrics; see
+// alerts/retry.tests.yml for what they fire on.
+package retryprom
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/adapter"
+)
+
+// Operation names used in place of a call's own name.
+const (
+	// OtherOperation is the operation label of calls whose name came after
+	// the limit of distinct names was reached, or is not valid UTF-8.
+	OtherOperation = adapter.Other
+	// UnnamedOperation is the operation label of calls without a name.
+	UnnamedOperation = adapter.Unnamed
+)
+
+// OutcomeBudgetDenied is the outcome label reserved for calls refused by a
+// retry budget. No call has it yet; its series stay at 0.
+const OutcomeBudgetDenied = adapter.BudgetDenied
+
+// DefaultMaxOperations is the number of distinct operation names that get
+// their own series when [Options.MaxOperations] is 0.
+const DefaultMaxOperations = 100
+
+// Options configures [New]. The zero value gives the defaults.
+type Options struct {
+	// Namespace is the prefix of every metric name: letters, digits, _
+	// and :, not starting with a digit. Default: "retry". The alert rules
+	// assume the default.
+	Namespace string
+	// MaxOperations is how many distinct operation names get their own
+	// series; the rest count as "other". It must not be negative.
+	// Default (0): DefaultMaxOperations.
+	MaxOperations int
+	// DurationBuckets are the upper bounds, in seconds and increasing, of
+	// the call-duration histogram. Default: 0.001, 0.005, 0.01, 0.025,
+	// 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60. New copies the slice.
+	DurationBuckets []float64
+}
+
+// outcomes are the outcome label values, indexed by adapter.OutcomeIndex:
+// the outcomes of retry.Outcome, then budget-denied.
+var outcomes = adapter.Outcomes()
+
+// Observer is a retry.Observer that updates Prometheus metrics, and a
+// prometheus.Collector of them. Build one with [New]. An Observer is safe
+// for concurrent use; it takes a lock of its own only the first time it
+// sees an operation name, to create the operation's series.
+type Observer struct {
+	calls      *prometheus.CounterVec
+	attempts   *prometheus.CounterVec
+	retries    *prometheus.CounterVec
+	inFlight   *prometheus.GaugeVec
+	waiting    *prometheus.GaugeVec
+	deadLetter *prometheus.CounterVec
+	perCall    *prometheus.HistogramVec
+	duration   *prometheus.HistogramVec
+
+	ops *adapter.Table[*series]
+}
+
+// series are the metrics of one operation.
+type series struct {
+	calls                []prometheus.Counter // indexed like outcomes
+	attempts, retries    prometheus.Counter
+	inFlight, waiting    prometheus.Gauge
+	dlRecorded, dlFailed prometheus.Counter
+	perCall, duration    prometheus.Observer
+}
+
+// New returns an Observer whose metrics are registered on reg. The error
+// wraps retry.ErrInvalidOption for a nil reg or bad options, and is the
+// registry's error (such as prometheus.AlreadyRegisteredError when reg
+// already has metrics of these names) if registration fails; then nothing
+// is registered.
+func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("%w: retryprom.New: the registerer is nil", retry.ErrInvalidOption)
+	}
+	limit, err := adapter.Limit("retryprom.New", opts.MaxOperations, DefaultMaxOperations)
+	if err != nil {
+		return nil, err
+	}
+	buckets, err := adapter.DurationBuckets("retryprom.New", opts.DurationBuckets)
+	if err != nil {
+		return nil, err
+	}
+	ns := opts.Namespace
+	if ns == "" {
+		ns = "retry"
+	}
+	if !validName(ns) {
+		return nil, fmt.Errorf("%w: retryprom.New: Namespace %q must be letters, digits, _ and :, not starting with a digit", retry.ErrInvalidOption, ns)
+	}
+	o := &Observer{}
+	op := []string{"operation"}
+	o.calls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "calls_total",
+		Help: "Calls ended, by outcome."}, []string{"operation", "outcome"})
+	o.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "attempts_total",
+		Help: "Calls of the operation's function, first attempts included."}, op)
+	o.retries = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "retries_total",
+		Help: "Attempts after the first of their call."}, op)
+	o.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "calls_in_flight",
+		Help: "Calls between their first attempt and their end."}, op)
+	o.waiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "waits_in_progress",
+		Help: "Calls waiting before their next attempt."}, op)
+	o.deadLetter = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dead_letters_total",
+		Help: "Dead letters of failed calls, by result: recorded by a sink, or failed in every sink."}, []string{"operation", "result"})
+	o.perCall = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "attempts_per_call",
+		Help: "Attempts per ended call.", Buckets: adapter.AttemptBuckets()}, op)
+	o.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "call_duration_seconds",
+		Help: "Time from the start of a call to its end, waits included.", Buckets: buckets}, op)
+	if err := reg.Register(o); err != nil {
+		return nil, fmt.Errorf("retryprom: registering the metrics: %w", err)
+	}
+	o.ops = adapter.NewTable(limit, o.newSeries)
+	return o, nil
+}
+
+// validName says whether s is a metric name that every Prometheus version
+// and PromQL query accepts unquoted.
+func validName(s string) bool {
+	for i, c := range s {
+		ok := c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9'
+		if !ok {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func (o *Observer) collectors() []prometheus.Collector {
+	return []prometheus.Collector{o.calls, o.attempts, o.retries, o.inFlight, o.waiting, o.deadLetter, o.perCall, o.duration}
+}
+
+// Describe sends the descriptions of the Observer's metrics to ch.
+func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range o.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect sends the Observer's metrics to ch.
+func (o *Observer) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range o.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// newSeries creates the series of one operation; name is a valid label
+// value.
+func (o *Observer) newSeries(name string) *series {
+	s := &series{calls: make([]prometheus.Counter, len(outcomes))}
+	for i, oc := range outcomes {
+		s.calls[i] = o.calls.WithLabelValues(name, oc)
+	}
+	s.attempts = o.attempts.WithLabelValues(name)
+	s.retries = o.retries.WithLabelValues(name)
+	s.inFlight = o.inFlight.WithLabelValues(name)
+	s.waiting = o.waiting.WithLabelValues(name)
+	s.dlRecorded = o.deadLetter.WithLabelValues(name, "recorded")
+	s.dlFailed = o.deadLetter.WithLabelValues(name, "failed")
+	s.perCall = o.perCall.WithLabelValues(name)
+	s.duration = o.duration.WithLabelValues(name)
+	return s
+}
+
+// lookup returns the series of the operation name.
+func (o *Observer) lookup(name string) *series { return o.ops.Get(name) }
+
+// OnAttemptStart counts the attempt.
+func (o *Observer) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
+	s := o.lookup(e.Name)
+	s.attempts.Inc()
+	if e.Attempt > 1 {
+		s.retries.Inc()
+	} else {
+		s.inFlight.Inc()
+	}
+	if e.Wait > 0 {
+		s.waiting.Dec()
+	}
+}
+
+// OnAttemptEnd does nothing: attempts are counted as they start.
+func (o *Observer) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
+
+// OnRetry counts a wait in progress when the retry has a delay.
+func (o *Observer) OnRetry(_ context.Context, e retry.RetryScheduled) {
+	if e.Delay > 0 {
+		o.lookup(e.Name).waiting.Inc()
+	}
+}
+
+// OnDone counts the call's outcome, attempts, duration and dead letter.
+func (o *Observer) OnDone(_ context.Context, e retry.Done) {
+	s := o.lookup(e.Name)
+	if i := adapter.OutcomeIndex(e.Outcome); i >= 0 {
+		s.calls[i].Inc()
+	}
+	if e.Attempts > 0 {
+		s.inFlight.Dec()
+	}
+	if e.Waited {
+		s.waiting.Dec()
+	}
+	switch e.DeadLetter {
+	case retry.DeadLetterRecorded:
+		s.dlRecorded.Inc()
+	case retry.DeadLetterFailed:
+		s.dlFailed.Inc()
+	}
+	s.perCall.Observe(float64(e.Attempts))
+	s.duration.Observe(e.Elapsed.Seconds())
+}

@@ -1,0 +1,120 @@
+package retry
+
+import (
+	"context"
+	"log/slog"
+)
+
+// SlogOptions configures [NewSlogObserver]. The zero value logs retries at
+// Info and adds no caller attributes.
+type SlogOptions struct {
+	// RetryLevel is the level of the record for each retry, for a success
+	// that took more than one attempt, and for a cancelled call. Default
+	// (the zero value): slog.LevelInfo. Use slog.LevelDebug to keep
+	// retries out of production logs.
+	RetryLevel slog.Level
+
+	// Attrs, when set, returns attributes to add to every record, such as
+	// a request ID or an idempotency key taken from ctx. It is the only
+	// way caller data gets into these logs: the events carry no payload
+	// or key, and the observer logs nothing but the operation's name,
+	// numbers, durations and errors. Attrs is called only for records
+	// that the logger will write, from Do's goroutine; it must be safe
+	// for concurrent use.
+	Attrs func(ctx context.Context) []slog.Attr
+}
+
+// NewSlogObserver returns an [Observer] that logs to logger:
+//
+//   - each retry at opts.RetryLevel: "retry: attempt failed, retrying",
+//     with operation, attempt, delay and error;
+//   - a success after retries at opts.RetryLevel: "retry: succeeded";
+//   - a permanent failure at Warn, a call stopped by its context's
+//     deadline at Warn, attempts exhausted or the time budget spent at
+//     Error: "retry: gave up", with operation, outcome, attempts, elapsed
+//     and error;
+//   - a cancelled call at opts.RetryLevel: "retry: cancelled";
+//   - a dead letter that no sink stored at Error, whatever the outcome,
+//     with dead_letter=failed, since the work may be lost.
+//
+// A first-try success logs nothing. Errors are logged with their text as
+// is: keep secrets out of error messages. A nil logger means
+// slog.Default() as it is when NewSlogObserver is called; opts may be nil.
+// The observer is safe for concurrent use; it checks logger.Enabled before
+// building a record.
+func NewSlogObserver(logger *slog.Logger, opts *SlogOptions) Observer {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	o := &slogObserver{log: logger}
+	if opts != nil {
+		o.opts = *opts
+	}
+	return o
+}
+
+type slogObserver struct {
+	log  *slog.Logger
+	opts SlogOptions
+}
+
+func (o *slogObserver) OnAttemptStart(context.Context, AttemptStart) {}
+func (o *slogObserver) OnAttemptEnd(context.Context, AttemptEnd)     {}
+
+func (o *slogObserver) OnRetry(ctx context.Context, e RetryScheduled) {
+	if !o.log.Enabled(ctx, o.opts.RetryLevel) {
+		return
+	}
+	o.write(ctx, o.opts.RetryLevel, "retry: attempt failed, retrying",
+		slog.String("operation", e.Name),
+		slog.Int("attempt", e.Attempt),
+		slog.Duration("delay", e.Delay),
+		slog.Any("error", e.Err))
+}
+
+func (o *slogObserver) OnDone(ctx context.Context, e Done) {
+	level, msg := o.opts.RetryLevel, "retry: gave up"
+	switch e.Outcome {
+	case OutcomeSuccess:
+		if e.Attempts <= 1 {
+			return
+		}
+		msg = "retry: succeeded"
+	case OutcomeCanceled:
+		msg = "retry: cancelled"
+	case OutcomePermanent, OutcomeDeadline:
+		level = slog.LevelWarn
+	default:
+		level = slog.LevelError
+	}
+	if e.DeadLetter == DeadLetterFailed {
+		level = max(level, slog.LevelError)
+	}
+	if !o.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("operation", e.Name),
+		slog.String("outcome", e.Outcome.String()),
+		slog.Int("attempts", e.Attempts),
+		slog.Duration("elapsed", e.Elapsed),
+	}
+	switch e.DeadLetter {
+	case DeadLetterRecorded:
+		attrs = append(attrs, slog.String("dead_letter", "recorded"))
+	case DeadLetterFailed:
+		attrs = append(attrs, slog.String("dead_letter", "failed"))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.Any("error", e.Err))
+	}
+	o.write(ctx, level, msg, attrs...)
+}
+
+// write logs one record, with the caller's attributes if it opted in.
+func (o *slogObserver) write(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	if o.opts.Attrs != nil {
+		attrs = append(attrs, o.opts.Attrs(ctx)...)
+	}
+	o.log.LogAttrs(ctx, level, msg, attrs...)
+}

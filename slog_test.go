@@ -1,0 +1,155 @@
+package retry_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/adaptertest"
+)
+
+// logged runs a call through a slog observer writing JSON at handlerLevel
+// and returns the records, without their time.
+func logged(t *testing.T, handlerLevel slog.Level, opts *retry.SlogOptions, fn func(context.Context) error, extra ...retry.Option) []map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	h := slog.NewJSONHandler(&buf, &slog.HandlerOptions{
+		Level: handlerLevel,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})
+	synctest.Test(t, func(t *testing.T) {
+		opts := append([]retry.Option{
+			retry.WithName("charge-card"),
+			retry.WithObserver(retry.NewSlogObserver(slog.New(h), opts)),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
+		}, extra...)
+		_ = retry.Do(t.Context(), fn, opts...)
+	})
+	var recs []map[string]any
+	for line := range strings.Lines(buf.String()) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		recs = append(recs, m)
+	}
+	return recs
+}
+
+
+func TestSlogObserver_retriesThenSuccess(t *testing.T) {
+	t.Parallel()
+	recs := logged(t, slog.LevelDebug, nil, adaptertest.Failing(3, nil))
+	want := []map[string]any{
+		{"level": "INFO", "msg": "retry: attempt failed, retrying", "operation": "charge-card", "attempt": 1.0, "delay": 1e9, "error": "flaky"},
+		{"level": "INFO", "msg": "retry: attempt failed, retrying", "operation": "charge-card", "attempt": 2.0, "delay": 1e9, "error": "flaky"},
+		{"level": "INFO", "msg": "retry: succeeded", "operation": "charge-card", "outcome": "success", "attempts": 3.0, "elapsed": 2e9},
+	}
+	assert.Equal(t, want, recs)
+}
+
+func TestSlogObserver_firstTrySuccessIsSilent(t *testing.T) {
+	t.Parallel()
+	assert.Empty(t, logged(t, slog.LevelDebug, nil, adaptertest.Failing(1, nil)))
+}
+
+func TestSlogObserver_levels(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		fn      func(context.Context) error
+		extra   []retry.Option
+		level   string
+		outcome string
+	}{
+		{name: "permanent", fn: adaptertest.Failing(2, retry.Permanent(errFlaky)), level: "WARN", outcome: "permanent"},
+		{name: "exhausted", fn: adaptertest.Failing(9, nil), level: "ERROR", outcome: "exhausted"},
+		{name: "max_elapsed", fn: adaptertest.Failing(9, nil), extra: []retry.Option{retry.WithMaxElapsed(1500 * time.Millisecond)}, level: "ERROR", outcome: "max-elapsed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			recs := logged(t, slog.LevelWarn, nil, tc.fn, tc.extra...)
+			require.Len(t, recs, 1, "retries are below Warn")
+			assert.Equal(t, tc.level, recs[0]["level"])
+			assert.Equal(t, "retry: gave up", recs[0]["msg"])
+			assert.Equal(t, tc.outcome, recs[0]["outcome"])
+			assert.Contains(t, recs[0]["error"], "flaky")
+		})
+	}
+}
+
+func TestSlogObserver_contextEnds(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	obs := retry.NewSlogObserver(log, &retry.SlogOptions{RetryLevel: slog.LevelDebug})
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		err := retry.Do(ctx, adaptertest.Failing(9, nil), retry.WithObserver(obs),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+
+		ctx, cancel = context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel)
+		err = retry.Do(ctx, adaptertest.Failing(9, nil), retry.WithObserver(obs),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
+		require.ErrorIs(t, err, context.Canceled)
+	})
+	out := buf.String()
+	assert.Contains(t, out, `level=WARN msg="retry: gave up" operation="" outcome=deadline attempts=2 elapsed=1s`)
+	assert.Contains(t, out, `level=DEBUG msg="retry: cancelled" operation="" outcome=canceled attempts=1 elapsed=500ms`)
+}
+
+func TestSlogObserver_debugRetriesStayOut(t *testing.T) {
+	t.Parallel()
+	var called atomic.Int32
+	opts := &retry.SlogOptions{
+		RetryLevel: slog.LevelDebug,
+		Attrs: func(context.Context) []slog.Attr {
+			called.Add(1)
+			return []slog.Attr{slog.String("request_id", "r-1")}
+		},
+	}
+	recs := logged(t, slog.LevelInfo, opts, adaptertest.Failing(9, nil))
+	require.Len(t, recs, 1)
+	assert.Equal(t, "ERROR", recs[0]["level"])
+	assert.Equal(t, "r-1", recs[0]["request_id"])
+	assert.Equal(t, int32(1), called.Load(), "Attrs is called only for records written")
+}
+
+func TestSlogObserver_noPayloadUnlessOptedIn(t *testing.T) {
+	t.Parallel()
+	recs := logged(t, slog.LevelDebug, nil, adaptertest.Failing(9, nil), retry.WithPayload([]byte("card=4242424242424242")))
+	require.Len(t, recs, 3)
+	for _, r := range recs {
+		b, err := json.Marshal(r)
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), "4242")
+	}
+}
+
+func TestSlogObserver_deadLetterFailedIsError(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	obs := retry.NewSlogObserver(slog.New(slog.NewTextHandler(&buf, nil)), nil)
+	obs.OnDone(t.Context(), retry.Done{Name: "x", Outcome: retry.OutcomePermanent, Attempts: 1, DeadLetter: retry.DeadLetterFailed})
+	obs.OnDone(t.Context(), retry.Done{Name: "y", Outcome: retry.OutcomePermanent, Attempts: 1, DeadLetter: retry.DeadLetterRecorded})
+	out := buf.String()
+	assert.Contains(t, out, `level=ERROR msg="retry: gave up" operation=x outcome=permanent attempts=1 elapsed=0s dead_letter=failed`)
+	assert.Contains(t, out, `level=WARN msg="retry: gave up" operation=y outcome=permanent attempts=1 elapsed=0s dead_letter=recorded`)
+}

@@ -1,0 +1,222 @@
+package retry
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// Stats is an [Observer] that counts calls, attempts, retries, waits and
+// dead letters in memory, for a health page or a test. Pass it to
+// [WithObserver] and read it with [Stats.Snapshot]. For per-operation
+// metrics use the retryprom or retryotel modules instead: Stats adds up
+// every call it observes, whatever its name.
+//
+// Stats uses atomic counters only: it takes no lock and makes no
+// allocation. A Stats is safe for concurrent use by multiple goroutines
+// and may be shared by several Retriers. The zero Stats is ready to use.
+type Stats struct {
+	// Attempts and calls in flight are derived in Snapshot, which saves
+	// two atomic adds per call on the hot path.
+	calls       [numOutcomes]atomic.Uint64 // calls ended, by Outcome
+	noAttempt   atomic.Uint64              // calls ended before their first attempt
+	started     atomic.Uint64              // first attempts
+	retries     atomic.Uint64              // later attempts
+	waiting     atomic.Int64
+	dlRecorded  atomic.Uint64
+	dlFailed    atomic.Uint64
+	perCall     [len(attemptBounds) + 1]atomic.Uint64
+	duration    [len(durationBounds) + 1]atomic.Uint64
+	durationSum atomic.Int64
+}
+
+// numOutcomes is the number of Outcome values, OutcomeSuccess to
+// OutcomeCanceled.
+const numOutcomes = int(OutcomeCanceled) + 1
+
+// attemptBounds are the upper bounds of the attempts-per-call histogram.
+var attemptBounds = [...]int{1, 2, 3, 4, 5, 10, 100, 1000}
+
+// durationBounds are the upper bounds of the call-duration histogram.
+var durationBounds = [...]time.Duration{
+	time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
+	250 * time.Millisecond, 500 * time.Millisecond, time.Second,
+	2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+	30 * time.Second, time.Minute,
+}
+
+// NewStats returns an empty Stats. It is the same as new(Stats).
+func NewStats() *Stats { return new(Stats) }
+
+// OnAttemptStart counts the attempt, and ends the wait before it.
+func (s *Stats) OnAttemptStart(_ context.Context, e AttemptStart) {
+	if e.Attempt > 1 {
+		s.retries.Add(1)
+	} else {
+		s.started.Add(1)
+	}
+	if e.Wait > 0 {
+		s.waiting.Add(-1)
+	}
+}
+
+// OnAttemptEnd does nothing: Stats counts attempts as they start.
+func (s *Stats) OnAttemptEnd(context.Context, AttemptEnd) {}
+
+// OnRetry counts a wait in progress when the retry has a delay.
+func (s *Stats) OnRetry(_ context.Context, e RetryScheduled) {
+	if e.Delay > 0 {
+		s.waiting.Add(1)
+	}
+}
+
+// OnDone counts the call's outcome, attempts, duration and dead letter.
+func (s *Stats) OnDone(_ context.Context, e Done) {
+	// The wait ends and noAttempt counts before calls does, and Snapshot
+	// reads them the other way round, so that a snapshot never shows more
+	// calls ended than started, nor more calls waiting than in flight.
+	if e.Waited {
+		s.waiting.Add(-1)
+	}
+	if e.Attempts == 0 {
+		s.noAttempt.Add(1)
+	}
+	if int(e.Outcome) < numOutcomes {
+		s.calls[e.Outcome].Add(1)
+	}
+	switch e.DeadLetter {
+	case DeadLetterRecorded:
+		s.dlRecorded.Add(1)
+	case DeadLetterFailed:
+		s.dlFailed.Add(1)
+	}
+	s.perCall[bucketOf(attemptBounds[:], e.Attempts)].Add(1)
+	s.duration[bucketOf(durationBounds[:], e.Elapsed)].Add(1)
+	s.durationSum.Add(int64(e.Elapsed))
+}
+
+// bucketOf returns the index of the first bound not below v, or
+// len(bounds) for the +Inf bucket.
+func bucketOf[T int | time.Duration](bounds []T, v T) int {
+	for i, b := range bounds {
+		if v <= b {
+			return i
+		}
+	}
+	return len(bounds)
+}
+
+// StatsSnapshot is what a [Stats] has counted, as plain numbers. Counters
+// only grow; InFlight and Waiting go up and down.
+//
+// Once no call is running, the fields agree exactly:
+//
+//	Calls() == Success + Permanent + Exhausted + MaxElapsed + Deadline + Canceled + BudgetDenied
+//	Retries == Attempts - (Calls() - NoAttempt)
+//	InFlight == 0 && Waiting == 0
+//
+// While calls run, Snapshot reads the counters one by one, so a snapshot
+// may show a call half counted; it never shows InFlight or Waiting below
+// 0, nor Waiting above InFlight.
+type StatsSnapshot struct {
+	// Calls that ended, by outcome (see [Outcome]).
+	Success, Permanent, Exhausted, MaxElapsed, Deadline, Canceled uint64
+	// BudgetDenied is reserved for calls refused by a retry budget. No
+	// budget exists yet, so it is always 0; it is here so that dashboards
+	// and the identity above need no change when one comes.
+	BudgetDenied uint64
+	// NoAttempt counts calls that ended before their first attempt,
+	// because the context was already done. They count in Calls (as
+	// Deadline or Canceled) but make no attempt.
+	NoAttempt uint64
+	// Attempts counts calls of fn, first attempts included.
+	Attempts uint64
+	// Retries counts attempts after the first of their call.
+	Retries uint64
+	// InFlight is the number of calls between their first attempt and
+	// their end (first attempts minus calls ended after one).
+	InFlight int64
+	// Waiting is the number of calls waiting before their next attempt.
+	Waiting int64
+	// DeadLettersRecorded and DeadLettersFailed count calls whose dead
+	// letter a sink stored, and calls whose dead letter every sink failed
+	// to store.
+	DeadLettersRecorded, DeadLettersFailed uint64
+	// AttemptsPerCall is a histogram of attempts per ended call:
+	// AttemptsPerCall[i] counts calls with more attempts than
+	// AttemptBounds[i-1] and at most AttemptBounds[i]; the last element
+	// counts calls with more than 1000. Calls with no attempt count in
+	// the first element. The counts are not cumulative.
+	AttemptsPerCall [len(attemptBounds) + 1]uint64
+	// AttemptBounds are the upper bounds of AttemptsPerCall: 1, 2, 3, 4,
+	// 5, 10, 100, 1000.
+	AttemptBounds [len(attemptBounds)]int
+	// Duration is a histogram of call durations (Done.Elapsed), laid out
+	// like AttemptsPerCall, with bounds DurationBounds: 1ms, 5ms, 10ms,
+	// 25ms, 50ms, 100ms, 250ms, 500ms, 1s, 2.5s, 5s, 10s, 30s, 1m.
+	Duration [len(durationBounds) + 1]uint64
+	// DurationBounds are the upper bounds of Duration.
+	DurationBounds [len(durationBounds)]time.Duration
+	// DurationSum is the total of all call durations.
+	DurationSum time.Duration
+}
+
+// Calls returns the number of calls that ended: the sum of the outcomes.
+func (s StatsSnapshot) Calls() uint64 {
+	return s.Success + s.Permanent + s.Exhausted + s.MaxElapsed + s.Deadline + s.Canceled + s.BudgetDenied
+}
+
+// Outcome returns the number of calls that ended with o, or 0 for an
+// unknown outcome.
+func (s StatsSnapshot) Outcome(o Outcome) uint64 {
+	switch o {
+	case OutcomeSuccess:
+		return s.Success
+	case OutcomePermanent:
+		return s.Permanent
+	case OutcomeExhausted:
+		return s.Exhausted
+	case OutcomeMaxElapsed:
+		return s.MaxElapsed
+	case OutcomeDeadline:
+		return s.Deadline
+	case OutcomeCanceled:
+		return s.Canceled
+	default:
+		return 0
+	}
+}
+
+// Snapshot returns the current counts. It is safe to call while calls
+// run, and makes no allocation.
+func (s *Stats) Snapshot() StatsSnapshot {
+	// Ends are read before starts, so that InFlight is never negative.
+	// Go's atomics are sequentially consistent.
+	snap := StatsSnapshot{
+		Success:             s.calls[OutcomeSuccess].Load(),
+		Permanent:           s.calls[OutcomePermanent].Load(),
+		Exhausted:           s.calls[OutcomeExhausted].Load(),
+		MaxElapsed:          s.calls[OutcomeMaxElapsed].Load(),
+		Deadline:            s.calls[OutcomeDeadline].Load(),
+		Canceled:            s.calls[OutcomeCanceled].Load(),
+		NoAttempt:           s.noAttempt.Load(),
+		Waiting:             s.waiting.Load(),
+		DeadLettersRecorded: s.dlRecorded.Load(),
+		DeadLettersFailed:   s.dlFailed.Load(),
+		AttemptBounds:       attemptBounds,
+		DurationBounds:      durationBounds,
+		DurationSum:         time.Duration(s.durationSum.Load()),
+	}
+	for i := range s.perCall {
+		snap.AttemptsPerCall[i] = s.perCall[i].Load()
+	}
+	for i := range s.duration {
+		snap.Duration[i] = s.duration[i].Load()
+	}
+	started := s.started.Load()
+	snap.Retries = s.retries.Load()
+	snap.Attempts = started + snap.Retries
+	snap.InFlight = int64(started - (snap.Calls() - snap.NoAttempt))
+	return snap
+}

@@ -1,0 +1,60 @@
+package retry_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/steadfast-go/retry"
+)
+
+// BenchmarkObserverCost measures a first-try success through a prebuilt
+// Retrier with no observer, with Stats, and with an observer that does
+// nothing (what Do itself spends on observing: the clock reads).
+func BenchmarkObserverCost(b *testing.B) {
+	cases := []struct {
+		name string
+		opts []retry.Option
+	}{
+		{name: "none"},
+		{name: "stats", opts: []retry.Option{retry.WithObserver(retry.NewStats())}},
+		{name: "noop", opts: []retry.Option{retry.WithObserver(noopObserver{})}},
+	}
+	fn := func(context.Context) error { return nil }
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			r, err := retry.New(tc.opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = r.Do(ctx, fn)
+			}
+		})
+	}
+}
+
+// BenchmarkStatsParallel is a first-try success with Stats from every
+// CPU at once: the counters are shared, so this shows their contention.
+func BenchmarkStatsParallel(b *testing.B) {
+	r, err := retry.New(retry.WithObserver(retry.NewStats()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fn := func(context.Context) error { return nil }
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			_ = r.Do(ctx, fn)
+		}
+	})
+}
+
+type noopObserver struct{}
+
+func (noopObserver) OnAttemptStart(context.Context, retry.AttemptStart) {}
+func (noopObserver) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
+func (noopObserver) OnRetry(context.Context, retry.RetryScheduled)      {}
+func (noopObserver) OnDone(context.Context, retry.Done)                 {}
