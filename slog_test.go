@@ -49,7 +49,6 @@ func logged(t *testing.T, handlerLevel slog.Level, opts *retry.SlogOptions, fn f
 	return recs
 }
 
-
 func TestSlogObserver_retriesThenSuccess(t *testing.T) {
 	t.Parallel()
 	recs := logged(t, slog.LevelDebug, nil, adaptertest.Failing(3, nil))
