@@ -211,3 +211,27 @@ func TestPeers_permanentWrappedStopsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// timerFunc adapts a function to avast's Timer interface.
+type timerFunc func(time.Duration) <-chan time.Time
+
+func (f timerFunc) After(d time.Duration) <-chan time.Time { return f(d) }
+
+// TestAvast_withTimerReplacesTheSleep: of the peers, only avast/retry-go
+// has a public hook for time, WithTimer, and it covers the wait between
+// attempts (an After function), not a clock. cenkalti/backoff v5 keeps
+// its timer option unexported, and sethvargo/go-retry and failsafe-go's
+// retry policy have none.
+func TestAvast_withTimerReplacesTheSleep(t *testing.T) {
+	var waits []time.Duration
+	fake := timerFunc(func(d time.Duration) <-chan time.Time {
+		waits = append(waits, d)
+		c := make(chan time.Time, 1)
+		c <- time.Time{}
+		return c
+	})
+	err := avast.New(avast.Attempts(3), avast.Delay(time.Hour), avast.DelayType(avast.FixedDelay),
+		avast.WithTimer(fake)).Do(func() error { return errBoom })
+	require.ErrorIs(t, err, errBoom)
+	assert.Equal(t, []time.Duration{time.Hour, time.Hour}, waits)
+}

@@ -101,7 +101,17 @@ var firstTrySetups = []setup{
 // zeroWaitSetups allow 4 attempts with no wait between them, for an
 // operation that fails 3 times and then succeeds.
 var zeroWaitSetups = []setup{
-	{"Direct", firstTrySetups[0].build},
+	{"HandLoop", func() func(context.Context, op) error {
+		// The floor: a plain loop of up to 4 calls, no policy, no waits.
+		return func(ctx context.Context, fn op) (err error) {
+			for range 4 {
+				if err = fn(ctx); err == nil {
+					return nil
+				}
+			}
+			return err
+		}
+	}},
 	{"Steadfast/Retrier", func() func(context.Context, op) error {
 		r, err := retry.New(retry.WithMaxAttempts(4), retry.WithBackoff(retry.Constant(0)))
 		if err != nil {
