@@ -90,12 +90,6 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 	if fn == nil {
 		return fmt.Errorf("%w: fn is nil", ErrInvalidOption)
 	}
-	if r.quick() && ctx != nil && ctx.Err() == nil {
-		if first := fn(ctx); first != nil {
-			return r.resume(ctx, fn, first)
-		}
-		return nil
-	}
 	_, err := run(ctx, r, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, fn(ctx)
 	})
@@ -146,7 +140,7 @@ func run[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, er
 	case r.c.err != nil:
 		return zero, r.c.err
 	}
-	return loop(ctx, &r.c, fn, false)
+	return loop(ctx, &r.c, fn)
 }
 
 // call is the state of one call of Do. It lives on Do's stack.
@@ -163,11 +157,7 @@ type call struct {
 // loop is the retry engine. The order of checks after a failed attempt is
 // fixed: permanent, context, attempts, time budget, context deadline; only
 // then does Do wait.
-//
-// With replay set, the first attempt was already made by the caller (see
-// resume): the context is not checked before it, as it was before the
-// call, and fn gives back that attempt's result.
-func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error), replay bool) (T, error) {
+func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	c := call{cfg: cfg, ctx: ctx}
 	obs := cfg.observer
@@ -180,10 +170,9 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 		maxAttempts = DefaultMaxAttempts
 	}
 	for {
-		if !replay && ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return zero, c.stopForContext(false)
 		}
-		replay = false
 		c.attempts++
 		var attemptStart time.Time
 		if obs != nil {
