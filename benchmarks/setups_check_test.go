@@ -1,0 +1,36 @@
+package benchmarks
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSetups_doWhatTheBenchmarksSay checks each benchmark setup once: a
+// first-try setup calls the operation once and succeeds; a zero-wait
+// setup calls it 4 times, succeeds, and waits no time at all (synctest's
+// fake clock would show any wait exactly).
+func TestSetups_doWhatTheBenchmarksSay(t *testing.T) {
+	check := func(t *testing.T, s setup, failures, wantCalls int) {
+		synctest.Test(t, func(t *testing.T) {
+			calls := 0
+			inner := failThenSucceed(failures)
+			fn := func(ctx context.Context) error { calls++; return inner(ctx) }
+			start := time.Now()
+			err := s.build()(context.Background(), fn)
+			require.NoError(t, err)
+			assert.Equal(t, wantCalls, calls)
+			assert.Equal(t, time.Duration(0), time.Since(start))
+		})
+	}
+	for _, s := range firstTrySetups {
+		t.Run("FirstTry/"+s.name, func(t *testing.T) { check(t, s, 0, 1) })
+	}
+	for _, s := range zeroWaitSetups {
+		t.Run("ThreeFailures/"+s.name, func(t *testing.T) { check(t, s, 3, 4) })
+	}
+}
