@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -49,21 +48,15 @@ type Error struct {
 	// Last is the error of the last attempt, nil when fn never ran.
 	// A [Permanent] marker is still in its chain.
 	Last error
-	// Cause is why Do stopped: ErrExhausted, ErrMaxElapsed, the
-	// context's error (ctx.Err()), or context.DeadlineExceeded when the
-	// next wait would have passed the context's deadline. It is nil for
+	// Cause is why Do stopped: ErrExhausted, ErrMaxElapsed, the context's
+	// cause (context.Cause), or context.DeadlineExceeded when the next wait
+	// would have passed the context's deadline. It is nil for
 	// OutcomePermanent, where Last says it all.
-	//
-	// A cause given with context.WithCancelCause (or WithDeadlineCause)
-	// is matched by errors.Is and shown by Error too. It is read from the
-	// context only when asked for: reading it at once would take the
-	// context's lock in every call cancelled together, which serializes a
-	// mass cancellation. So the Error keeps the context until it is
-	// garbage.
 	Cause error
 
-	// ctx is the call's context when it ended the call, to read its cause.
-	ctx context.Context
+	// ctxErr is ctx.Err() when it differs from Cause, so that a custom
+	// cancellation cause does not hide context.Canceled.
+	ctxErr error
 	// early is set when Do stopped before a wait that would have ended
 	// past the context's deadline, while the context was still live.
 	early bool
@@ -85,11 +78,11 @@ func (e *Error) Error() string {
 		if e.early {
 			b.WriteString("next wait would end past the context deadline")
 		} else {
-			b.WriteString(e.contextCause().Error())
+			b.WriteString(e.Cause.Error())
 		}
 	default:
-		if cause := e.contextCause(); cause != nil {
-			b.WriteString(cause.Error())
+		if e.Cause != nil {
+			b.WriteString(e.Cause.Error())
 		} else {
 			b.WriteString(e.Outcome.String())
 		}
@@ -112,29 +105,16 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the cause, the context's own cause when it differs, and
-// the last attempt's error, leaving out the nil ones.
+// Unwrap returns the cause, the context's error when it differs from the
+// cause, and the last attempt's error, leaving out the nil ones.
 func (e *Error) Unwrap() []error {
 	errs := make([]error, 0, 3)
-	if e.Cause != nil {
-		errs = append(errs, e.Cause)
-	}
-	if cause := e.contextCause(); cause != e.Cause {
-		errs = append(errs, cause)
-	}
-	if e.Last != nil {
-		errs = append(errs, e.Last)
+	for _, err := range [...]error{e.Cause, e.ctxErr, e.Last} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
-}
-
-// contextCause is context.Cause of the context that ended the call, or
-// Cause when no context did.
-func (e *Error) contextCause() error {
-	if e.ctx == nil {
-		return e.Cause
-	}
-	return context.Cause(e.ctx)
 }
 
 // Permanent marks err as not worth retrying: Do stops after the attempt

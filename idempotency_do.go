@@ -174,10 +174,10 @@ func (s *idemCall[T]) waitForHolder(lcfg *config, cl Claim, err error) (Claim, e
 	for n := 1; err == nil && cl.Status == ClaimHeld && cl.Fingerprint == s.fp; n++ {
 		d := max(cfg.wait(n, c.prevWait, 0, false), minHolderPoll)
 		if cfg.maxElapsed > 0 && d >= cfg.maxElapsed-cfg.now().Sub(c.start) {
-			return cl, err, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, false)
+			return cl, err, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, nil, false)
 		}
 		if deadline, ok := s.ctx.Deadline(); ok && d >= deadline.Sub(cfg.now()) {
-			return cl, err, c.stopBeforeDeadline()
+			return cl, err, c.stop(OutcomeDeadline, context.DeadlineExceeded, nil, false)
 		}
 		c.prevWait = d
 		if !c.sleep(d) {

@@ -252,24 +252,24 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 		hint, hinted := time.Duration(0), false
 		switch {
 		case IsPermanent(err):
-			return zero, c.stop(OutcomePermanent, nil, false)
+			return zero, c.stop(OutcomePermanent, nil, nil, false)
 		case ctx.Err() != nil:
 			return zero, c.stopForContext(false)
 		case errors.Is(err, context.Canceled):
 			// Someone cancelled the work on purpose; another attempt
 			// would be cancelled too.
-			return zero, c.stop(OutcomePermanent, nil, false)
+			return zero, c.stop(OutcomePermanent, nil, nil, false)
 		}
 		if hint, hinted = retryAfterOf(err); !hinted && cfg.retryIf != nil && !cfg.retryIf(err) {
-			return zero, c.stop(OutcomePermanent, nil, false)
+			return zero, c.stop(OutcomePermanent, nil, nil, false)
 		}
 		if c.attempts >= maxAttempts {
-			return zero, c.stop(OutcomeExhausted, ErrExhausted, false)
+			return zero, c.stop(OutcomeExhausted, ErrExhausted, nil, false)
 		}
 
 		d := cfg.wait(c.attempts, c.prevWait, hint, hinted)
 		if cfg.maxElapsed > 0 && d >= cfg.maxElapsed-cfg.now().Sub(c.start) {
-			return zero, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, false)
+			return zero, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, nil, false)
 		}
 		if deadline, ok := ctx.Deadline(); ok && d >= deadline.Sub(cfg.now()) {
 			return zero, c.stopBeforeDeadline()
@@ -303,8 +303,8 @@ func attempt[T any](ctx context.Context, cfg *config, fn func(context.Context) (
 // stop ends a failed call: it releases the timer, builds the error, writes
 // the dead letter and then tells the observer, so that Done says whether
 // the dead letter was recorded.
-func (c *call) stop(o Outcome, cause error, waited bool) error {
-	return c.end(&Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: cause}, waited)
+func (c *call) stop(o Outcome, cause, ctxErr error, waited bool) error {
+	return c.end(&Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: cause, ctxErr: ctxErr}, waited)
 }
 
 // end finishes a failed call with e: it releases the timer, records the
@@ -332,15 +332,19 @@ func (c *call) stopBeforeDeadline() error {
 	return c.end(&Error{Outcome: OutcomeDeadline, Attempts: c.attempts, Last: c.last, Cause: context.DeadlineExceeded, early: true}, false)
 }
 
-// stopForContext ends a call whose context is done. The context's own
-// cause is read later, by the Error, if anyone asks.
+// stopForContext ends a call whose context is done, keeping both the
+// context's cause and its error (they differ with context.WithCancelCause).
 func (c *call) stopForContext(waited bool) error {
 	ctxErr := c.ctx.Err()
+	cause := context.Cause(c.ctx)
 	o := OutcomeCanceled
 	if errors.Is(ctxErr, context.DeadlineExceeded) {
 		o = OutcomeDeadline
 	}
-	return c.end(&Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: ctxErr, ctx: c.ctx}, waited)
+	if cause == ctxErr {
+		ctxErr = nil
+	}
+	return c.stop(o, cause, ctxErr, waited)
 }
 
 // sleep waits d on the call's timer and reports whether it ran to the end
