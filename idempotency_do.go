@@ -177,7 +177,7 @@ func (s *idemCall[T]) waitForHolder(lcfg *config, cl Claim, err error) (Claim, e
 			return cl, err, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, nil, false)
 		}
 		if deadline, ok := s.ctx.Deadline(); ok && d >= deadline.Sub(cfg.now()) {
-			return cl, err, c.stop(OutcomeDeadline, context.DeadlineExceeded, nil, false)
+			return cl, err, c.stopBeforeDeadline()
 		}
 		c.prevWait = d
 		if !c.sleep(d) {

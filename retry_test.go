@@ -755,3 +755,19 @@ func okValue(context.Context) (int, error) { return 1, nil }
 
 // nilContext hides a nil context from vet.
 func nilContext() context.Context { return nil }
+
+func TestError_isComplete_whenReturned(t *testing.T) {
+	// The error must not reach back into the call's context later: users
+	// run Do inside a synctest bubble and inspect the error outside it,
+	// where touching the bubble's context is a fatal error.
+	cause := errors.New("shutting down")
+	var err error
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cancel(cause)
+		err = retry.Do(ctx, func(context.Context) error { return nil })
+	})
+	assert.ErrorIs(t, err, cause)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, "retry: shutting down before the first attempt", err.Error())
+}
