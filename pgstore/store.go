@@ -63,8 +63,9 @@ func (s *Store) Table() string { return s.name }
 
 // Claim claims key for lease when the key is free, and otherwise reports
 // who holds it or the stored outcome; see [retry.IdempotencyStore]. It
-// costs one round trip, rarely two (when the row appears between the
-// statement's snapshot and its insert). lease must be positive.
+// costs one statement, rarely two (when the row appears between the
+// statement's snapshot and its insert); finding a held or completed key
+// writes nothing. lease must be positive.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (retry.Claim, error) {
 	if lease <= 0 {
 		return retry.Claim{}, fmt.Errorf("%w: pgstore: claim: the lease is %v; it must be positive", retry.ErrInvalidOption, lease)
@@ -203,26 +204,34 @@ type queries struct {
 func buildQueries(table string) queries {
 	r := strings.NewReplacer("{{table}}", table)
 	return queries{
-		// The data-modifying CTE takes the row when it is free. When it is
-		// not, the row is locked by the ON CONFLICT clause and "current"
-		// reads it; FOR SHARE makes that read follow the row to its latest
-		// version, not the statement snapshot's. It finds nothing only if
-		// the row was inserted after the snapshot; Claim then asks again.
-		claim: r.Replace(`WITH claimed AS (
+		// "live" reads the row from the statement's snapshot: a live row
+		// (held, or completed and retained) is the answer as of the
+		// statement's start, and no lock or write is needed. Otherwise
+		// "claimed" takes the row if it is still free. If another caller
+		// took it after the snapshot, the ON CONFLICT clause locks it and
+		// "latest" reads it; FOR SHARE makes that read follow the row to its
+		// newest version. It finds nothing only when the row was inserted
+		// after the snapshot; Claim then asks again.
+		claim: r.Replace(`WITH live AS (
+	SELECT false AS acquired, t.fingerprint, t.completed, t.permanent, t.value, t.error
+	FROM {{table}} AS t
+	WHERE t.key = $1 AND t.expires_at > coalesce($5::timestamptz, now())
+), claimed AS (
 	INSERT INTO {{table}} AS t (key, fingerprint, token, completed, expires_at)
-	VALUES ($1, $2, $3, false, coalesce($6::timestamptz, now() + $4::bigint * interval '1 microsecond'))
+	SELECT $1, $2, $3, false, coalesce($6::timestamptz, now() + $4::bigint * interval '1 microsecond')
+	WHERE NOT EXISTS (SELECT FROM live)
 	ON CONFLICT (key) DO UPDATE
 	SET fingerprint = excluded.fingerprint, token = excluded.token, completed = false,
 		expires_at = excluded.expires_at, permanent = false, value = NULL, error = NULL
 	WHERE t.expires_at <= coalesce($5::timestamptz, now())
 	RETURNING true AS acquired, t.fingerprint, t.completed, t.permanent, t.value, t.error
-), current AS (
+), latest AS (
 	SELECT false AS acquired, t.fingerprint, t.completed, t.permanent, t.value, t.error
 	FROM {{table}} AS t
-	WHERE t.key = $1 AND NOT EXISTS (SELECT FROM claimed)
+	WHERE t.key = $1 AND NOT EXISTS (SELECT FROM live) AND NOT EXISTS (SELECT FROM claimed)
 	FOR SHARE
 )
-SELECT * FROM claimed UNION ALL SELECT * FROM current`),
+SELECT * FROM live UNION ALL SELECT * FROM claimed UNION ALL SELECT * FROM latest`),
 		renew: r.Replace(`UPDATE {{table}}
 SET expires_at = coalesce($4::timestamptz, now() + $3::bigint * interval '1 microsecond')
 WHERE key = $1 AND token = $2 AND NOT completed`),
