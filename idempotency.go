@@ -2,9 +2,22 @@ package retry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
+
+// MaxIdempotencyKeyLen is the longest idempotency key Do accepts, in
+// bytes, as Stripe and the IETF Idempotency-Key draft use. Longer keys and
+// empty ones are rejected with an error wrapping [ErrInvalidOption].
+//
+// Keys are global within a store: two operations that may share a key
+// (such as an order ID used by "charge" and by "ship") must be told apart
+// by a prefix, e.g. "charge:" + orderID, or by separate stores. For keys
+// that come from clients, prefix the client's identity as well, so that
+// one client cannot replay another's outcome.
+const MaxIdempotencyKeyLen = 255
 
 // IdempotencyStore records, per idempotency key, who is running the work
 // and how it ended, so that a repeated call never repeats a side effect.
@@ -17,6 +30,13 @@ import (
 // clock (the memory store takes one; servers use theirs). A store error
 // makes Do fail closed with [ErrIdempotencyUnavailable] unless the caller
 // opted into fail-open.
+//
+// After a lease expires and before another Claim takes the key over, a
+// store may either honour or refuse (with ErrLeaseLost) the old token:
+// either way no other caller has run the work. Once another Claim has
+// taken the key over, the old token must be refused.
+//
+// The package storetest holds a contract test suite for implementations.
 type IdempotencyStore interface {
 	// Claim looks key up and, when it is free (never seen, its lease
 	// expired, or its retention expired), claims it for lease and stores
@@ -104,3 +124,63 @@ var (
 	// key: the lease expired and another caller may have taken over.
 	ErrLeaseLost = errors.New("retry: idempotency lease lost")
 )
+
+// ErrReplayed is matched by the error of a call that replayed a permanent
+// failure stored by an earlier call with the same idempotency key: fn was
+// not called, and the error's message is the original one.
+var ErrReplayed = errors.New("retry: outcome replayed from the idempotency store")
+
+// replayedError is a stored permanent failure, replayed.
+type replayedError struct{ msg string }
+
+func (e *replayedError) Error() string        { return e.msg }
+func (e *replayedError) Is(target error) bool { return target == ErrReplayed }
+
+// idemKeyType is the context key for ContextWithIdempotencyKey.
+type idemKeyType struct{}
+
+// ContextWithIdempotencyKey returns a copy of ctx that carries key, so that
+// one shared Retrier built with WithIdempotency(store, "") can be given a
+// key per call. A key in the context overrides the one given to
+// [WithIdempotency]; it is checked when Do runs (see
+// [MaxIdempotencyKeyLen]).
+func ContextWithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idemKeyType{}, key)
+}
+
+// IdempotencyKeyFromContext returns the key set with
+// [ContextWithIdempotencyKey], and whether there was one.
+func IdempotencyKeyFromContext(ctx context.Context) (string, bool) {
+	key, ok := ctx.Value(idemKeyType{}).(string)
+	return key, ok
+}
+
+// idemKeyProblem says what is wrong with key, or "" if nothing is.
+func idemKeyProblem(key string) string {
+	switch {
+	case key == "":
+		return "the idempotency key is empty; give one to WithIdempotency or ContextWithIdempotencyKey"
+	case len(key) > MaxIdempotencyKeyLen:
+		return fmt.Sprintf("the idempotency key is %d bytes long; the limit is %d", len(key), MaxIdempotencyKeyLen)
+	}
+	return ""
+}
+
+// Codec turns the values of idempotent calls into the bytes an
+// [IdempotencyStore] keeps, and back. Unmarshal gets exactly the bytes
+// Marshal returned. Implementations must be safe for concurrent use.
+type Codec interface {
+	Marshal(v any) ([]byte, error)
+	Unmarshal(data []byte, v any) error
+}
+
+// JSONCodec is the default [Codec]: encoding/json. A value replayed
+// through it is what json.Unmarshal makes of the stored bytes, so only
+// exported fields survive. The zero value is ready to use.
+type JSONCodec struct{}
+
+// Marshal returns json.Marshal(v).
+func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal calls json.Unmarshal(data, v).
+func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

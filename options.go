@@ -56,6 +56,7 @@ type config struct {
 	waitArmed      func(time.Duration)
 	name           string
 	payload        []byte
+	idem           *idemConfig // nil: not idempotent
 }
 
 func (c *config) fail(format string, args ...any) {

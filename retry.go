@@ -61,6 +61,7 @@ func (c *config) apply(opts []Option) error {
 		}
 		o(c)
 	}
+	c.checkIdem()
 	return c.err
 }
 
@@ -139,6 +140,9 @@ func run[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, er
 		return zero, fmt.Errorf("%w: the context is nil; use context.Background()", ErrInvalidOption)
 	case r.c.err != nil:
 		return zero, r.c.err
+	}
+	if r.c.idem != nil && r.c.idem.store != nil {
+		return runIdempotent(ctx, &r.c, fn)
 	}
 	return loop(ctx, &r.c, fn)
 }

@@ -1,0 +1,181 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// MemoryIdempotencyStore is an [IdempotencyStore] in process memory: it
+// makes calls idempotent across the goroutines of one process, and is
+// what tests use. Its records do not survive a restart and are not shared
+// between processes; use a Redis or PostgreSQL store for that.
+//
+// It is safe for concurrent use. It starts no goroutine: expired leases
+// and records are ignored when met and swept out when the store grows,
+// so memory stays within about twice what the live keys need.
+// Build one with [NewMemoryIdempotencyStore]; the zero value is not
+// usable.
+type MemoryIdempotencyStore struct {
+	clock clock.Clock
+
+	mu      sync.Mutex // guards the fields below
+	entries map[string]memEntry
+	tokens  uint64 // the last fencing token handed out
+	sweepAt int    // sweep expired entries when len(entries) reaches it
+}
+
+// memEntry is one key: held under token until expires, or completed
+// (token "") and kept until expires.
+type memEntry struct {
+	fingerprint string
+	token       string
+	expires     time.Time
+	rec         Record
+}
+
+// MemoryStoreOption configures a [MemoryIdempotencyStore].
+type MemoryStoreOption func(*MemoryIdempotencyStore)
+
+// WithStoreClock sets the clock on which a [MemoryIdempotencyStore]
+// measures leases and retention, such as a *clock.Mock in tests. nil
+// means real time, the default.
+func WithStoreClock(c clock.Clock) MemoryStoreOption {
+	return func(m *MemoryIdempotencyStore) { m.clock = c }
+}
+
+const minSweep = 64
+
+// NewMemoryIdempotencyStore returns an empty in-memory store.
+func NewMemoryIdempotencyStore(opts ...MemoryStoreOption) *MemoryIdempotencyStore {
+	m := &MemoryIdempotencyStore{entries: make(map[string]memEntry), sweepAt: minSweep}
+	for _, o := range opts {
+		if o != nil {
+			o(m)
+		}
+	}
+	if m.clock == nil {
+		m.clock = clock.New()
+	}
+	return m
+}
+
+// Claim implements [IdempotencyStore]. Tokens are increasing decimal
+// numbers, unique within the store.
+func (m *MemoryIdempotencyStore) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error) {
+	if err := checkStoreArgs(ctx, key, lease); err != nil {
+		return Claim{}, err
+	}
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.entries[key]; ok && now.Before(e.expires) {
+		if e.token != "" {
+			return Claim{Status: ClaimHeld, Fingerprint: e.fingerprint}, nil
+		}
+		return Claim{Status: ClaimCompleted, Fingerprint: e.fingerprint, Record: copyRecord(e.rec)}, nil
+	}
+	if len(m.entries) >= m.sweepAt {
+		m.sweep(now)
+	}
+	m.tokens++
+	token := strconv.FormatUint(m.tokens, 10)
+	m.entries[key] = memEntry{fingerprint: fingerprint, token: token, expires: now.Add(lease)}
+	return Claim{Status: ClaimAcquired, Token: token}, nil
+}
+
+// Renew implements [IdempotencyStore]. A token whose lease expired is
+// still honoured until another Claim takes the key over.
+func (m *MemoryIdempotencyStore) Renew(ctx context.Context, key, token string, lease time.Duration) error {
+	return m.update(ctx, key, token, lease, func(e memEntry, until time.Time) memEntry {
+		e.expires = until
+		return e
+	})
+}
+
+// Complete implements [IdempotencyStore]. It keeps a copy of rec.Value.
+func (m *MemoryIdempotencyStore) Complete(ctx context.Context, key, token string, rec Record, retention time.Duration) error {
+	rec = copyRecord(rec)
+	return m.update(ctx, key, token, retention, func(e memEntry, until time.Time) memEntry {
+		return memEntry{fingerprint: e.fingerprint, expires: until, rec: rec}
+	})
+}
+
+// update replaces the entry that token holds with f(entry, now+d), or
+// returns ErrLeaseLost.
+func (m *MemoryIdempotencyStore) update(ctx context.Context, key, token string, d time.Duration, f func(memEntry, time.Time) memEntry) error {
+	if err := checkStoreArgs(ctx, key, d); err != nil {
+		return err
+	}
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.heldBy(key, token)
+	if !ok {
+		return ErrLeaseLost
+	}
+	m.entries[key] = f(e, now.Add(d))
+	return nil
+}
+
+// Release implements [IdempotencyStore].
+func (m *MemoryIdempotencyStore) Release(ctx context.Context, key, token string) error {
+	if err := checkStoreArgs(ctx, key, 1); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.heldBy(key, token); ok {
+		delete(m.entries, key)
+	}
+	return nil
+}
+
+// heldBy returns key's entry if token holds it. m.mu must be held.
+func (m *MemoryIdempotencyStore) heldBy(key, token string) (memEntry, bool) {
+	e, ok := m.entries[key]
+	return e, ok && token != "" && e.token == token
+}
+
+// Len returns how many keys the store holds, held or completed, expired
+// ones not yet swept included.
+func (m *MemoryIdempotencyStore) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.entries)
+}
+
+// sweep drops expired entries and sets the next sweep at twice what is
+// left, so that sweeping costs O(1) per claim on average.
+func (m *MemoryIdempotencyStore) sweep(now time.Time) {
+	for k, e := range m.entries {
+		if !now.Before(e.expires) {
+			delete(m.entries, k)
+		}
+	}
+	m.sweepAt = max(2*len(m.entries), minSweep)
+}
+
+func checkStoreArgs(ctx context.Context, key string, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if key == "" {
+		return fmt.Errorf("%w: the idempotency key is empty", ErrInvalidOption)
+	}
+	if d <= 0 {
+		return fmt.Errorf("%w: the duration %v must be positive", ErrInvalidOption, d)
+	}
+	return nil
+}
+
+func copyRecord(r Record) Record {
+	if r.Value != nil {
+		r.Value = append([]byte(nil), r.Value...)
+	}
+	return r
+}

@@ -1,0 +1,134 @@
+package retry_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/storetest"
+)
+
+func TestMemoryIdempotencyStoreContract(t *testing.T) {
+	mock := clock.NewMock()
+	storetest.TestIdempotencyStore(t, storetest.Harness{
+		New: func(*testing.T) retry.IdempotencyStore {
+			return retry.NewMemoryIdempotencyStore(retry.WithStoreClock(mock))
+		},
+		Advance: func(_ *testing.T, d time.Duration) { mock.Add(d) },
+		Short:   time.Minute,
+	})
+}
+
+func TestMemoryIdempotencyStoreSweepsExpiredKeys(t *testing.T) {
+	mock := clock.NewMock()
+	s := retry.NewMemoryIdempotencyStore(retry.WithStoreClock(mock))
+	ctx := context.Background()
+	for i := range 1000 {
+		cl, err := s.Claim(ctx, fmt.Sprint("old-", i), "", time.Second)
+		require.NoError(t, err)
+		require.Equal(t, retry.ClaimAcquired, cl.Status)
+	}
+	require.Equal(t, 1000, s.Len())
+	mock.Add(2 * time.Second)
+	for i := range 100 {
+		_, err := s.Claim(ctx, fmt.Sprint("new-", i), "", time.Hour)
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, s.Len(), 100+64, "expired keys were not swept when the store grew")
+}
+
+func TestMemoryIdempotencyStoreRejectsBadArguments(t *testing.T) {
+	s := retry.NewMemoryIdempotencyStore()
+	ctx := context.Background()
+	_, err := s.Claim(ctx, "", "", time.Second)
+	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+	_, err = s.Claim(ctx, "k", "", 0)
+	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+	cl, err := s.Claim(ctx, "k", "", time.Second)
+	require.NoError(t, err)
+	assert.ErrorIs(t, s.Complete(ctx, "k", cl.Token, retry.Record{}, -time.Second), retry.ErrInvalidOption)
+	assert.ErrorIs(t, s.Renew(ctx, "k", cl.Token, 0), retry.ErrInvalidOption)
+}
+
+// BenchmarkMemoryIdempotencyStore measures one claim and one completion
+// of a fresh key. Keys cycle through a fixed set whose records expire at
+// once, so the store stays small.
+func BenchmarkMemoryIdempotencyStore(b *testing.B) {
+	const nKeys = 1 << 16
+	keys := make([]string, nKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprint("charge:order-", i)
+	}
+	s := retry.NewMemoryIdempotencyStore()
+	ctx := context.Background()
+	rec := retry.Record{Value: []byte(`{"receipt":"r-1"}`)}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		key := keys[i%nKeys]
+		cl, err := s.Claim(ctx, key, "fp", time.Minute)
+		if err != nil || cl.Status != retry.ClaimAcquired {
+			b.Fatalf("Claim: %v %v", cl.Status, err)
+		}
+		if err := s.Complete(ctx, key, cl.Token, rec, time.Nanosecond); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIdempotentDo measures a whole idempotent Do on a fresh key:
+// claim, one successful attempt, encode and complete.
+func BenchmarkIdempotentDo(b *testing.B) {
+	const nKeys = 1 << 16
+	ctxs := make([]context.Context, nKeys)
+	for i := range ctxs {
+		ctxs[i] = retry.ContextWithIdempotencyKey(context.Background(), fmt.Sprint("charge:order-", i))
+	}
+	r, err := retry.New(retry.WithIdempotency(retry.NewMemoryIdempotencyStore(), ""), retry.WithIdempotencyRetention(time.Nanosecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fn := func(context.Context) (int, error) { return 42, nil }
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := retry.DoValueWith(ctxs[i%nKeys], r, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMemoryIdempotencyStoreParallel is the same from GOMAXPROCS
+// goroutines at once, each on its own keys: the cost of the store's lock.
+func BenchmarkMemoryIdempotencyStoreParallel(b *testing.B) {
+	const nKeys = 1 << 14
+	s := retry.NewMemoryIdempotencyStore()
+	rec := retry.Record{Value: []byte(`{"receipt":"r-1"}`)}
+	var worker atomic.Int32
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		w := worker.Add(1)
+		keys := make([]string, nKeys)
+		for i := range keys {
+			keys[i] = fmt.Sprint("w", w, ":charge:order-", i)
+		}
+		ctx := context.Background()
+		for i := 0; pb.Next(); i++ {
+			key := keys[i%nKeys]
+			cl, err := s.Claim(ctx, key, "fp", time.Minute)
+			if err != nil || cl.Status != retry.ClaimAcquired {
+				b.Errorf("Claim: %v %v", cl.Status, err)
+				return
+			}
+			if err := s.Complete(ctx, key, cl.Token, rec, time.Nanosecond); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

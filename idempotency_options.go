@@ -1,0 +1,191 @@
+package retry
+
+import "time"
+
+// Defaults of idempotent calls, used when the option is not given.
+const (
+	// DefaultIdempotencyLease is how long a claim on a key lasts before
+	// another caller may take it over; Do renews it before each attempt.
+	DefaultIdempotencyLease = 30 * time.Second
+	// DefaultIdempotencyRetention is how long a final outcome is kept
+	// and replayed, as Stripe does.
+	DefaultIdempotencyRetention = 24 * time.Hour
+	// DefaultIdempotencyStoreTimeout bounds each call to the store, so
+	// that a hanging store cannot hang the caller.
+	DefaultIdempotencyStoreTimeout = 5 * time.Second
+)
+
+// idemConfig holds the idempotency options. Options replace the pointer
+// rather than write through it, because Retrier.With copies the config
+// and must not change the Retrier it started from.
+type idemConfig struct {
+	store        IdempotencyStore
+	key          string
+	lease        time.Duration
+	retention    time.Duration
+	storeTimeout time.Duration
+	codec        Codec
+	wait         bool
+	failOpen     bool
+	keepFailures bool
+}
+
+// setIdem applies f to a copy of the idempotency settings.
+func (c *config) setIdem(f func(*idemConfig)) {
+	var n idemConfig
+	if c.idem != nil {
+		n = *c.idem
+	}
+	f(&n)
+	c.idem = &n
+}
+
+// checkIdem validates what only the options together can tell, once they
+// are all applied.
+func (c *config) checkIdem() {
+	if c.idem == nil || c.idem.store == nil || c.attemptTimeout <= 0 {
+		return
+	}
+	if lease := c.idem.leaseOrDefault(); lease <= c.attemptTimeout {
+		c.fail("the idempotency lease (%v) must be longer than WithAttemptTimeout (%v), or a running attempt could lose its claim; raise it with WithIdempotencyLease", lease, c.attemptTimeout)
+	}
+}
+
+func (ic *idemConfig) leaseOrDefault() time.Duration {
+	if ic.lease == 0 {
+		return DefaultIdempotencyLease
+	}
+	return ic.lease
+}
+
+// WithIdempotency makes every call run at most once per key, across
+// attempts, callers and processes sharing store: modelled on Stripe's
+// idempotency keys and the IETF Idempotency-Key draft.
+//
+// Before the first attempt Do claims key in store with a lease
+// ([WithIdempotencyLease]) and renews it before each later attempt; all
+// attempts of one call share the claim. Then:
+//   - A key already completed: fn is not called. Do returns nil and
+//     DoValue the stored value, decoded by the [Codec]; a stored permanent
+//     failure is replayed as an [*Error] with [OutcomePermanent], the
+//     original message, and a chain matching [ErrReplayed].
+//   - A key held by another caller: the attempt fails with [ErrInProgress],
+//     which Do retries (backing off as configured) whatever
+//     [WithRetryIf] says; with [WithIdempotencyWait] the caller instead
+//     waits for the holder's outcome without spending attempts.
+//   - Success and permanent failure are stored as final for the retention
+//     TTL ([WithIdempotencyRetention]). Exhaustion, the time budget, and a
+//     done context release the claim so that a later call runs again
+//     (see [WithIdempotencyKeepFailures]).
+//   - The key used with another payload ([WithPayload], compared by its
+//     SHA-256): [ErrKeyReuse], fn not called.
+//   - A store that fails or times out ([WithIdempotencyStoreTimeout]):
+//     [ErrIdempotencyUnavailable], fn not called, unless
+//     [WithIdempotencyFailOpen].
+//   - fn panics: the claim is released, then the panic goes on.
+//
+// key may be "" when each call brings its own with
+// [ContextWithIdempotencyKey], which overrides key. A key must not be
+// longer than [MaxIdempotencyKeyLen] bytes; see there for scoping keys.
+// store must not be nil. Default: no idempotency.
+func WithIdempotency(store IdempotencyStore, key string) Option {
+	return func(c *config) {
+		if store == nil {
+			c.fail("WithIdempotency(nil, %q): the store must not be nil", key)
+			return
+		}
+		if p := idemKeyProblem(key); key != "" && p != "" {
+			c.fail("WithIdempotency: %s", p)
+			return
+		}
+		c.setIdem(func(ic *idemConfig) { ic.store, ic.key = store, key })
+	}
+}
+
+// WithIdempotencyLease sets how long a claim lasts without renewal before
+// another caller may take the key over (after a crash, say). It must be
+// longer than any attempt: New rejects a lease not longer than
+// [WithAttemptTimeout]. Do renews it before each attempt, so it should
+// also cover the longest wait between attempts ([WithMaxDelay]); if it
+// runs out during a wait and another caller takes over, Do stops with
+// [ErrLeaseLost] without calling fn again. d must be positive. Default:
+// [DefaultIdempotencyLease].
+func WithIdempotencyLease(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail("WithIdempotencyLease(%v): the lease must be positive", d)
+			return
+		}
+		c.setIdem(func(ic *idemConfig) { ic.lease = d })
+	}
+}
+
+// WithIdempotencyRetention sets how long a final outcome is kept and
+// replayed; after it, a call with the same key runs again. d must be
+// positive. Default: [DefaultIdempotencyRetention].
+func WithIdempotencyRetention(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail("WithIdempotencyRetention(%v): the retention must be positive", d)
+			return
+		}
+		c.setIdem(func(ic *idemConfig) { ic.retention = d })
+	}
+}
+
+// WithIdempotencyStoreTimeout bounds each call to the store, on real time
+// (stores keep their own clocks). A call that takes longer counts as a
+// store failure. d must be positive. Default:
+// [DefaultIdempotencyStoreTimeout].
+func WithIdempotencyStoreTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail("WithIdempotencyStoreTimeout(%v): the timeout must be positive", d)
+			return
+		}
+		c.setIdem(func(ic *idemConfig) { ic.storeTimeout = d })
+	}
+}
+
+// WithIdempotencyWait(true) makes a caller that finds its key held by
+// another wait for the holder's outcome instead of failing the attempt
+// with [ErrInProgress]: it looks again after each wait of the backoff
+// schedule (at least 1ms apart), spending no attempts, until the holder
+// completes (the outcome is replayed), releases (the caller claims and
+// runs fn), or the context, its deadline or the [WithMaxElapsed] budget
+// ends the call. Default: false.
+func WithIdempotencyWait(wait bool) Option {
+	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.wait = wait }) }
+}
+
+// WithIdempotencyFailOpen(true) makes Do call fn without idempotency when
+// the store fails or times out, instead of failing closed with
+// [ErrIdempotencyUnavailable]: availability over exactly-once. Use it only
+// where a duplicate side effect is acceptable. Default: false.
+func WithIdempotencyFailOpen(open bool) Option {
+	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.failOpen = open }) }
+}
+
+// WithIdempotencyKeepFailures(true) stores exhaustion ([OutcomeExhausted]
+// and [OutcomeMaxElapsed]) as a final outcome, replayed as a permanent
+// failure, as Stripe does with 500s, instead of releasing the claim. A
+// done context still releases it: the caller left, the work did not end.
+// Default: false.
+func WithIdempotencyKeepFailures(keep bool) Option {
+	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.keepFailures = keep }) }
+}
+
+// WithIdempotencyCodec sets how DoValue values are stored and replayed.
+// When a value cannot be encoded, fn has already run: DoValue returns the
+// value with an error, and the key is completed as a permanent failure so
+// that the work is not repeated. Do stores no value. codec must not be
+// nil. Default: [JSONCodec].
+func WithIdempotencyCodec(codec Codec) Option {
+	return func(c *config) {
+		if codec == nil {
+			c.fail("WithIdempotencyCodec(nil): the codec must not be nil")
+			return
+		}
+		c.setIdem(func(ic *idemConfig) { ic.codec = codec })
+	}
+}

@@ -1,0 +1,851 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/storetest"
+)
+
+// faultyStore wraps a store, counts calls, and injects failures.
+type faultyStore struct {
+	retry.IdempotencyStore
+	mu                                  sync.Mutex
+	claimErr, renewErr, completeErr     error
+	hang                                bool // block every call until its context is done
+	claims, renews, completes, releases int
+	lastRecord                          retry.Record
+	claimStatus                         retry.ClaimStatus // returned instead of the real one when set
+}
+
+func newFaulty() *faultyStore {
+	return &faultyStore{IdempotencyStore: retry.NewMemoryIdempotencyStore()}
+}
+
+func (f *faultyStore) enter(ctx context.Context, n *int, inject error) error {
+	f.mu.Lock()
+	*n++
+	hang := f.hang
+	f.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return inject
+}
+
+func (f *faultyStore) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+	if err := f.enter(ctx, &f.claims, f.get(&f.claimErr)); err != nil {
+		return retry.Claim{}, err
+	}
+	cl, err := f.IdempotencyStore.Claim(ctx, key, fp, lease)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.claimStatus != 0 {
+		cl.Status = f.claimStatus
+	}
+	return cl, err
+}
+
+func (f *faultyStore) Renew(ctx context.Context, key, token string, lease time.Duration) error {
+	if err := f.enter(ctx, &f.renews, f.get(&f.renewErr)); err != nil {
+		return err
+	}
+	return f.IdempotencyStore.Renew(ctx, key, token, lease)
+}
+
+func (f *faultyStore) Complete(ctx context.Context, key, token string, rec retry.Record, retention time.Duration) error {
+	if err := f.enter(ctx, &f.completes, f.get(&f.completeErr)); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.lastRecord = rec
+	f.mu.Unlock()
+	return f.IdempotencyStore.Complete(ctx, key, token, rec, retention)
+}
+
+func (f *faultyStore) Release(ctx context.Context, key, token string) error {
+	if err := f.enter(ctx, &f.releases, nil); err != nil {
+		return err
+	}
+	return f.IdempotencyStore.Release(ctx, key, token)
+}
+
+func (f *faultyStore) get(p *error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return *p
+}
+
+func (f *faultyStore) set(fn func(*faultyStore)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *faultyStore) counts() [4]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return [4]int{f.claims, f.renews, f.completes, f.releases}
+}
+
+// claimFree says whether key can be claimed at once, and releases it.
+func claimFree(t *testing.T, s retry.IdempotencyStore, key string) bool {
+	t.Helper()
+	cl, err := s.Claim(context.Background(), key, "", time.Minute)
+	require.NoError(t, err)
+	if cl.Status == retry.ClaimAcquired {
+		require.NoError(t, s.Release(context.Background(), key, cl.Token))
+		return true
+	}
+	return false
+}
+
+type order struct {
+	ID     int      `json:"id"`
+	Amount float64  `json:"amount"`
+	Tags   []string `json:"tags"`
+}
+
+var noWait = []retry.Option{retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter)}
+
+func TestIdempotentSuccessIsStoredAndReplayed(t *testing.T) {
+	store := newFaulty()
+	calls := 0
+	fn := func(context.Context) (order, error) {
+		calls++
+		return order{ID: calls, Amount: 9.99, Tags: []string{"a", "b"}}, nil
+	}
+	opts := []retry.Option{retry.WithIdempotency(store, "charge:1")}
+
+	v, err := retry.DoValue(context.Background(), fn, opts...)
+	require.NoError(t, err)
+	assert.Equal(t, order{ID: 1, Amount: 9.99, Tags: []string{"a", "b"}}, v)
+
+	v, err = retry.DoValue(context.Background(), fn, opts...)
+	require.NoError(t, err)
+	assert.Equal(t, order{ID: 1, Amount: 9.99, Tags: []string{"a", "b"}}, v, "the first call's value is replayed")
+	assert.Equal(t, 1, calls, "fn must not run for a completed key")
+
+	err = retry.Do(context.Background(), func(context.Context) error { calls++; return nil }, opts...)
+	require.NoError(t, err)
+	assert.Equal(t, 1, calls)
+	assert.Equal(t, [4]int{3, 0, 1, 0}, store.counts(), "claims, renews, completes, releases")
+}
+
+// recordingCodec checks that Unmarshal gets exactly what Marshal made.
+type recordingCodec struct {
+	mu                 sync.Mutex
+	marshaled, decoded [][]byte
+}
+
+func (c *recordingCodec) Marshal(v any) ([]byte, error) {
+	b := []byte(strings.ToUpper(v.(string)) + "\x00\xff")
+	c.mu.Lock()
+	c.marshaled = append(c.marshaled, b)
+	c.mu.Unlock()
+	return b, nil
+}
+
+func (c *recordingCodec) Unmarshal(data []byte, v any) error {
+	c.mu.Lock()
+	c.decoded = append(c.decoded, append([]byte(nil), data...))
+	c.mu.Unlock()
+	*v.(*string) = strings.ToLower(strings.TrimSuffix(string(data), "\x00\xff"))
+	return nil
+}
+
+func TestIdempotentValueIsReplayedByteForByteThroughTheCodec(t *testing.T) {
+	store := newFaulty()
+	codec := &recordingCodec{}
+	r, err := retry.New(retry.WithIdempotency(store, "k"), retry.WithIdempotencyCodec(codec))
+	require.NoError(t, err)
+	fn := func(context.Context) (string, error) { return "receipt-7", nil }
+
+	_, err = retry.DoValueWith(context.Background(), r, fn)
+	require.NoError(t, err)
+	v, err := retry.DoValueWith(context.Background(), r, func(context.Context) (string, error) {
+		t.Error("fn called for a completed key")
+		return "", nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "receipt-7", v)
+	require.Len(t, codec.marshaled, 1)
+	require.Len(t, codec.decoded, 1)
+	assert.Equal(t, codec.marshaled[0], codec.decoded[0])
+	assert.Equal(t, []byte("RECEIPT-7\x00\xff"), store.lastRecord.Value)
+}
+
+func TestIdempotentPermanentFailureIsStoredAndReplayedAsPermanent(t *testing.T) {
+	store := newFaulty()
+	opts := append([]retry.Option{retry.WithIdempotency(store, "k")}, noWait...)
+	calls := 0
+	fn := func(context.Context) error {
+		calls++
+		return retry.Permanent(errors.New("card declined"))
+	}
+	first := retry.Do(context.Background(), fn, opts...)
+	require.Error(t, first)
+	assert.Equal(t, retry.Record{Permanent: true, Error: "card declined"}, store.lastRecord)
+
+	err := retry.Do(context.Background(), fn, opts...)
+	assert.Equal(t, 1, calls, "fn must not run for a completed key")
+	var e *retry.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, retry.OutcomePermanent, e.Outcome)
+	assert.Equal(t, 0, e.Attempts)
+	assert.True(t, retry.IsPermanent(e.Last), "the replayed failure is marked permanent")
+	assert.ErrorIs(t, err, retry.ErrReplayed)
+	assert.Equal(t, "card declined", e.Last.Error())
+	assert.Contains(t, err.Error(), "card declined")
+
+	// DoValue replays it too.
+	_, err = retry.DoValue(context.Background(), func(context.Context) (int, error) { calls++; return 1, nil }, opts...)
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, retry.OutcomePermanent, e.Outcome)
+	assert.Equal(t, 1, calls)
+}
+
+func TestIdempotentAttemptsShareOneClaim(t *testing.T) {
+	store := newFaulty()
+	calls := 0
+	v, err := retry.DoValue(context.Background(), func(context.Context) (int, error) {
+		calls++
+		if calls < 3 {
+			return 0, errors.New("flaky")
+		}
+		return 42, nil
+	}, append([]retry.Option{retry.WithIdempotency(store, "k")}, noWait...)...)
+	require.NoError(t, err)
+	assert.Equal(t, 42, v)
+	assert.Equal(t, [4]int{1, 2, 1, 0}, store.counts(), "one claim, a renewal before each later attempt, one completion")
+	assert.Equal(t, []byte("42"), store.lastRecord.Value)
+}
+
+func TestIdempotentExhaustionReleasesTheClaim(t *testing.T) {
+	store := newFaulty()
+	calls := 0
+	fn := func(context.Context) error { calls++; return errors.New("503") }
+	opts := append([]retry.Option{retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(2)}, noWait...)
+
+	err := retry.Do(context.Background(), fn, opts...)
+	var e *retry.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, retry.OutcomeExhausted, e.Outcome)
+	assert.Equal(t, 2, e.Attempts)
+	assert.Equal(t, [4]int{1, 1, 0, 1}, store.counts())
+
+	require.Error(t, retry.Do(context.Background(), fn, opts...))
+	assert.Equal(t, 4, calls, "a later call runs again after a released failure")
+}
+
+func TestIdempotentKeepFailuresStoresExhaustion(t *testing.T) {
+	store := newFaulty()
+	calls := 0
+	fn := func(context.Context) error { calls++; return errors.New("503 from upstream") }
+	opts := append([]retry.Option{retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(2), retry.WithIdempotencyKeepFailures(true)}, noWait...)
+
+	require.Error(t, retry.Do(context.Background(), fn, opts...))
+	err := retry.Do(context.Background(), fn, opts...)
+	assert.Equal(t, 2, calls, "the stored exhaustion is replayed")
+	var e *retry.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, retry.OutcomePermanent, e.Outcome)
+	assert.Equal(t, "503 from upstream", e.Last.Error())
+}
+
+func TestIdempotentCancelledWorkIsReleased(t *testing.T) {
+	store := newFaulty()
+	ctx, cancel := context.WithCancel(context.Background())
+	err := retry.Do(ctx, func(context.Context) error {
+		cancel()
+		return context.Canceled
+	}, retry.WithIdempotency(store, "k"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.True(t, claimFree(t, store, "k"), "a cancelled call must release the key")
+
+	// fn's own context.Canceled (not Do's) is not a final outcome either.
+	err = retry.Do(context.Background(), func(context.Context) error {
+		return context.Canceled
+	}, retry.WithIdempotency(store, "k"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.True(t, claimFree(t, store, "k"))
+}
+
+func TestIdempotentKeyHeldByAnotherIsRetriedAsInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		release := make(chan struct{})
+		go func() {
+			_ = retry.Do(context.Background(), func(context.Context) error {
+				<-release
+				return nil
+			}, retry.WithIdempotency(store, "k"))
+		}()
+		synctest.Wait()
+
+		calls := 0
+		var obs recorder
+		err := retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
+			retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(3), retry.WithObserver(&obs),
+			retry.WithRetryIf(func(error) bool { return false })) // ErrInProgress is retried anyway
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.ErrorIs(t, err, retry.ErrInProgress)
+		assert.ErrorIs(t, err, retry.ErrExhausted)
+		assert.Equal(t, 3, e.Attempts, "each look at a held key spends an attempt")
+		assert.Equal(t, 0, calls)
+		assert.Equal(t, 2, obs.count("retry"))
+		close(release)
+	})
+}
+
+func TestIdempotentInProgressThenCompletedReplays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		go func() {
+			_, _ = retry.DoValue(context.Background(), func(context.Context) (string, error) {
+				time.Sleep(150 * time.Millisecond)
+				return "from holder", nil
+			}, retry.WithIdempotency(store, "k"))
+		}()
+		synctest.Wait()
+
+		v, err := retry.DoValue(context.Background(), func(context.Context) (string, error) {
+			t.Error("fn called although the holder completed")
+			return "", nil
+		}, retry.WithIdempotency(store, "k"), retry.WithBackoff(retry.Constant(100*time.Millisecond)),
+			retry.WithJitter(retry.NoJitter))
+		require.NoError(t, err)
+		assert.Equal(t, "from holder", v)
+	})
+}
+
+func TestIdempotentWaitModeWaitsForTheHoldersOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		go func() {
+			_, _ = retry.DoValue(context.Background(), func(context.Context) (string, error) {
+				time.Sleep(time.Minute - time.Second/2) // between two polls
+				return "from holder", nil
+			}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyLease(2*time.Minute))
+		}()
+		synctest.Wait()
+
+		var obs recorder
+		start := time.Now()
+		v, err := retry.DoValue(context.Background(), func(context.Context) (string, error) {
+			t.Error("fn called although the holder completed")
+			return "", nil
+		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true), retry.WithMaxAttempts(1),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithObserver(&obs))
+		require.NoError(t, err)
+		assert.Equal(t, "from holder", v)
+		assert.Equal(t, time.Minute, time.Since(start), "polled every second, on the backoff schedule")
+		assert.Equal(t, []retry.Done{{Outcome: retry.OutcomeSuccess, Elapsed: time.Minute}}, obs.dones())
+	})
+}
+
+func TestIdempotentWaitModeRunsFnWhenTheHolderReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		go func() {
+			_ = retry.Do(context.Background(), func(context.Context) error {
+				time.Sleep(time.Second)
+				return errors.New("transient")
+			}, retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(1))
+		}()
+		synctest.Wait()
+
+		calls := 0
+		err := retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
+			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true))
+		require.NoError(t, err)
+		assert.Equal(t, 1, calls)
+	})
+}
+
+func TestIdempotentWaitModeRespectsTheContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		release := make(chan struct{})
+		go func() {
+			_ = retry.Do(context.Background(), func(context.Context) error { <-release; return nil },
+				retry.WithIdempotency(store, "k"))
+		}()
+		synctest.Wait()
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := retry.Do(ctx, func(context.Context) error { return nil },
+			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true))
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomeDeadline, e.Outcome)
+		assert.ErrorIs(t, err, retry.ErrInProgress)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.LessOrEqual(t, time.Since(start), 10*time.Second)
+
+		// The time budget is honoured as well.
+		err = retry.Do(context.Background(), func(context.Context) error { return nil },
+			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true), retry.WithMaxElapsed(5*time.Second))
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomeMaxElapsed, e.Outcome)
+		assert.ErrorIs(t, err, retry.ErrInProgress)
+		close(release)
+	})
+}
+
+func TestIdempotentLostLeaseStopsWithoutCallingFn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		calls := 0
+		done := make(chan error)
+		go func() {
+			done <- retry.Do(context.Background(), func(context.Context) error {
+				calls++
+				time.Sleep(2 * time.Second) // outlives the 1s lease
+				return errors.New("timeout")
+			}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyLease(time.Second), retry.WithBackoff(retry.Constant(0)))
+		}()
+		time.Sleep(1500 * time.Millisecond)
+		require.NoError(t, retry.Do(context.Background(), func(context.Context) error { return nil },
+			retry.WithIdempotency(store, "k")), "the expired lease is taken over")
+
+		err := <-done
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.ErrorIs(t, err, retry.ErrLeaseLost)
+		assert.Equal(t, retry.OutcomePermanent, e.Outcome)
+		assert.Equal(t, 1, calls, "no attempt after the lease was lost")
+	})
+}
+
+func TestIdempotentKeyReuseWithAnotherPayload(t *testing.T) {
+	store := newFaulty()
+	calls := 0
+	fn := func(context.Context) (string, error) { calls++; return "paid", nil }
+	key := retry.WithIdempotency(store, "k")
+
+	_, err := retry.DoValue(context.Background(), fn, key, retry.WithPayload([]byte(`{"amount":10}`)))
+	require.NoError(t, err)
+	_, err = retry.DoValue(context.Background(), fn, key, retry.WithPayload([]byte(`{"amount":99}`)))
+	assert.ErrorIs(t, err, retry.ErrKeyReuse)
+	_, err = retry.DoValue(context.Background(), fn, key) // no payload is another payload
+	assert.ErrorIs(t, err, retry.ErrKeyReuse)
+	assert.Equal(t, 1, calls)
+
+	v, err := retry.DoValue(context.Background(), fn, key, retry.WithPayload([]byte(`{"amount":10}`)))
+	require.NoError(t, err)
+	assert.Equal(t, "paid", v, "the stored result is unchanged")
+	assert.Equal(t, 1, calls)
+}
+
+func TestIdempotentKeyReuseWhileHeld(t *testing.T) {
+	store := retry.NewMemoryIdempotencyStore()
+	cl, err := store.Claim(context.Background(), "k", "another fingerprint", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, retry.ClaimAcquired, cl.Status)
+	for _, wait := range []bool{false, true} {
+		err = retry.Do(context.Background(), func(context.Context) error {
+			t.Error("fn called on key reuse")
+			return nil
+		}, retry.WithIdempotency(store, "k"), retry.WithPayload([]byte("x")), retry.WithIdempotencyWait(wait))
+		assert.ErrorIs(t, err, retry.ErrKeyReuse)
+	}
+}
+
+func TestIdempotentRetentionExpiryRunsAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		calls := 0
+		fn := func(context.Context) (int, error) { calls++; return calls, nil }
+		opts := []retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyRetention(time.Hour)}
+
+		v, _ := retry.DoValue(context.Background(), fn, opts...)
+		assert.Equal(t, 1, v)
+		time.Sleep(time.Hour - time.Nanosecond)
+		v, _ = retry.DoValue(context.Background(), fn, opts...)
+		assert.Equal(t, 1, v, "replayed within retention")
+		time.Sleep(time.Nanosecond)
+		v, _ = retry.DoValue(context.Background(), fn, opts...)
+		assert.Equal(t, 2, v, "runs again after retention")
+		assert.Equal(t, 2, calls)
+	})
+}
+
+func TestIdempotentDefaultRetentionIs24h(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		calls := 0
+		fn := func(context.Context) error { calls++; return nil }
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, "k")))
+		time.Sleep(24*time.Hour - time.Second)
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, "k")))
+		assert.Equal(t, 1, calls)
+		time.Sleep(time.Second)
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, "k")))
+		assert.Equal(t, 2, calls)
+	})
+}
+
+func TestIdempotencyKeysAreChecked(t *testing.T) {
+	store := newFaulty()
+	long := strings.Repeat("k", retry.MaxIdempotencyKeyLen+1)
+	fn := func(context.Context) error { t.Error("fn called with a bad key"); return nil }
+
+	_, err := retry.New(retry.WithIdempotency(store, long))
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "256 bytes long; the limit is 255")
+
+	_, err = retry.New(retry.WithIdempotency(nil, "k"))
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "store must not be nil")
+
+	r, err := retry.New(retry.WithIdempotency(store, ""))
+	require.NoError(t, err, "the key may come from the context")
+	err = r.Do(context.Background(), fn)
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "idempotency key is empty")
+
+	err = r.Do(retry.ContextWithIdempotencyKey(context.Background(), long), fn)
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	err = r.Do(retry.ContextWithIdempotencyKey(context.Background(), ""), fn)
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Equal(t, [4]int{}, store.counts(), "the store is not asked about a bad key")
+
+	calls := 0
+	require.NoError(t, r.Do(retry.ContextWithIdempotencyKey(context.Background(), long[1:]), func(context.Context) error {
+		calls++
+		return nil
+	}))
+	assert.Equal(t, 1, calls, "a key of exactly 255 bytes is fine")
+}
+
+func TestIdempotencyKeyFromContextOverridesTheOption(t *testing.T) {
+	store := newFaulty()
+	r, err := retry.New(retry.WithIdempotency(store, "default"))
+	require.NoError(t, err)
+	calls := 0
+	fn := func(context.Context) error { calls++; return nil }
+	require.NoError(t, r.Do(retry.ContextWithIdempotencyKey(context.Background(), "a"), fn))
+	require.NoError(t, r.Do(retry.ContextWithIdempotencyKey(context.Background(), "b"), fn))
+	require.NoError(t, r.Do(retry.ContextWithIdempotencyKey(context.Background(), "a"), fn))
+	require.NoError(t, r.Do(context.Background(), fn))
+	assert.Equal(t, 3, calls)
+
+	key, ok := retry.IdempotencyKeyFromContext(retry.ContextWithIdempotencyKey(context.Background(), "x"))
+	assert.True(t, ok)
+	assert.Equal(t, "x", key)
+	_, ok = retry.IdempotencyKeyFromContext(context.Background())
+	assert.False(t, ok)
+}
+
+func TestIdempotencyLeaseMustOutlastTheAttemptTimeout(t *testing.T) {
+	store := newFaulty()
+	_, err := retry.New(retry.WithIdempotency(store, "k"), retry.WithAttemptTimeout(time.Minute))
+	require.ErrorIs(t, err, retry.ErrInvalidOption, "the default 30s lease is shorter than the timeout")
+	assert.Contains(t, err.Error(), "must be longer than WithAttemptTimeout")
+
+	_, err = retry.New(retry.WithAttemptTimeout(time.Second), retry.WithIdempotencyLease(time.Second), retry.WithIdempotency(store, "k"))
+	require.ErrorIs(t, err, retry.ErrInvalidOption, "equal is not longer")
+
+	_, err = retry.New(retry.WithIdempotency(store, "k"), retry.WithAttemptTimeout(time.Second), retry.WithIdempotencyLease(2*time.Second))
+	require.NoError(t, err)
+
+	for _, o := range []retry.Option{
+		retry.WithIdempotencyLease(0), retry.WithIdempotencyRetention(-time.Second),
+		retry.WithIdempotencyStoreTimeout(0), retry.WithIdempotencyCodec(nil),
+	} {
+		_, err = retry.New(retry.WithIdempotency(store, "k"), o)
+		assert.ErrorIs(t, err, retry.ErrInvalidOption)
+	}
+}
+
+func TestIdempotentStoreFailureFailsClosed(t *testing.T) {
+	boom := errors.New("connection refused")
+	for name, set := range map[string]func(*faultyStore){
+		"claim error":    func(f *faultyStore) { f.claimErr = boom },
+		"unknown status": func(f *faultyStore) { f.claimStatus = 9 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := newFaulty()
+			store.set(set)
+			calls := 0
+			var obs recorder
+			err := retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
+				retry.WithIdempotency(store, "k"), retry.WithObserver(&obs))
+			require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+			assert.Equal(t, 0, calls, "fn must not run when the store cannot say")
+			assert.Contains(t, err.Error(), `claim "k"`)
+			assert.Equal(t, 1, obs.count("done"))
+		})
+	}
+}
+
+func TestIdempotentRenewFailureFailsClosed(t *testing.T) {
+	store := newFaulty()
+	store.set(func(f *faultyStore) { f.renewErr = errors.New("i/o timeout") })
+	calls := 0
+	err := retry.Do(context.Background(), func(context.Context) error { calls++; return errors.New("503") },
+		append([]retry.Option{retry.WithIdempotency(store, "k")}, noWait...)...)
+	var e *retry.Error
+	require.ErrorAs(t, err, &e)
+	assert.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+	assert.Equal(t, retry.OutcomePermanent, e.Outcome)
+	assert.Equal(t, 1, calls)
+	assert.Equal(t, [4]int{1, 1, 0, 1}, store.counts(), "the claim is released")
+}
+
+func TestIdempotentHangingStoreTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		store.set(func(f *faultyStore) { f.hang = true })
+		start := time.Now()
+		err := retry.Do(context.Background(), func(context.Context) error {
+			t.Error("fn called although the store hung")
+			return nil
+		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyStoreTimeout(2*time.Second))
+		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 2*time.Second, time.Since(start))
+
+		err = retry.Do(context.Background(), func(context.Context) error { return nil }, retry.WithIdempotency(store, "k"))
+		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+		assert.Equal(t, 2*time.Second+retry.DefaultIdempotencyStoreTimeout, time.Since(start))
+	})
+}
+
+func TestIdempotentFailOpenRunsFn(t *testing.T) {
+	store := newFaulty()
+	store.set(func(f *faultyStore) { f.claimErr = errors.New("down") })
+	calls := 0
+	v, err := retry.DoValue(context.Background(), func(context.Context) (int, error) { calls++; return 7, nil },
+		retry.WithIdempotency(store, "k"), retry.WithIdempotencyFailOpen(true))
+	require.NoError(t, err)
+	assert.Equal(t, 7, v)
+	assert.Equal(t, 1, calls)
+	assert.Equal(t, [4]int{1, 0, 0, 0}, store.counts())
+}
+
+func TestIdempotentPanicReleasesTheClaim(t *testing.T) {
+	store := newFaulty()
+	func() {
+		defer func() { assert.Equal(t, "boom", recover()) }()
+		_ = retry.Do(context.Background(), func(context.Context) error { panic("boom") }, retry.WithIdempotency(store, "k"))
+	}()
+	assert.Equal(t, [4]int{1, 0, 0, 1}, store.counts())
+	assert.True(t, claimFree(t, store, "k"), "the key is free at once after the panic")
+}
+
+func TestIdempotentCompleteFailureStillReturnsTheValue(t *testing.T) {
+	store := newFaulty()
+	store.set(func(f *faultyStore) { f.completeErr = errors.New("down") })
+	v, err := retry.DoValue(context.Background(), func(context.Context) (int, error) { return 5, nil },
+		retry.WithIdempotency(store, "k"))
+	require.NoError(t, err, "fn succeeded; the caller gets its value")
+	assert.Equal(t, 5, v)
+}
+
+func TestIdempotentUnencodableValueIsNotRepeated(t *testing.T) {
+	store := newFaulty()
+	calls := 0
+	fn := func(context.Context) (func(), error) { calls++; return func() {}, nil }
+	_, err := retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, "k"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "could not be encoded")
+	_, err = retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, "k"))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, retry.ErrReplayed)
+	assert.Equal(t, 1, calls)
+}
+
+func TestIdempotencyOnWithLeavesTheBaseRetrierAlone(t *testing.T) {
+	store := newFaulty()
+	base, err := retry.New(retry.WithIdempotency(store, "k"))
+	require.NoError(t, err)
+	waiting, err := base.With(retry.WithIdempotencyLease(time.Minute), retry.WithAttemptTimeout(45*time.Second))
+	require.NoError(t, err)
+	_, err = base.With(retry.WithAttemptTimeout(45 * time.Second))
+	require.ErrorIs(t, err, retry.ErrInvalidOption, "the base keeps its 30s lease")
+	require.NoError(t, waiting.Do(context.Background(), func(context.Context) error { return nil }))
+}
+
+func TestIdempotentExactlyOnceUnderContention(t *testing.T) {
+	// 64 callers x 200 keys, every key with its own side-effect counter.
+	defer goleak.VerifyNone(t)
+	store := retry.NewMemoryIdempotencyStore()
+	var effects sync.Map
+	counter := func(key string) *atomic.Int32 {
+		c, _ := effects.LoadOrStore(key, new(atomic.Int32))
+		return c.(*atomic.Int32)
+	}
+	storetest.TestExactlyOnce(t, storetest.ExactlyOnce{
+		Store: store,
+		SideEffect: func(_ context.Context, key string) error {
+			counter(key).Add(1)
+			return nil
+		},
+		Count: func(_ context.Context, key string) (int, error) {
+			return int(counter(key).Load()), nil
+		},
+	})
+	assert.Equal(t, 200, store.Len(), "one record per key")
+}
+
+func TestNonIdempotentSuccessDoesNotAllocate(t *testing.T) {
+	r, err := retry.New(retry.WithMaxAttempts(3))
+	require.NoError(t, err)
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	allocs := testing.AllocsPerRun(100, func() { _ = r.Do(ctx, fn) })
+	assert.Zero(t, allocs)
+}
+
+// recorder is an Observer that keeps events, safe for concurrent use.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+	done   []retry.Done
+}
+
+func (r *recorder) add(e string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+func (r *recorder) OnAttemptStart(context.Context, retry.AttemptStart) { r.add("start") }
+func (r *recorder) OnAttemptEnd(context.Context, retry.AttemptEnd)     { r.add("end") }
+func (r *recorder) OnRetry(context.Context, retry.RetryScheduled)      { r.add("retry") }
+func (r *recorder) OnDone(_ context.Context, e retry.Done) {
+	r.add("done")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = append(r.done, e)
+}
+
+func (r *recorder) count(e string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, x := range r.events {
+		if x == e {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) dones() []retry.Done {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]retry.Done(nil), r.done...)
+}
+
+func TestIdempotentAbandonedClaimIsTakenOverAfterItsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		// A worker claims the key and crashes: nobody releases it.
+		cl, err := store.Claim(context.Background(), "k", "", 5*time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, retry.ClaimAcquired, cl.Status)
+
+		calls := 0
+		fn := func(context.Context) (int, error) { calls++; return 7, nil }
+		opts := []retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyLease(5 * time.Minute), retry.WithMaxAttempts(1)}
+
+		time.Sleep(5*time.Minute - time.Nanosecond)
+		_, err = retry.DoValue(context.Background(), fn, opts...)
+		require.ErrorIs(t, err, retry.ErrInProgress, "the lease still runs")
+		assert.Equal(t, 0, calls)
+
+		time.Sleep(time.Nanosecond)
+		v, err := retry.DoValue(context.Background(), fn, opts...)
+		require.NoError(t, err, "the expired lease is taken over")
+		assert.Equal(t, 7, v)
+		assert.Equal(t, 1, calls)
+		assert.ErrorIs(t, store.Complete(context.Background(), "k", cl.Token, retry.Record{}, time.Hour), retry.ErrLeaseLost,
+			"the crashed worker cannot overwrite the outcome")
+
+		time.Sleep(24*time.Hour - time.Nanosecond)
+		v, err = retry.DoValue(context.Background(), fn, opts...)
+		require.NoError(t, err)
+		assert.Equal(t, 7, v)
+		assert.Equal(t, 1, calls, "replayed until the retention ends")
+		time.Sleep(time.Nanosecond)
+		_, err = retry.DoValue(context.Background(), fn, opts...)
+		require.NoError(t, err)
+		assert.Equal(t, 2, calls, "a new call after the retention")
+	})
+}
+
+func TestIdempotentWaitModeFailsClosedWhenTheStoreFailsWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		_, err := store.IdempotencyStore.Claim(context.Background(), "k", "", time.Hour)
+		require.NoError(t, err)
+		go func() {
+			time.Sleep(2500 * time.Millisecond) // between two looks
+			store.set(func(f *faultyStore) { f.claimErr = errors.New("down") })
+		}()
+		err = retry.Do(context.Background(), func(context.Context) error {
+			t.Error("fn called although the store failed")
+			return nil
+		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
+		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+		assert.Equal(t, 4, store.counts()[0], "looked at t=0,1,2,3s")
+	})
+}
+
+func TestIdempotentFailOpenKeepsGoingWhenRenewFails(t *testing.T) {
+	store := newFaulty()
+	store.set(func(f *faultyStore) { f.renewErr = errors.New("down") })
+	calls := 0
+	err := retry.Do(context.Background(), func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return errors.New("503")
+		}
+		return nil
+	}, append([]retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyFailOpen(true)}, noWait...)...)
+	require.NoError(t, err)
+	assert.Equal(t, 3, calls)
+	assert.Equal(t, [4]int{1, 2, 1, 0}, store.counts(), "the outcome is still stored under the claim")
+}
+
+func TestIdempotentObserverSeesInProgressAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		go func() {
+			_ = retry.Do(context.Background(), func(context.Context) error {
+				time.Sleep(150 * time.Millisecond)
+				return nil
+			}, retry.WithIdempotency(store, "k"))
+		}()
+		synctest.Wait()
+		var obs recorder
+		require.NoError(t, retry.Do(context.Background(), func(context.Context) error {
+			t.Error("fn called although the holder completed")
+			return nil
+		}, retry.WithIdempotency(store, "k"), retry.WithObserver(&obs),
+			retry.WithBackoff(retry.Constant(100*time.Millisecond)), retry.WithJitter(retry.NoJitter)))
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		assert.Equal(t, []string{"start", "end", "retry", "start", "end", "retry", "start", "end", "done"}, obs.events)
+		assert.Equal(t, 3, obs.done[0].Attempts)
+		assert.Equal(t, retry.OutcomeSuccess, obs.done[0].Outcome)
+	})
+}

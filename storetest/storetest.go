@@ -1,0 +1,336 @@
+// Package storetest checks that a [retry.IdempotencyStore] keeps the
+// contract Do relies on. Store implementations call [TestIdempotencyStore]
+// and [TestExactlyOnce] from their own tests:
+//
+//	func TestStore(t *testing.T) {
+//		mock := clock.NewMock()
+//		storetest.TestIdempotencyStore(t, storetest.Harness{
+//			New: func(t *testing.T) retry.IdempotencyStore {
+//				return retry.NewMemoryIdempotencyStore(retry.WithStoreClock(mock))
+//			},
+//			Advance: func(t *testing.T, d time.Duration) { mock.Add(d) },
+//		})
+//	}
+//
+// It needs only the standard library's testing package.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/steadfast-go/retry"
+)
+
+// Harness tells the suite how to make stores and move their time.
+type Harness struct {
+	// New returns a store for one subtest, holding no key the subtest
+	// uses: a fresh store, or a shared server with a fresh key prefix or
+	// table. The suite also puts a random prefix on its keys. Required.
+	New func(t *testing.T) retry.IdempotencyStore
+	// Advance moves the store's clock forward by at least d: mock.Add(d)
+	// for a store on a mock clock, time.Sleep(d) for a server. Required.
+	Advance func(t *testing.T, d time.Duration)
+	// Short is the lease and retention that the suite lets run out, by
+	// calling Advance(2*Short). Keep it well above the store's time
+	// resolution, such as 20ms for a server on loopback. Default: 1s.
+	Short time.Duration
+}
+
+// long is a lease or retention that never runs out during a test.
+const long = time.Hour
+
+// TestIdempotencyStore runs the contract suite against the stores h makes:
+// claim, renew, complete and release; fencing of stale tokens; lease and
+// retention expiry; fingerprints; and one winner among concurrent claims.
+func TestIdempotencyStore(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil || h.Advance == nil {
+		t.Fatal("storetest: Harness.New and Harness.Advance are required")
+	}
+	if h.Short <= 0 {
+		h.Short = time.Second
+	}
+	prefix := randomPrefix(t)
+	for _, tc := range contract {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(t, h, &fixture{t: t, store: h.New(t), key: prefix + tc.name})
+		})
+	}
+}
+
+// fixture is one subtest's store and key, with checked store calls.
+type fixture struct {
+	t     *testing.T
+	store retry.IdempotencyStore
+	key   string
+}
+
+func (f *fixture) claim(key, fp string, lease time.Duration) retry.Claim {
+	f.t.Helper()
+	cl, err := f.store.Claim(context.Background(), key, fp, lease)
+	if err != nil {
+		f.t.Fatalf("Claim(%q, %q, %v): unexpected error: %v", key, fp, lease, err)
+	}
+	return cl
+}
+
+// acquire claims key and fails the test unless the claim is acquired.
+func (f *fixture) acquire(key, fp string, lease time.Duration) string {
+	f.t.Helper()
+	cl := f.claim(key, fp, lease)
+	if cl.Status != retry.ClaimAcquired {
+		f.t.Fatalf("Claim(%q) on a free key: status %v, want acquired", key, cl.Status)
+	}
+	if cl.Token == "" {
+		f.t.Fatalf("Claim(%q) acquired with an empty token", key)
+	}
+	return cl.Token
+}
+
+// expect claims key and checks the status and the stored fingerprint.
+func (f *fixture) expect(key, fp string, want retry.ClaimStatus, wantFP string) retry.Claim {
+	f.t.Helper()
+	cl := f.claim(key, fp, long)
+	if cl.Status != want {
+		f.t.Fatalf("Claim(%q): status %v, want %v", key, cl.Status, want)
+	}
+	if want != retry.ClaimAcquired && cl.Fingerprint != wantFP {
+		f.t.Errorf("Claim(%q) %v: fingerprint %q, want %q", key, cl.Status, cl.Fingerprint, wantFP)
+	}
+	return cl
+}
+
+func (f *fixture) complete(key, token string, rec retry.Record, retention time.Duration) {
+	f.t.Helper()
+	if err := f.store.Complete(context.Background(), key, token, rec, retention); err != nil {
+		f.t.Fatalf("Complete(%q) with the holding token: %v", key, err)
+	}
+}
+
+func (f *fixture) wantLeaseLost(op string, err error) {
+	f.t.Helper()
+	if !errors.Is(err, retry.ErrLeaseLost) {
+		f.t.Errorf("%s with a token that does not hold the key: got %v, want an error matching retry.ErrLeaseLost", op, err)
+	}
+}
+
+func sameRecord(t *testing.T, got, want retry.Record) {
+	t.Helper()
+	if got.Permanent != want.Permanent || got.Error != want.Error || !bytes.Equal(got.Value, want.Value) {
+		t.Errorf("stored record: got {Permanent:%v Value:%q Error:%q}, want {Permanent:%v Value:%q Error:%q}",
+			got.Permanent, got.Value, got.Error, want.Permanent, want.Value, want.Error)
+	}
+}
+
+var contract = []struct {
+	name string
+	run  func(t *testing.T, h Harness, f *fixture)
+}{
+	{"claim-free-key-acquires", func(t *testing.T, h Harness, f *fixture) {
+		f.acquire(f.key, "fp1", long)
+	}},
+	{"claim-held-key-reports-held-with-fingerprint", func(t *testing.T, h Harness, f *fixture) {
+		f.acquire(f.key, "fp1", long)
+		cl := f.expect(f.key, "fp2", retry.ClaimHeld, "fp1")
+		if cl.Token != "" {
+			t.Errorf("Claim on a held key returned token %q, want none", cl.Token)
+		}
+	}},
+	{"empty-fingerprint-round-trips", func(t *testing.T, h Harness, f *fixture) {
+		f.acquire(f.key, "", long)
+		f.expect(f.key, "", retry.ClaimHeld, "")
+	}},
+	{"tokens-are-unique", func(t *testing.T, h Harness, f *fixture) {
+		t1 := f.acquire(f.key+"/a", "", long)
+		t2 := f.acquire(f.key+"/b", "", long)
+		if err := f.store.Release(context.Background(), f.key+"/a", t1); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		t3 := f.acquire(f.key+"/a", "", long)
+		if t1 == t2 || t1 == t3 || t2 == t3 {
+			t.Errorf("tokens %q, %q, %q: want all different", t1, t2, t3)
+		}
+	}},
+	{"complete-stores-value-and-fingerprint", func(t *testing.T, h Harness, f *fixture) {
+		tok := f.acquire(f.key, "fp1", long)
+		rec := retry.Record{Value: []byte("{\"id\":42,\"bytes\":\"\\u0000\xff\"}")}
+		f.complete(f.key, tok, rec, long)
+		cl := f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1")
+		sameRecord(t, cl.Record, rec)
+		// A second look replays the same record: it is not consumed.
+		cl = f.expect(f.key, "fp2", retry.ClaimCompleted, "fp1")
+		sameRecord(t, cl.Record, rec)
+	}},
+	{"complete-stores-permanent-failure", func(t *testing.T, h Harness, f *fixture) {
+		tok := f.acquire(f.key, "fp1", long)
+		rec := retry.Record{Permanent: true, Error: "card declined: insufficient funds"}
+		f.complete(f.key, tok, rec, long)
+		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Record, rec)
+	}},
+	{"completed-key-refuses-its-token", func(t *testing.T, h Harness, f *fixture) {
+		tok := f.acquire(f.key, "fp1", long)
+		rec := retry.Record{Value: []byte("1")}
+		f.complete(f.key, tok, rec, long)
+		f.wantLeaseLost("Renew after Complete", f.store.Renew(context.Background(), f.key, tok, long))
+		// A second Complete may be a re-sent call (its reply was lost), so
+		// nil is fine as well as ErrLeaseLost; the record must not change.
+		if err := f.store.Complete(context.Background(), f.key, tok, retry.Record{Value: []byte("2")}, long); err != nil && !errors.Is(err, retry.ErrLeaseLost) {
+			t.Errorf("Complete after Complete: got %v, want nil or an error matching retry.ErrLeaseLost", err)
+		}
+		if err := f.store.Release(context.Background(), f.key, tok); err != nil {
+			t.Errorf("Release after Complete: got %v, want nil", err)
+		}
+		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Record, rec)
+	}},
+	{"release-frees-the-key", func(t *testing.T, h Harness, f *fixture) {
+		tok := f.acquire(f.key, "fp1", long)
+		if err := f.store.Release(context.Background(), f.key, tok); err != nil {
+			t.Fatalf("Release with the holding token: %v", err)
+		}
+		f.acquire(f.key, "fp2", long)
+		f.expect(f.key, "fp1", retry.ClaimHeld, "fp2")
+	}},
+	{"wrong-token-changes-nothing", func(t *testing.T, h Harness, f *fixture) {
+		tok := f.acquire(f.key, "fp1", long)
+		bad := tok + "x"
+		f.wantLeaseLost("Renew", f.store.Renew(context.Background(), f.key, bad, long))
+		f.wantLeaseLost("Complete", f.store.Complete(context.Background(), f.key, bad, retry.Record{Value: []byte("x")}, long))
+		if err := f.store.Release(context.Background(), f.key, bad); err != nil {
+			t.Errorf("Release with a wrong token: got %v, want nil", err)
+		}
+		f.expect(f.key, "fp1", retry.ClaimHeld, "fp1")
+		f.wantLeaseLost("Renew of a never-claimed key", f.store.Renew(context.Background(), f.key+"/none", tok, long))
+		f.wantLeaseLost("Complete of a never-claimed key", f.store.Complete(context.Background(), f.key+"/none", tok, retry.Record{}, long))
+		f.complete(f.key, tok, retry.Record{Value: []byte("ok")}, long)
+	}},
+	{"lease-keeps-key-until-it-expires", func(t *testing.T, h Harness, f *fixture) {
+		f.acquire(f.key, "fp1", long)
+		h.Advance(t, 2*h.Short)
+		f.expect(f.key, "fp2", retry.ClaimHeld, "fp1")
+	}},
+	{"expired-lease-is-taken-over-and-fenced", func(t *testing.T, h Harness, f *fixture) {
+		old := f.acquire(f.key, "fp1", h.Short)
+		h.Advance(t, 2*h.Short)
+		tok := f.acquire(f.key, "fp2", long)
+		if tok == old {
+			t.Fatalf("takeover reused the old token %q", old)
+		}
+		f.wantLeaseLost("Renew by the old holder", f.store.Renew(context.Background(), f.key, old, long))
+		f.wantLeaseLost("Complete by the old holder", f.store.Complete(context.Background(), f.key, old, retry.Record{Value: []byte("stale")}, long))
+		if err := f.store.Release(context.Background(), f.key, old); err != nil {
+			t.Errorf("Release by the old holder: got %v, want nil", err)
+		}
+		f.expect(f.key, "fp1", retry.ClaimHeld, "fp2")
+		rec := retry.Record{Value: []byte("fresh")}
+		f.complete(f.key, tok, rec, long)
+		sameRecord(t, f.expect(f.key, "fp2", retry.ClaimCompleted, "fp2").Record, rec)
+	}},
+	{"renew-sets-lease-from-now", func(t *testing.T, h Harness, f *fixture) {
+		tok := f.acquire(f.key, "fp1", long)
+		if err := f.store.Renew(context.Background(), f.key, tok, h.Short); err != nil {
+			t.Fatalf("Renew with the holding token: %v", err)
+		}
+		h.Advance(t, 2*h.Short)
+		f.acquire(f.key, "fp2", long)
+	}},
+	{"renewed-lease-outlasts-the-first", func(t *testing.T, h Harness, f *fixture) {
+		tok := f.acquire(f.key, "fp1", long)
+		if err := f.store.Renew(context.Background(), f.key, tok, long); err != nil {
+			t.Fatalf("Renew with the holding token: %v", err)
+		}
+		h.Advance(t, 2*h.Short)
+		f.expect(f.key, "fp2", retry.ClaimHeld, "fp1")
+		f.complete(f.key, tok, retry.Record{Value: []byte("done")}, long)
+	}},
+	{"retention-expiry-frees-the-key", func(t *testing.T, h Harness, f *fixture) {
+		tok := f.acquire(f.key, "fp1", long)
+		f.complete(f.key, tok, retry.Record{Value: []byte("v1")}, h.Short)
+		h.Advance(t, 2*h.Short)
+		tok2 := f.acquire(f.key, "fp2", long)
+		f.expect(f.key, "fp1", retry.ClaimHeld, "fp2")
+		f.wantLeaseLost("Complete by the first holder after retention", f.store.Complete(context.Background(), f.key, tok, retry.Record{Value: []byte("v1")}, long))
+		f.complete(f.key, tok2, retry.Record{Value: []byte("v2")}, long)
+	}},
+	{"retention-keeps-record-until-it-expires", func(t *testing.T, h Harness, f *fixture) {
+		tok := f.acquire(f.key, "fp1", long)
+		rec := retry.Record{Value: []byte("kept")}
+		f.complete(f.key, tok, rec, long)
+		h.Advance(t, 2*h.Short)
+		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Record, rec)
+	}},
+	{"keys-are-independent", func(t *testing.T, h Harness, f *fixture) {
+		f.acquire(f.key+"/a", "fp1", long)
+		f.acquire(f.key+"/b", "fp1", long)
+		f.expect(f.key+"/a", "fp1", retry.ClaimHeld, "fp1")
+	}},
+	{"long-key", func(t *testing.T, h Harness, f *fixture) {
+		key := string(bytes.Repeat([]byte("k"), retry.MaxIdempotencyKeyLen-len(f.key)-1)) + "/" + f.key
+		if len(key) > retry.MaxIdempotencyKeyLen {
+			key = key[len(key)-retry.MaxIdempotencyKeyLen:]
+		}
+		tok := f.acquire(key, "fp1", long)
+		f.complete(key, tok, retry.Record{Value: []byte("v")}, long)
+		f.expect(key, "fp1", retry.ClaimCompleted, "fp1")
+	}},
+	{"done-context-fails", func(t *testing.T, h Harness, f *fixture) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := f.store.Claim(ctx, f.key, "fp1", long); err == nil {
+			t.Errorf("Claim with a cancelled context: got nil error, want one")
+		}
+	}},
+	{"one-winner-among-concurrent-claims", func(t *testing.T, h Harness, f *fixture) {
+		const n = 32
+		var (
+			wg       sync.WaitGroup
+			start    = make(chan struct{})
+			statuses [n]retry.ClaimStatus
+			errs     [n]error
+		)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				var cl retry.Claim
+				cl, errs[i] = f.store.Claim(context.Background(), f.key, "fp1", long)
+				statuses[i] = cl.Status
+			}()
+		}
+		close(start)
+		wg.Wait()
+		acquired := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Errorf("concurrent Claim %d: %v", i, errs[i])
+			}
+			switch statuses[i] {
+			case retry.ClaimAcquired:
+				acquired++
+			case retry.ClaimHeld:
+			default:
+				t.Errorf("concurrent Claim %d: status %v, want acquired or held", i, statuses[i])
+			}
+		}
+		if acquired != 1 {
+			t.Errorf("%d of %d concurrent claims acquired the key, want exactly 1", acquired, n)
+		}
+	}},
+}
+
+// randomPrefix returns a prefix that keeps keys apart between runs.
+func randomPrefix(t *testing.T) string {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("storetest: random prefix: %v", err)
+	}
+	return "storetest:" + hex.EncodeToString(b[:]) + ":"
+}
