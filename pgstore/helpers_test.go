@@ -42,8 +42,12 @@ func newPool(tb testing.TB) *pgxpool.Pool {
 	url, explicit := testURL()
 	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(tb, err, "RETRY_TEST_POSTGRES_URL")
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	cfg.MaxConns = 16 // the concurrent tests run 64 callers
+	if os.Getenv(childEnv) != "" {
+		cfg.MaxConns = 4 // several children share max_connections
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err == nil {
