@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/pgstore"
 )
 
@@ -25,6 +26,18 @@ func Example() {
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	// Pass store to retry's idempotency option, and run store.Cleanup(ctx)
-	// from a periodic job.
+
+	r, err := retry.New(retry.WithIdempotency(store, ""), retry.WithIdempotencyWait(true))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx = retry.ContextWithIdempotencyKey(ctx, "charge:order-42")
+	receipt, err := retry.DoValueWith(ctx, r, func(ctx context.Context) (string, error) {
+		return "receipt-1", nil // the side effect, run once per key
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Println(receipt)
+	// Run store.Cleanup(ctx) from a periodic job.
 }
