@@ -24,12 +24,11 @@ import (
 // and keeps no state besides the pool; closing the pool is the caller's
 // job.
 type Store struct {
-	pool   *pgxpool.Pool
-	clock  clock.Clock // nil: the server's now()
-	name   string      // quoted table name
-	schema string      // unquoted schema, "" for the search_path
-	table  string      // unquoted table
-	q      queries
+	pool  *pgxpool.Pool
+	clock clock.Clock // nil: the server's now()
+	name  string      // quoted, possibly schema-qualified table name
+	table string      // unquoted table, for the index name
+	q     queries
 }
 
 var _ retry.IdempotencyStore = (*Store)(nil)
@@ -54,7 +53,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		return nil, c.err
 	}
 	name := quote(c.schema, c.table)
-	return &Store{pool: pool, clock: c.clock, name: name, schema: c.schema, table: c.table, q: buildQueries(name)}, nil
+	return &Store{pool: pool, clock: c.clock, name: name, table: c.table, q: buildQueries(name)}, nil
 }
 
 // Table returns the quoted, possibly schema-qualified name of the store's
