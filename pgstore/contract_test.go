@@ -1,0 +1,33 @@
+package pgstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/pgstore"
+	"github.com/steadfast-go/retry/storetest"
+)
+
+// TestContract runs the shared store contract with time on a mock clock.
+func TestContract(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store, _, _ := newStore(t, pgstore.WithClock(mock))
+	storetest.TestIdempotencyStore(t, storetest.Harness{
+		New:     func(*testing.T) retry.IdempotencyStore { return store },
+		Advance: func(_ *testing.T, d time.Duration) { mock.Add(d) },
+	})
+}
+
+// TestContractServerClock runs it again on PostgreSQL's now(), with
+// leases short enough that letting them run out costs a few milliseconds.
+func TestContractServerClock(t *testing.T) {
+	store, _, _ := newStore(t)
+	storetest.TestIdempotencyStore(t, storetest.Harness{
+		New:     func(*testing.T) retry.IdempotencyStore { return store },
+		Advance: func(_ *testing.T, d time.Duration) { time.Sleep(d) },
+		Short:   5 * time.Millisecond,
+	})
+}

@@ -1,0 +1,21 @@
+// Package pgstore is a PostgreSQL [retry.IdempotencyStore], built on
+// github.com/jackc/pgx/v5/pgxpool, for idempotent calls shared by many
+// goroutines and processes.
+//
+// Each idempotency key is one row, keyed by the key. A claim is a single
+// INSERT … ON CONFLICT DO UPDATE statement that takes the row only when it
+// is free (new, lease expired, or retention expired) and otherwise reads
+// it, so deciding who runs the work is atomic in the database. Each claim
+// gets a random fencing token; Renew, Complete and Release change the row
+// only while that token still holds it.
+//
+// Leases and retention are measured on the server's clock (now()) unless
+// [WithClock] injects one. Expired rows are claimable at once; [Store.Cleanup]
+// deletes them to keep the table small.
+//
+//	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+//	...
+//	store, err := pgstore.New(pool, pgstore.WithTable("billing_idempotency"))
+//	...
+//	if err := store.Migrate(ctx); err != nil { ... }
+package pgstore

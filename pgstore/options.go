@@ -1,0 +1,63 @@
+package pgstore
+
+import (
+	"fmt"
+
+	"github.com/benbjohnson/clock"
+	"github.com/steadfast-go/retry"
+)
+
+// DefaultTable is the table a [Store] uses unless [WithTable] names
+// another.
+const DefaultTable = "retry_idempotency"
+
+// Option configures a [Store]. Options are applied in order by [New]; a
+// later option overrides an earlier one of the same kind.
+type Option func(*config)
+
+type config struct {
+	err    error // the first invalid option, reported by New
+	schema string
+	table  string
+	clock  clock.Clock
+}
+
+func (c *config) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: pgstore: "+format, append([]any{retry.ErrInvalidOption}, args...)...)
+	}
+}
+
+// WithTable sets the table that holds the records, as "table" or
+// "schema.table", so that several stores (services, tenants, test runs)
+// can share one database. Each part must be a lower-case SQL identifier:
+// a letter or underscore, then letters, digits or underscores, at most
+// [MaxTableName] bytes for the table and 63 for the schema. The name is
+// checked, then quoted; it is never spliced into SQL unchecked. Without a
+// schema the connection's search_path decides. Default: [DefaultTable].
+func WithTable(name string) Option {
+	return func(c *config) {
+		schema, table, err := parseTable(name)
+		if err != nil {
+			c.fail("WithTable(%q): %v", name, err)
+			return
+		}
+		c.schema, c.table = schema, table
+	}
+}
+
+// WithClock makes the store measure leases and retention on c instead of
+// the PostgreSQL server's clock (now()). Every process sharing the table
+// must then use clocks that agree, so it is meant for tests with a
+// *clock.Mock; production code should keep the default, the server's
+// clock, which all processes share. Times are stored with microsecond
+// precision; leases are rounded up to the next microsecond, never down.
+func WithClock(c clock.Clock) Option {
+	return func(cfg *config) {
+		if c == nil {
+			cfg.fail("WithClock(nil): the clock must not be nil")
+			return
+		}
+		cfg.clock = c
+	}
+}

@@ -1,0 +1,121 @@
+package pgstore_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/pgstore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestNewRejectsBadInput(t *testing.T) {
+	pool := downPool(t) // New does not connect
+	tests := []struct {
+		name string
+		pool *pgxpool.Pool
+		opts []pgstore.Option
+		want string
+	}{
+		{"nil pool", nil, nil, "pool is nil"},
+		{"nil option", pool, []pgstore.Option{nil}, "option 0 is nil"},
+		{"nil clock", pool, []pgstore.Option{pgstore.WithClock(nil)}, "WithClock(nil)"},
+		{"empty table", pool, []pgstore.Option{pgstore.WithTable("")}, "table name is empty"},
+		{"injection", pool, []pgstore.Option{pgstore.WithTable("x; DROP TABLE users")}, "must be a letter"},
+		{"quote", pool, []pgstore.Option{pgstore.WithTable(`x"y`)}, "must be a letter"},
+		{"upper case", pool, []pgstore.Option{pgstore.WithTable("Idem")}, "lower-case"},
+		{"leading digit", pool, []pgstore.Option{pgstore.WithTable("1idem")}, "must be a letter"},
+		{"empty schema", pool, []pgstore.Option{pgstore.WithTable(".idem")}, "schema name is empty"},
+		{"two dots", pool, []pgstore.Option{pgstore.WithTable("a.b.c")}, "table name must be"},
+		{"too long", pool, []pgstore.Option{pgstore.WithTable(strings.Repeat("a", pgstore.MaxTableName+1))}, "at most 48"},
+		{"schema too long", pool, []pgstore.Option{pgstore.WithTable(strings.Repeat("s", 64) + ".t")}, "schema name is 64 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, err := pgstore.New(tt.pool, tt.opts...)
+			assert.Nil(t, store)
+			require.ErrorIs(t, err, retry.ErrInvalidOption)
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestTableNames(t *testing.T) {
+	pool := downPool(t)
+	for name, want := range map[string]string{
+		"":                      `"retry_idempotency"`,
+		"billing_idem":          `"billing_idem"`,
+		"_x9":                   `"_x9"`,
+		"app.idem":              `"app"."idem"`,
+		strings.Repeat("a", 48): `"` + strings.Repeat("a", 48) + `"`,
+	} {
+		var opts []pgstore.Option
+		if name != "" {
+			opts = append(opts, pgstore.WithTable(name))
+		}
+		store, err := pgstore.New(pool, opts...)
+		require.NoError(t, err, name)
+		assert.Equal(t, want, store.Table(), name)
+		assert.Contains(t, store.Schema(), "CREATE TABLE IF NOT EXISTS "+want+" (", name)
+	}
+	store, err := pgstore.New(pool, pgstore.WithTable("app.idem"))
+	require.NoError(t, err)
+	assert.Contains(t, store.Schema(), `CREATE INDEX IF NOT EXISTS "idem_expires_at_idx" ON "app"."idem" (expires_at);`)
+	assert.NotContains(t, store.Schema(), "{{")
+}
+
+func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	dropTable(t, pool, table)
+	store, err := pgstore.New(pool, pgstore.WithTable(table))
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { assert.NoError(t, store.Migrate(ctx)) })
+	}
+	wg.Wait()
+	c, err := store.Claim(ctx, "k", "fp", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, retry.ClaimAcquired, c.Status)
+	require.NoError(t, store.Migrate(ctx))
+	held, err := store.Claim(ctx, "k", "fp", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, retry.ClaimHeld, held.Status, "migrating again keeps the rows")
+
+	var indexes int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_indexes WHERE tablename = $1", table).Scan(&indexes))
+	assert.Equal(t, 2, indexes, "primary key and expiry index")
+}
+
+// TestSchemaNamespacing keeps two stores with the same table name apart
+// by schema.
+func TestSchemaNamespacing(t *testing.T) {
+	pool := newPool(t)
+	ctx := context.Background()
+	schema := tableName(t)
+	_, err := pool.Exec(ctx, "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		assert.NoError(t, err)
+	})
+	scoped, err := pgstore.New(pool, pgstore.WithTable(schema+".idem"))
+	require.NoError(t, err)
+	require.NoError(t, scoped.Migrate(ctx))
+	other, _, _ := newStore(t)
+
+	a, err := scoped.Claim(ctx, "k", "fp", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, retry.ClaimAcquired, a.Status)
+	b, err := other.Claim(ctx, "k", "fp", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, retry.ClaimAcquired, b.Status, "the same key in another table is another key")
+}

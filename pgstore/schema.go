@@ -1,0 +1,43 @@
+package pgstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed schema.sql
+var schemaSQL string
+
+// Schema returns the DDL that creates the store's table and its expiry
+// index, with the table name filled in, for migration tools that manage
+// the schema themselves. Every statement in it is idempotent.
+func (s *Store) Schema() string {
+	return strings.NewReplacer(
+		"{{table}}", s.name,
+		"{{index}}", pgx.Identifier{s.table + indexSuffix}.Sanitize(),
+	).Replace(schemaSQL)
+}
+
+// Migrate creates the store's table and index when they do not exist; it
+// changes nothing when they do. Processes that start together may all call
+// it: a transaction-scoped advisory lock on the table name runs them one
+// at a time, since concurrent CREATE … IF NOT EXISTS can fail in
+// PostgreSQL. A named schema must exist already.
+func (s *Store) Migrate(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "pgstore:"+s.name); err != nil {
+			return err
+		}
+		// No parameters: the simple protocol runs the statements in turn.
+		_, err := tx.Exec(ctx, s.Schema(), pgx.QueryExecModeSimpleProtocol)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate %s: %w", s.name, err)
+	}
+	return nil
+}

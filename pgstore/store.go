@@ -1,0 +1,251 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/steadfast-go/retry"
+)
+
+// Store is a [retry.IdempotencyStore] on a PostgreSQL table. Build it with
+// [New] and create its table with [Store.Migrate].
+//
+// A Store is safe for concurrent use by multiple goroutines, and stores in
+// different processes that share the table coordinate through it: every
+// method is one statement, atomic in the database. It starts no goroutine
+// and keeps no state besides the pool; closing the pool is the caller's
+// job.
+type Store struct {
+	pool  *pgxpool.Pool
+	clock clock.Clock // nil: the server's now()
+	name  string      // quoted, possibly schema-qualified table name
+	table string      // unquoted table, for the index name
+	q     queries
+}
+
+var _ retry.IdempotencyStore = (*Store)(nil)
+
+// New returns a Store that keeps its records in pool's database. pool must
+// not be nil. An invalid option gives an error that wraps
+// [retry.ErrInvalidOption] and names the problem. New does not touch the
+// database; call [Store.Migrate] to create the table.
+func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	c := config{table: DefaultTable}
+	if pool == nil {
+		c.fail("the pool is nil; build one with pgxpool.New")
+	}
+	for i, o := range opts {
+		if o == nil {
+			c.fail("option %d is nil", i)
+			continue
+		}
+		o(&c)
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	name := quote(c.schema, c.table)
+	return &Store{pool: pool, clock: c.clock, name: name, table: c.table, q: buildQueries(name)}, nil
+}
+
+// Table returns the quoted, possibly schema-qualified name of the store's
+// table, as used in its SQL.
+func (s *Store) Table() string { return s.name }
+
+// Claim claims key for lease when the key is free, and otherwise reports
+// who holds it or the stored outcome; see [retry.IdempotencyStore]. It
+// costs one statement, rarely two (when the row appears between the
+// statement's snapshot and its insert); finding a held or completed key
+// writes nothing. lease must be positive.
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (retry.Claim, error) {
+	if lease <= 0 {
+		return retry.Claim{}, fmt.Errorf("%w: pgstore: claim: the lease is %v; it must be positive", retry.ErrInvalidOption, lease)
+	}
+	token, err := newToken()
+	if err != nil {
+		return retry.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	now, until := s.times(lease)
+	for range maxClaimReads {
+		var (
+			acquired, completed, permanent bool
+			fp, value                      []byte
+			msg                            *string
+		)
+		err := s.pool.QueryRow(ctx, s.q.claim, []byte(key), []byte(fingerprint), token, micros(lease), now, until).
+			Scan(&acquired, &fp, &completed, &permanent, &value, &msg)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			// The row was inserted after the statement's snapshot was
+			// taken, so the read could not see it: look again.
+			if err := ctx.Err(); err != nil {
+				return retry.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+			}
+			continue
+		case err != nil:
+			return retry.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+		case acquired:
+			return retry.Claim{Status: retry.ClaimAcquired, Token: token, Fingerprint: fingerprint}, nil
+		case !completed:
+			return retry.Claim{Status: retry.ClaimHeld, Fingerprint: string(fp)}, nil
+		}
+		rec := retry.Record{Permanent: permanent, Value: value}
+		if msg != nil {
+			rec.Error = *msg
+		}
+		return retry.Claim{Status: retry.ClaimCompleted, Fingerprint: string(fp), Record: rec}, nil
+	}
+	return retry.Claim{}, fmt.Errorf("pgstore: claim: the row changed under %d reads in a row; try again", maxClaimReads)
+}
+
+// maxClaimReads bounds Claim's statements. A second one always sees the
+// row that hid from the first, unless it was deleted meanwhile, so more
+// than a few mean something is deeply wrong.
+const maxClaimReads = 8
+
+// Renew extends the lease held under token to lease from now. It returns
+// an error matching [retry.ErrLeaseLost] when token no longer holds key:
+// another caller took it over, the outcome was stored or released, or
+// [Store.Cleanup] deleted the expired claim. A lease that expired but was
+// not taken over is still held, and is renewed. lease must be positive.
+func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("%w: pgstore: renew: the lease is %v; it must be positive", retry.ErrInvalidOption, lease)
+	}
+	_, until := s.times(lease)
+	return s.fenced(ctx, "renew", s.q.renew, []byte(key), token, micros(lease), until)
+}
+
+// Complete stores rec as key's outcome for retention and ends the lease.
+// It returns an error matching [retry.ErrLeaseLost], storing nothing, when
+// token no longer holds key. retention must not be negative; 0 stores an
+// outcome that expires at once.
+func (s *Store) Complete(ctx context.Context, key, token string, rec retry.Record, retention time.Duration) error {
+	if retention < 0 {
+		return fmt.Errorf("%w: pgstore: complete: the retention is %v; it must not be negative", retry.ErrInvalidOption, retention)
+	}
+	_, until := s.times(retention)
+	return s.fenced(ctx, "complete", s.q.complete, []byte(key), token, micros(retention), until, rec.Permanent, rec.Value, rec.Error)
+}
+
+// Release deletes the claim held under token, so that the next Claim
+// acquires key at once. When token no longer holds key it changes nothing
+// and returns nil.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	if _, err := s.pool.Exec(ctx, s.q.release, []byte(key), token); err != nil {
+		return fmt.Errorf("pgstore: release: %w", err)
+	}
+	return nil
+}
+
+// fenced runs an UPDATE that matches the row only under its token, and
+// turns "no row changed" into ErrLeaseLost.
+func (s *Store) fenced(ctx context.Context, op, sql string, args ...any) error {
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pgstore: %s: %w", op, retry.ErrLeaseLost)
+	}
+	return nil
+}
+
+// times returns the instants the statements compare with and store, on
+// the injected clock; both are nil without one, and the SQL uses now().
+// Expiries are rounded up to the microsecond PostgreSQL keeps, so a lease
+// is never cut short; the current time is rounded down.
+func (s *Store) times(d time.Duration) (now, until *time.Time) {
+	if s.clock == nil {
+		return nil, nil
+	}
+	n := s.clock.Now()
+	u := n.Add(d)
+	if t := u.Truncate(time.Microsecond); t.Before(u) {
+		u = t.Add(time.Microsecond)
+	}
+	n = n.Truncate(time.Microsecond)
+	return &n, &u
+}
+
+// micros is d in whole microseconds, rounded up.
+func micros(d time.Duration) int64 {
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+// newToken returns 128 random bits in hex: unguessable and unique across
+// processes without coordination.
+func newToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// queries are the store's statements, built once with the quoted table
+// name; every value travels as a parameter.
+type queries struct {
+	claim, renew, complete, release, cleanup string
+}
+
+// Parameters shared by the statements: $1 key, $2 fingerprint or token,
+// and, for the injected clock, the current time and the computed expiry
+// (both NULL to use the server's now()).
+func buildQueries(table string) queries {
+	r := strings.NewReplacer("{{table}}", table)
+	return queries{
+		// "live" reads the row from the statement's snapshot: a live row
+		// (held, or completed and retained) is the answer as of the
+		// statement's start, and no lock or write is needed. Otherwise
+		// "claimed" takes the row if it is still free. If another caller
+		// took it after the snapshot, the ON CONFLICT clause locks it and
+		// "latest" reads it; FOR SHARE makes that read follow the row to its
+		// newest version. It finds nothing only when the row was inserted
+		// after the snapshot; Claim then asks again.
+		claim: r.Replace(`WITH live AS (
+	SELECT false AS acquired, t.fingerprint, t.completed, t.permanent, t.value, t.error
+	FROM {{table}} AS t
+	WHERE t.key = $1 AND t.expires_at > coalesce($5::timestamptz, now())
+), claimed AS (
+	INSERT INTO {{table}} AS t (key, fingerprint, token, completed, expires_at)
+	SELECT $1, $2, $3, false, coalesce($6::timestamptz, now() + $4::bigint * interval '1 microsecond')
+	WHERE NOT EXISTS (SELECT FROM live)
+	ON CONFLICT (key) DO UPDATE
+	SET fingerprint = excluded.fingerprint, token = excluded.token, completed = false,
+		expires_at = excluded.expires_at, permanent = false, value = NULL, error = NULL
+	WHERE t.expires_at <= coalesce($5::timestamptz, now())
+	RETURNING true AS acquired, t.fingerprint, t.completed, t.permanent, t.value, t.error
+), latest AS (
+	SELECT false AS acquired, t.fingerprint, t.completed, t.permanent, t.value, t.error
+	FROM {{table}} AS t
+	WHERE t.key = $1 AND NOT EXISTS (SELECT FROM live) AND NOT EXISTS (SELECT FROM claimed)
+	FOR SHARE
+)
+SELECT * FROM live UNION ALL SELECT * FROM claimed UNION ALL SELECT * FROM latest`),
+		renew: r.Replace(`UPDATE {{table}}
+SET expires_at = coalesce($4::timestamptz, now() + $3::bigint * interval '1 microsecond')
+WHERE key = $1 AND token = $2 AND NOT completed`),
+		complete: r.Replace(`UPDATE {{table}}
+SET completed = true, token = NULL,
+	expires_at = coalesce($4::timestamptz, now() + $3::bigint * interval '1 microsecond'),
+	permanent = $5, value = $6, error = $7
+WHERE key = $1 AND token = $2 AND NOT completed`),
+		release: r.Replace(`DELETE FROM {{table}} WHERE key = $1 AND token = $2 AND NOT completed`),
+		cleanup: r.Replace(`DELETE FROM {{table}} WHERE key IN (
+	SELECT key FROM {{table}}
+	WHERE expires_at <= coalesce($1::timestamptz, now())
+	ORDER BY expires_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)`),
+	}
+}
