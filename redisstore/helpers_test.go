@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,20 +42,28 @@ func redisAddr() (string, bool) {
 func newClient(tb testing.TB) *redis.Client {
 	tb.Helper()
 	addr, explicit := redisAddr()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
+	if err := serverDown(); err != nil {
 		msg := fmt.Sprintf("no Redis at %s: %v. Start one (redis-server --port 6379) or set %s=host:port", addr, err, addrEnv)
 		if explicit || os.Getenv("CI") == "true" {
 			tb.Fatal(msg)
 		}
 		tb.Skip(msg)
 	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// serverDown pings the test server once per test binary: go-redis retries
+// a refused connection for seconds, which every skipped test would pay.
+var serverDown = sync.OnceValue(func() error {
+	addr, _ := redisAddr()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
+})
 
 // testPrefix is a key prefix no other test or run uses. Its keys are
 // deleted when the test ends.
