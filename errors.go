@@ -15,7 +15,7 @@ var ErrExhausted = errors.New("retry: attempts exhausted")
 // ErrMaxElapsed is the cause of an [*Error] when the next wait would have
 // ended after the time budget set by [WithMaxElapsed]. It wraps
 // [ErrExhausted], so errors.Is(err, ErrExhausted) holds as well.
-var ErrMaxElapsed = &wrapped{msg: "retry: time budget spent", err: ErrExhausted}
+var ErrMaxElapsed error = &wrapped{msg: "retry: time budget spent", err: ErrExhausted}
 
 // ErrInvalidOption is wrapped by every error that reports bad input: an
 // invalid option value, a nil fn, or a nil [*Retrier]. The wrapping error's
