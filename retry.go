@@ -86,9 +86,9 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 // Do calls fn until it succeeds or the policy says to stop, and returns
 // nil only if some call of fn returned nil. Otherwise errors.As finds an
 // [*Error] in the returned error (it is the error itself unless a dead
-// letter could not be recorded); see the package documentation. Each call of fn gets ctx, or a
-// context derived from it when [WithAttemptTimeout] is set. If ctx is
-// already done, fn is not called.
+// letter could not be recorded); see the package documentation. Each call
+// of fn gets ctx, or a context derived from it when [WithAttemptTimeout]
+// is set. If ctx is already done, fn is not called.
 //
 // Do makes no allocation when the first attempt succeeds, starts no
 // goroutine, and uses at most one timer per call, reused across waits.
@@ -188,7 +188,7 @@ type call struct {
 }
 
 // loop is the retry engine. If firstErr is not nil, the first attempt has
-// already run (on the fast path of run) and failed with it.
+// already run (on the fast path of Do or DoValueWith) and failed with it.
 //
 // The order of checks after a failed attempt is fixed: permanent, context,
 // classification, attempts, time budget, context deadline; only then does
