@@ -39,11 +39,22 @@ func (t *truth) add(o truth) {
 
 // TestStats_conservation runs 100,000 calls with random policies, failures,
 // cancellations and deadlines from concurrent callers sharing one Stats,
-// and checks that Stats counted exactly what happened.
+// and checks that Stats counted exactly what happened. The seed is fixed,
+// so a failure can be replayed.
+//
+// Under the race detector it runs 10,000 calls: with Go 1.26.8, 100,000
+// calls' timers in one synctest bubble crash the race runtime now and then
+// (SIGSEGV inside synctest.Run, about one run in 20, never without -race).
+// scripts/test.sh runs the root module once more without -race, which
+// makes the full 100,000 calls.
 func TestStats_conservation(t *testing.T) {
-	const callers, perCaller = 8, 100_000 / 8
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	calls := 100_000
+	if raceEnabled {
+		calls = 10_000
+	}
+	const callers = 8
+	perCaller := calls / callers
+	const seed = 20261129
 	synctest.Test(t, func(t *testing.T) {
 		stats := retry.NewStats()
 		var mu sync.Mutex
