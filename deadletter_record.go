@@ -68,13 +68,16 @@ func (c *call) deadLetter(e *Error) (error, DeadLetterStatus) {
 	if !d.covers(e.Outcome) {
 		return e, DeadLetterNone
 	}
+	// c.start is a mark for spans (see config.now), not a timestamp.
+	spent := c.cfg.now().Sub(c.start)
+	gaveUp := c.cfg.wallNow()
 	dl := DeadLetter{
 		ID:           NewDeadLetterID(),
 		Name:         c.cfg.name,
 		Payload:      bytes.Clone(c.cfg.payload),
 		Attempts:     c.attempts,
-		FirstAttempt: c.start,
-		GaveUp:       c.cfg.now(),
+		FirstAttempt: gaveUp.Add(-spent),
+		GaveUp:       gaveUp,
 		Reason:       e.Outcome,
 		Errors:       c.dead.list(),
 	}

@@ -176,7 +176,7 @@ func (s *idemCall[T]) waitForHolder(lcfg *config, cl Claim, err error) (Claim, e
 		if cfg.maxElapsed > 0 && d >= cfg.maxElapsed-cfg.now().Sub(c.start) {
 			return cl, err, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, nil, false)
 		}
-		if deadline, ok := s.ctx.Deadline(); ok && d >= deadline.Sub(cfg.now()) {
+		if deadline, ok := s.ctx.Deadline(); ok && d >= cfg.until(deadline) {
 			return cl, err, c.stopBeforeDeadline()
 		}
 		c.prevWait = d

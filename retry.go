@@ -271,7 +271,7 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 		if cfg.maxElapsed > 0 && d >= cfg.maxElapsed-cfg.now().Sub(c.start) {
 			return zero, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, nil, false)
 		}
-		if deadline, ok := ctx.Deadline(); ok && d >= deadline.Sub(cfg.now()) {
+		if deadline, ok := ctx.Deadline(); ok && d >= cfg.until(deadline) {
 			return zero, c.stopBeforeDeadline()
 		}
 		if obs != nil {
@@ -396,11 +396,36 @@ func (w *waitTimer) stop() {
 	}
 }
 
+// epoch anchors the real clock's readings in now. It is set once, at
+// start-up.
+var epoch = time.Now()
+
+// now reads the call's clock to measure time spans: the results are for
+// Sub with each other and nothing else. On the real clock it reads only
+// the monotonic clock, which costs half of time.Now (observed calls read
+// it twice); the wall reading it carries is epoch's moved on by the
+// monotonic time, so timestamps for people come from wallNow.
 func (cfg *config) now() time.Time {
+	if cfg.clock == nil {
+		return epoch.Add(time.Since(epoch))
+	}
+	return cfg.clock.Now()
+}
+
+// wallNow is the call's clock for timestamps that people read.
+func (cfg *config) wallNow() time.Time {
 	if cfg.clock == nil {
 		return time.Now()
 	}
 	return cfg.clock.Now()
+}
+
+// until is the time left before t, a deadline, on the call's clock.
+func (cfg *config) until(t time.Time) time.Duration {
+	if cfg.clock == nil {
+		return time.Until(t) // monotonic when t has a monotonic reading
+	}
+	return t.Sub(cfg.clock.Now())
 }
 
 // wait computes the wait after attempt failed:

@@ -2,7 +2,10 @@ package retry_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/steadfast-go/retry"
 )
@@ -10,17 +13,43 @@ import (
 // BenchmarkObserverCost measures a first-try success through a prebuilt
 // Retrier with no observer, with Stats, and with an observer that does
 // nothing (what Do itself spends on observing: the clock reads).
+//
+// The floor cases have no observer; their fn does the least that any
+// stats must do per call, so they show what a budget relative to "none"
+// can hold: one shared counter, or the two monotonic clock reads that a
+// call duration needs.
 func BenchmarkObserverCost(b *testing.B) {
+	var counter, counter2 atomic.Uint64
+	epoch := time.Now()
 	cases := []struct {
 		name string
 		opts []retry.Option
+		fn   func(context.Context) error
 	}{
 		{name: "none"},
 		{name: "stats", opts: []retry.Option{retry.WithObserver(retry.NewStats())}},
 		{name: "noop", opts: []retry.Option{retry.WithObserver(noopObserver{})}},
+		{name: "floor=one-counter", fn: func(context.Context) error {
+			counter.Add(1)
+			return nil
+		}},
+		{name: "floor=two-counters", fn: func(context.Context) error {
+			counter.Add(1)
+			counter2.Add(1)
+			return nil
+		}},
+		{name: "floor=two-clock-reads", fn: func(context.Context) error {
+			if time.Since(epoch) > time.Since(epoch) {
+				return errors.New("monotonic clock went backwards")
+			}
+			return nil
+		}},
 	}
-	fn := func(context.Context) error { return nil }
 	for _, tc := range cases {
+		fn := tc.fn
+		if fn == nil {
+			fn = func(context.Context) error { return nil }
+		}
 		b.Run(tc.name, func(b *testing.B) {
 			r, err := retry.New(tc.opts...)
 			if err != nil {
