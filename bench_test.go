@@ -105,6 +105,10 @@ func BenchmarkRetrierDo_threeFailuresZeroWaits(b *testing.B) {
 // without Do (goroutine stacks are not heap either way). It then cancels
 // the shared context and reports how long it takes until all have
 // returned, for Do and for the plain goroutines.
+//
+// The floor is the least a hand-written wait does for the same result: a
+// time.Timer, a select on it and ctx.Done(), and context.Cause once the
+// context is done.
 func BenchmarkParkedCalls(b *testing.B) {
 	const n = 100_000
 	plain := func(parked *sync.WaitGroup) func(context.Context) error {
@@ -125,8 +129,24 @@ func BenchmarkParkedCalls(b *testing.B) {
 				retry.WithWaitArmed(func(time.Duration) { parked.Done() }))
 			return func(ctx context.Context) error { return r.Do(ctx, failOnce) }
 		})
+		floor, floorElapsed := parkedHeap(b, n, func(parked *sync.WaitGroup) func(context.Context) error {
+			return func(ctx context.Context) error {
+				_ = failOnce(ctx)
+				t := time.NewTimer(time.Hour)
+				defer t.Stop()
+				parked.Done()
+				select {
+				case <-t.C:
+					return nil
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			}
+		})
 		b.ReportMetric((withDo-base)/n, "heap-B/parked-call")
+		b.ReportMetric((floor-base)/n, "floor-heap-B/parked-call")
 		b.ReportMetric(float64(elapsed.Milliseconds()), "ms-to-return-all")
+		b.ReportMetric(float64(floorElapsed.Milliseconds()), "floor-ms-to-return-all")
 		b.ReportMetric(float64(baseElapsed.Milliseconds()), "baseline-ms-to-return-all")
 	}
 }

@@ -758,16 +758,29 @@ func nilContext() context.Context { return nil }
 
 func TestError_isComplete_whenReturned(t *testing.T) {
 	// The error must not reach back into the call's context later: users
-	// run Do inside a synctest bubble and inspect the error outside it,
-	// where touching the bubble's context is a fatal error.
+	// run Do inside a synctest bubble and inspect the error outside it.
+	// Once a call has waited on ctx.Done() in the bubble, the context's
+	// done channel belongs to the bubble, and ctx.Err or context.Cause
+	// from outside is a fatal error ("receive on synctest channel from
+	// outside bubble"), which is why Do reads the cause before returning.
 	cause := errors.New("shutting down")
-	var err error
+	var before, parked error
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(t.Context())
 		cancel(cause)
-		err = retry.Do(ctx, func(context.Context) error { return nil })
+		before = retry.Do(ctx, func(context.Context) error { return nil })
+
+		ctx, cancel = context.WithCancelCause(t.Context())
+		time.AfterFunc(time.Second, func() { cancel(cause) })
+		parked = retry.Do(ctx, func(context.Context) error { return errTransient },
+			retry.WithBackoff(retry.Constant(time.Hour)))
 	})
-	assert.ErrorIs(t, err, cause)
-	assert.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, "retry: shutting down before the first attempt", err.Error())
+	assert.ErrorIs(t, before, cause)
+	assert.ErrorIs(t, before, context.Canceled)
+	assert.Equal(t, "retry: shutting down before the first attempt", before.Error())
+
+	assert.ErrorIs(t, parked, cause)
+	assert.ErrorIs(t, parked, context.Canceled)
+	assert.ErrorIs(t, parked, errTransient)
+	assert.Equal(t, "retry: shutting down after 1 attempt: transient", parked.Error())
 }
