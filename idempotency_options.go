@@ -147,30 +147,30 @@ func WithIdempotencyStoreTimeout(d time.Duration) Option {
 	}
 }
 
-// WithIdempotencyWait(true) makes a caller that finds its key held by
-// another wait for the holder's outcome instead of failing the attempt
-// with [ErrInProgress]: it looks again after each wait of the backoff
-// schedule (at least 1ms apart), spending no attempts, until the holder
-// completes (the outcome is replayed), releases (the caller claims and
-// runs fn), or the context, its deadline or the [WithMaxElapsed] budget
-// ends the call. Default: false.
+// WithIdempotencyWait sets whether a caller that finds its key held by
+// another waits for the holder's outcome instead of failing the attempt
+// with [ErrInProgress]. A waiting caller looks again after each wait of
+// the backoff schedule (at least 1ms apart), spending no attempts, until
+// the holder completes (the outcome is replayed), releases (the caller
+// claims and runs fn), or the context, its deadline or the
+// [WithMaxElapsed] budget ends the call. Default: false.
 func WithIdempotencyWait(wait bool) Option {
 	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.wait = wait }) }
 }
 
-// WithIdempotencyFailOpen(true) makes Do call fn without idempotency when
-// the store fails or times out, instead of failing closed with
+// WithIdempotencyFailOpen sets whether Do calls fn without idempotency
+// when the store fails or times out, instead of failing closed with
 // [ErrIdempotencyUnavailable]: availability over exactly-once. Use it only
 // where a duplicate side effect is acceptable. Default: false.
 func WithIdempotencyFailOpen(open bool) Option {
 	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.failOpen = open }) }
 }
 
-// WithIdempotencyKeepFailures(true) stores exhaustion ([OutcomeExhausted]
-// and [OutcomeMaxElapsed]) as a final outcome, replayed as a permanent
-// failure, as Stripe does with 500s, instead of releasing the claim. A
-// done context still releases it: the caller left, the work did not end.
-// Default: false.
+// WithIdempotencyKeepFailures sets whether exhaustion ([OutcomeExhausted]
+// and [OutcomeMaxElapsed]) is stored as a final outcome, replayed as a
+// permanent failure, as Stripe does with 500s, instead of releasing the
+// claim. A done context still releases it: the caller left, the work did
+// not end. Default: false.
 func WithIdempotencyKeepFailures(keep bool) Option {
 	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.keepFailures = keep }) }
 }

@@ -20,21 +20,23 @@ const (
 	// DefaultMaxDelay caps every wait, server-supplied ones included, so a
 	// misbehaving Retry-After cannot park a caller for hours.
 	DefaultMaxDelay = 30 * time.Second
-	// DefaultInitialDelay, DefaultMultiplier and DefaultBackoffMax make the
-	// default backoff: Exponential(100ms, 2, 10s), with FullJitter.
+	// DefaultInitialDelay is the first wait of the default backoff,
+	// Exponential(100ms, 2, 10s) with FullJitter.
 	DefaultInitialDelay = 100 * time.Millisecond
-	DefaultMultiplier   = 2.0
-	DefaultBackoffMax   = 10 * time.Second
+	// DefaultMultiplier is the growth factor of the default backoff.
+	DefaultMultiplier = 2.0
+	// DefaultBackoffMax caps the waits of the default backoff.
+	DefaultBackoffMax = 10 * time.Second
 )
 
-// Unlimited, given to [WithMaxAttempts], removes the limit on attempts:
-// Do then stops only on success, a permanent error, the context or the
-// [WithMaxElapsed] budget.
+// Unlimited removes the limit on attempts when given to [WithMaxAttempts]:
+// Do then stops only on success, an error that is not retried, the context
+// or the [WithMaxElapsed] budget.
 const Unlimited = math.MaxInt
 
 // Option configures a [Retrier]. Options are applied once, in order, by
-// [New] (or by the package-level [Do] and [DoValue]); a later option
-// overrides an earlier one of the same kind.
+// [New] or [Retrier.With] (or by the package-level [Do] and [DoValue]); a
+// later option overrides an earlier one of the same kind.
 type Option func(*config)
 
 // config holds what the options set. The zero value of every field means
@@ -67,8 +69,8 @@ func (c *config) fail(format string, args ...any) {
 	}
 }
 
-// WithMaxAttempts sets how many times fn may be called in all, the first
-// call included: WithMaxAttempts(1) never retries. n must be at least 1, or
+// WithMaxAttempts sets how many attempts a call may make in all, the first
+// included: WithMaxAttempts(1) never retries. n must be at least 1, or
 // [Unlimited]. Default: [DefaultMaxAttempts].
 func WithMaxAttempts(n int) Option {
 	return func(c *config) {
@@ -176,9 +178,10 @@ func WithClock(c clock.Clock) Option {
 
 // WithRetryIf sets which errors are worth another attempt: when f returns
 // false, Do stops with [OutcomePermanent]. f is not asked about errors
-// marked [Permanent] (never retried) or [RetryAfter] (always retried), nor
-// when Do's context is done. f must be safe for concurrent use. Default:
-// every error is retried.
+// marked [Permanent] (never retried) or [RetryAfter] (always retried),
+// nor about context.Canceled (never retried), nor when Do's context is
+// done. f must be safe for concurrent use. Default: every error is
+// retried.
 func WithRetryIf(f func(error) bool) Option {
 	return func(c *config) {
 		if f == nil {
@@ -228,7 +231,8 @@ func WithObserver(o Observer) Option {
 // for a wait of d and before it blocks on it. It exists for tests with a
 // mock clock: advancing the mock before the timer is armed would leave Do
 // waiting forever, so a test waits for this call and then advances the
-// clock by d. f runs on Do's goroutine and must not block for long.
+// clock by d. f runs on Do's goroutine and must not block for long. f must
+// not be nil. Default: none.
 func WithWaitArmed(f func(d time.Duration)) Option {
 	return func(c *config) {
 		if f == nil {
