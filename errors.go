@@ -18,8 +18,9 @@ var ErrExhausted = errors.New("retry: attempts exhausted")
 var ErrMaxElapsed error = &wrapped{msg: "retry: time budget spent", err: ErrExhausted}
 
 // ErrInvalidOption is wrapped by every error that reports bad input: an
-// invalid option value, a nil fn, or a nil [*Retrier]. The wrapping error's
-// message names the problem. When Do returns it, fn was not called.
+// invalid option value, a nil fn, context or [*Retrier], or an empty or
+// too long idempotency key. The wrapping error's message names the
+// problem. When Do returns it, fn was not called.
 var ErrInvalidOption = errors.New("retry: invalid option")
 
 // wrapped is a sentinel that wraps another sentinel without the ": " join
@@ -42,10 +43,16 @@ func (w *wrapped) Unwrap() error { return w.err }
 type Error struct {
 	// Outcome says why Do stopped. It is never OutcomeSuccess.
 	Outcome Outcome
-	// Attempts is how many times fn was called, the first call included.
-	// It is 0 when the context was done before the first attempt.
+	// Attempts is how many attempts Do made, the first included. With
+	// [WithIdempotency] an attempt that found the key held by another
+	// caller counts although fn did not run. It is 0 when the call ended
+	// before its first attempt: its context was done, or the idempotency
+	// store ended it.
 	Attempts int
-	// Last is the error of the last attempt, nil when fn never ran.
+	// Last is the error of the last attempt. A call that ended before any
+	// attempt has the idempotency store's reason here, if any (an error
+	// matching [ErrIdempotencyUnavailable], [ErrKeyReuse], [ErrReplayed]
+	// or, with [WithIdempotencyWait], [ErrInProgress]), and nil otherwise.
 	// A [Permanent] marker is still in its chain.
 	Last error
 	// Cause is why Do stopped: ErrExhausted, ErrMaxElapsed, the context's

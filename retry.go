@@ -12,7 +12,7 @@
 // would end after either, it returns at once. Whenever no attempt
 // succeeds, errors.As finds an [*Error] in the returned error, and
 // errors.Is matches both the reason for stopping and the last attempt's
-// error.
+// error; only bad input ([ErrInvalidOption]) is reported otherwise.
 //
 // Build a [Retrier] once with [New] and share it: it is immutable and safe
 // for concurrent use, and its Do makes no allocation when the first attempt
@@ -20,7 +20,7 @@
 //
 // For tests, [WithClock] takes a *clock.Mock from
 // github.com/benbjohnson/clock and [WithWaitArmed] says when to advance it;
-// see the Example for the recipe.
+// see the mockClock example for the recipe.
 package retry
 
 import (
@@ -84,11 +84,14 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 }
 
 // Do calls fn until it succeeds or the policy says to stop, and returns
-// nil only if some call of fn returned nil. Otherwise errors.As finds an
+// nil only if some call of fn returned nil or, with [WithIdempotency], an
+// earlier call's success was replayed. Otherwise errors.As finds an
 // [*Error] in the returned error (it is the error itself unless a dead
-// letter could not be recorded); see the package documentation. Each call
-// of fn gets ctx, or a context derived from it when [WithAttemptTimeout]
-// is set. If ctx is already done, fn is not called.
+// letter could not be recorded), except for bad input, which gives an
+// error wrapping [ErrInvalidOption] and calls nothing; see the package
+// documentation. Each call of fn gets ctx, or a context derived from it
+// when [WithAttemptTimeout] is set. If ctx is already done, fn is not
+// called.
 //
 // Do makes no allocation when the first attempt succeeds, starts no
 // goroutine, and uses at most one timer per call, reused across waits.
@@ -128,7 +131,9 @@ func badCall(nilRetrier, nilContext bool) error {
 
 // DoValueWith is [Retrier.Do] for a function that returns a value (a
 // method cannot have type parameters). On success it returns the value of
-// the call that succeeded; otherwise the zero value and the error.
+// the call that succeeded, or the stored value replayed by
+// [WithIdempotency]; otherwise the zero value and the error (see
+// [WithIdempotencyCodec] for the one exception).
 func DoValueWith[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
 	if r == nil || ctx == nil || fn == nil {
 		var zero T

@@ -126,11 +126,13 @@ type StatsSnapshot struct {
 	// budget exists yet, so it is always 0; it is here so that dashboards
 	// and the identity above need no change when one comes.
 	BudgetDenied uint64
-	// NoAttempt counts calls that ended before their first attempt,
-	// because the context was already done. They count in Calls (as
-	// Deadline or Canceled) but make no attempt.
+	// NoAttempt counts calls that ended before their first attempt: the
+	// context was already done, or, with [WithIdempotency], the store
+	// replayed an outcome, refused the call, or another caller held the
+	// key for as long as the call could wait. They count in Calls but
+	// make no attempt.
 	NoAttempt uint64
-	// Attempts counts calls of fn, first attempts included.
+	// Attempts counts attempts, the first of each call included.
 	Attempts uint64
 	// Retries counts attempts after the first of their call.
 	Retries uint64
