@@ -21,12 +21,12 @@ type DeadLetter struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Payload is the operation's input, from WithPayload (a copy).
 	Payload []byte `json:"payload,omitempty"`
-	// Attempts is how many times fn was called.
+	// Attempts is how many attempts the call made, as in [Error].
 	Attempts int `json:"attempts"`
-	// FirstAttempt is when the call started; GaveUp when it stopped. Both
-	// are on the Retrier's clock.
+	// FirstAttempt is when the call started, on the Retrier's clock.
 	FirstAttempt time.Time `json:"first_attempt"`
-	GaveUp       time.Time `json:"gave_up"`
+	// GaveUp is when the call stopped, on the Retrier's clock.
+	GaveUp time.Time `json:"gave_up"`
 	// Reason is why the call stopped: never OutcomeSuccess.
 	Reason Outcome `json:"reason"`
 	// LastError is the text of the last attempt's error ("" if none ran).
@@ -63,10 +63,12 @@ type AttemptError struct {
 // context bounded by [WithDeadLetterTimeout]). Put must not keep dl.Payload
 // or dl.Errors beyond the call unless it treats them as read-only.
 type DeadLetterSink interface {
+	// Put stores dl durably and returns nil, or returns an error.
 	Put(ctx context.Context, dl DeadLetter) error
 }
 
-// DeadLetterFunc adapts a function to a [DeadLetterSink].
+// DeadLetterFunc adapts a function to a [DeadLetterSink]. The function
+// must keep the contract of Put, concurrency safety included.
 type DeadLetterFunc func(ctx context.Context, dl DeadLetter) error
 
 // Put calls f(ctx, dl).
@@ -78,7 +80,7 @@ type DeadLetterStatus uint8
 
 // The dead-letter statuses of a call.
 const (
-	DeadLetterNone     DeadLetterStatus = iota // not dead-lettered: success, or excluded by configuration
+	DeadLetterNone     DeadLetterStatus = iota // not dead-lettered: success, a replayed failure, or excluded by configuration
 	DeadLetterRecorded                         // a sink stored it
 	DeadLetterFailed                           // every sink failed; Do's error matches ErrDeadLetterNotRecorded
 )

@@ -25,8 +25,8 @@ type FileSinkOptions struct {
 
 // FileSink is the embedded dead-letter store: an append-only JSON Lines
 // file, one record a line, needing nothing but a disk. Build one with
-// [OpenFileSink], read its file with [ReadDeadLetterFile], replay it with
-// [Redrive], and Close it when done.
+// [OpenFileSink] (the zero value is not usable), read its file with
+// [ReadDeadLetterFile], replay it with [Redrive], and Close it when done.
 //
 // Put returns nil only after the record's bytes were written and fsynced,
 // so a record whose Put succeeded survives a crash of the process or the

@@ -22,7 +22,7 @@ var ErrTornRecord = errors.New("retry: torn dead-letter record")
 // between whole records. No record whose Put succeeded is ever torn: Put
 // returns only after its whole line is fsynced.
 type TornRecordError struct {
-	Path    string
+	Path    string  // the file, as given to ReadDeadLetterFile
 	Offsets []int64 // byte offset of each torn line in the file
 }
 

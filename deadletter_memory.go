@@ -11,7 +11,7 @@ import (
 // were put. It is meant for tests and examples: it is not durable, and it
 // never forgets a record. It implements [RedriveSource]. A
 // MemoryDeadLetterSink is safe for concurrent use; build one with
-// [NewMemoryDeadLetterSink].
+// [NewMemoryDeadLetterSink], as the zero value is not usable.
 type MemoryDeadLetterSink struct {
 	mu   sync.Mutex // guards recs and byID
 	recs []DeadLetter

@@ -60,7 +60,8 @@ type IdempotencyStore interface {
 	Release(ctx context.Context, key, token string) error
 }
 
-// ClaimStatus says what [IdempotencyStore.Claim] found.
+// ClaimStatus says what [IdempotencyStore.Claim] found. The zero value is
+// not a status: Do treats a Claim that returns it as a store failure.
 type ClaimStatus uint8
 
 // The results of a claim.
@@ -86,6 +87,7 @@ func (s ClaimStatus) String() string {
 
 // Claim is the result of [IdempotencyStore.Claim].
 type Claim struct {
+	// Status says what the store found.
 	Status ClaimStatus
 	// Token identifies this claim (ClaimAcquired only): Renew, Complete
 	// and Release succeed only while it still holds the key, so a caller
@@ -104,21 +106,25 @@ type Record struct {
 	// Permanent is false for a success, whose encoded value is in Value,
 	// and true for a permanent failure, whose message is in Error.
 	Permanent bool
-	Value     []byte
-	Error     string
+	// Value is the success's value, encoded by the call's [Codec]; nil
+	// for calls made with Do, which have no value.
+	Value []byte
+	// Error is the permanent failure's message, replayed as the text of
+	// an error matching [ErrReplayed].
+	Error string
 }
 
 // Errors of idempotent calls. Each is matched with errors.Is.
 var (
-	// ErrInProgress: another caller holds the key. Do treats it as
-	// retryable: it backs off and looks again.
+	// ErrInProgress reports that another caller holds the key. Do treats
+	// it as retryable: it backs off and looks again.
 	ErrInProgress = errors.New("retry: idempotency key in progress")
-	// ErrKeyReuse: the key was used before with a different payload
-	// fingerprint. fn is not called.
+	// ErrKeyReuse reports that the key was used before with a different
+	// payload fingerprint. fn is not called.
 	ErrKeyReuse = errors.New("retry: idempotency key reused with a different payload")
-	// ErrIdempotencyUnavailable: the store failed or timed out, so Do
-	// could not know whether the work already ran. fn is not called
-	// (fail closed) unless fail-open was chosen.
+	// ErrIdempotencyUnavailable reports that the store failed or timed
+	// out, so Do could not know whether the work already ran. fn is not
+	// called (fail closed) unless fail-open was chosen.
 	ErrIdempotencyUnavailable = errors.New("retry: idempotency store unavailable")
 	// ErrLeaseLost is returned by stores when a token no longer holds its
 	// key: the lease expired and another caller may have taken over.
@@ -170,7 +176,9 @@ func idemKeyProblem(key string) string {
 // [IdempotencyStore] keeps, and back. Unmarshal gets exactly the bytes
 // Marshal returned. Implementations must be safe for concurrent use.
 type Codec interface {
+	// Marshal encodes v, the value of a call that succeeded.
 	Marshal(v any) ([]byte, error)
+	// Unmarshal decodes data into v, a pointer to the call's value type.
 	Unmarshal(data []byte, v any) error
 }
 

@@ -6,27 +6,29 @@ import (
 	"time"
 )
 
-// Outcome says how a call of Do ended.
+// Outcome says how a call of Do ended. The zero value is [OutcomeSuccess].
 type Outcome uint8
 
 // The outcomes of a call. Every call ends in exactly one of them.
 const (
-	// OutcomeSuccess: an attempt returned nil.
+	// OutcomeSuccess means an attempt returned nil, or an earlier
+	// success was replayed by [WithIdempotency].
 	OutcomeSuccess Outcome = iota
-	// OutcomePermanent: an attempt's error was not retryable: marked
+	// OutcomePermanent means an attempt's error was not retryable: marked
 	// [Permanent], refused by [WithRetryIf], or context.Canceled from a
-	// context other than Do's own.
+	// context other than Do's own. With [WithIdempotency] it also ends a
+	// call that the store refused or failed (see [Error.Last]).
 	OutcomePermanent
-	// OutcomeExhausted: the last attempt allowed by [WithMaxAttempts]
-	// failed.
+	// OutcomeExhausted means the last attempt allowed by
+	// [WithMaxAttempts] failed.
 	OutcomeExhausted
-	// OutcomeMaxElapsed: the next wait would have ended after the
+	// OutcomeMaxElapsed means the next wait would have ended after the
 	// [WithMaxElapsed] budget.
 	OutcomeMaxElapsed
-	// OutcomeDeadline: the context's deadline passed, or the next wait
-	// would have ended after it.
+	// OutcomeDeadline means the context's deadline passed, or the next
+	// wait would have ended after it.
 	OutcomeDeadline
-	// OutcomeCanceled: the context was canceled.
+	// OutcomeCanceled means the context was canceled.
 	OutcomeCanceled
 )
 
@@ -79,9 +81,9 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 // OnRetry (a wait follows, then the next OnAttemptStart) or OnDone.
 // OnDone comes exactly once per call, also when no attempt ran.
 type Observer interface {
-	// OnAttemptStart is called just before each call of fn.
+	// OnAttemptStart is called just before each attempt.
 	OnAttemptStart(ctx context.Context, e AttemptStart)
-	// OnAttemptEnd is called as soon as fn returns.
+	// OnAttemptEnd is called as soon as the attempt returns.
 	OnAttemptEnd(ctx context.Context, e AttemptEnd)
 	// OnRetry is called when Do has decided to try again, before it
 	// waits e.Delay (which may be 0: then no wait follows).
@@ -90,26 +92,28 @@ type Observer interface {
 	OnDone(ctx context.Context, e Done)
 }
 
-// AttemptStart is passed to [Observer.OnAttemptStart] just before fn is
-// called.
+// AttemptStart is passed to [Observer.OnAttemptStart] just before an
+// attempt. With [WithIdempotency], an attempt may end without calling fn
+// (the key is held by another caller, or the store failed).
 type AttemptStart struct {
 	Name    string        // the operation's name, from WithName
-	Attempt int           // 1 for the first call of fn
+	Attempt int           // 1 for the first attempt
 	Wait    time.Duration // the wait just taken before this attempt; 0 for the first and after a zero-delay retry
 }
 
-// AttemptEnd is passed to [Observer.OnAttemptEnd] as soon as fn returns.
+// AttemptEnd is passed to [Observer.OnAttemptEnd] as soon as an attempt
+// returns.
 type AttemptEnd struct {
-	Name     string
-	Attempt  int
-	Err      error         // what fn returned; nil on success
-	Duration time.Duration // how long fn ran, on the Retrier's clock
+	Name     string        // the operation's name, from WithName
+	Attempt  int           // 1 for the first attempt
+	Err      error         // the attempt's error, usually what fn returned; nil on success
+	Duration time.Duration // how long the attempt ran, on the Retrier's clock
 }
 
 // RetryScheduled is passed to [Observer.OnRetry] when an attempt failed
 // and Do is about to wait Delay before the next one.
 type RetryScheduled struct {
-	Name    string
+	Name    string        // the operation's name, from WithName
 	Attempt int           // the attempt that failed
 	Delay   time.Duration // the wait before attempt Attempt+1; may be 0
 	Err     error         // the failed attempt's error
@@ -117,9 +121,9 @@ type RetryScheduled struct {
 
 // Done is passed to [Observer.OnDone] once per call, when Do returns.
 type Done struct {
-	Name     string
-	Outcome  Outcome
-	Attempts int           // calls of fn made, the first included
+	Name     string        // the operation's name, from WithName
+	Outcome  Outcome       // how the call ended
+	Attempts int           // attempts made, the first included; 0 if the call ended before its first
 	Elapsed  time.Duration // from Do's start to its return, on the Retrier's clock
 	// Waited is true when the call ended during a non-zero wait, or
 	// right after one and before the next attempt started (cancelled or
