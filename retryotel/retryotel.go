@@ -8,7 +8,7 @@
 // The metrics are the same as retryprom's, named the OpenTelemetry way:
 //
 //	retry.calls               counter {call}: calls ended; retry.operation, retry.outcome
-//	retry.attempts            counter {attempt}: calls of fn, first attempts included; retry.operation
+//	retry.attempts            counter {attempt}: attempts, first attempts included; retry.operation
 //	retry.retries             counter {attempt}: attempts after the first of their call; retry.operation
 //	retry.calls.in_flight     up-down counter {call}: calls between their first attempt and their end
 //	retry.waits.in_progress   up-down counter {call}: calls waiting before their next attempt
@@ -64,8 +64,11 @@ const DefaultMaxOperations = 100
 
 // Attribute keys of the metrics and span events.
 const (
-	OperationKey        = attribute.Key("retry.operation")
-	OutcomeKey          = attribute.Key("retry.outcome")
+	// OperationKey holds the operation's name, bounded on metrics.
+	OperationKey = attribute.Key("retry.operation")
+	// OutcomeKey holds the call's outcome, as Outcome.String gives it.
+	OutcomeKey = attribute.Key("retry.outcome")
+	// DeadLetterResultKey holds "recorded" or "failed" on retry.dead_letters.
 	DeadLetterResultKey = attribute.Key("retry.dead_letter.result")
 )
 
@@ -93,7 +96,8 @@ type Options struct {
 var outcomes = adapter.Outcomes()
 
 // Observer is a retry.Observer that records OpenTelemetry metrics and span
-// events. Build one with [New]. An Observer is safe for concurrent use.
+// events. Build one with [New]; the zero value is not usable. An Observer
+// is safe for concurrent use.
 type Observer struct {
 	calls, attempts, retries metric.Int64Counter
 	inFlight, waiting        metric.Int64UpDownCounter

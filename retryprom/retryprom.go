@@ -7,7 +7,7 @@
 // With the default namespace "retry" the metrics are:
 //
 //	retry_calls_total{operation, outcome}        counter: calls ended, by outcome
-//	retry_attempts_total{operation}              counter: calls of fn, first attempts included
+//	retry_attempts_total{operation}              counter: attempts, first attempts included
 //	retry_retries_total{operation}               counter: attempts after the first of their call
 //	retry_calls_in_flight{operation}             gauge: calls between their first attempt and their end
 //	retry_waits_in_progress{operation}           gauge: calls waiting before their next attempt
@@ -86,9 +86,10 @@ type Options struct {
 var outcomes = adapter.Outcomes()
 
 // Observer is a retry.Observer that updates Prometheus metrics, and a
-// prometheus.Collector of them. Build one with [New]. An Observer is safe
-// for concurrent use; it takes a lock of its own only the first time it
-// sees an operation name, to create the operation's series.
+// prometheus.Collector of them. Build one with [New]; the zero value is
+// not usable. An Observer is safe for concurrent use; it takes a lock of
+// its own only the first time it sees an operation name, to create the
+// operation's series.
 type Observer struct {
 	calls      *prometheus.CounterVec
 	attempts   *prometheus.CounterVec
