@@ -34,7 +34,7 @@ type Filter struct {
 	Reasons []retry.Outcome // when not nil, any of these reasons
 	Since   time.Time       // gave up at or after Since
 	Until   time.Time       // gave up before Until
-	State   State
+	State   State           // Pending or Redriven records only; AnyState, the zero value, for both
 	// Limit caps the number of records, the oldest first; 0 means no cap.
 	Limit int
 }

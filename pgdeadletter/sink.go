@@ -34,10 +34,11 @@ import (
 var ErrNotFound = errors.New("pgdeadletter: dead letter not found")
 
 // Sink keeps dead letters in one PostgreSQL table. Build one with [New]
-// and create its table with [Sink.Migrate]. A Sink is safe for concurrent
-// use, and any number of Sinks, in any number of processes, may share a
-// table: Put and Claim are single atomic statements. Every method returns
-// when its ctx is done, with ctx's error.
+// (the zero value is not usable) and create its table with
+// [Sink.Migrate]. A Sink is safe for concurrent use, and any number of
+// Sinks, in any number of processes, may share a table: Put and Claim are
+// single atomic statements. Every method returns when its ctx is done,
+// with ctx's error.
 type Sink struct {
 	pool  *pgxpool.Pool
 	name  string         // the table's name as given

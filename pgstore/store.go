@@ -16,7 +16,8 @@ import (
 )
 
 // Store is a [retry.IdempotencyStore] on a PostgreSQL table. Build it with
-// [New] and create its table with [Store.Migrate].
+// [New] (the zero value is not usable) and create its table with
+// [Store.Migrate].
 //
 // A Store is safe for concurrent use by multiple goroutines, and stores in
 // different processes that share the table coordinate through it: every

@@ -21,9 +21,10 @@ import (
 	"github.com/steadfast-go/retry"
 )
 
-// Store is a [retry.IdempotencyStore] on Redis. Build one with [New]. It
-// is safe for concurrent use by multiple goroutines and processes: every
-// method is a single atomic command or script on the key's Redis key.
+// Store is a [retry.IdempotencyStore] on Redis. Build one with [New]; the
+// zero value is not usable. It is safe for concurrent use by multiple
+// goroutines and processes: every method is a single atomic command or
+// script on the key's Redis key.
 //
 // Errors from Redis (connection refused, timeout, a cancelled context)
 // are returned wrapped with the operation's name; retry.Do treats them as
