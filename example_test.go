@@ -187,3 +187,29 @@ func Example_mockClock() {
 	// advancing 2s
 	// <nil> 3
 }
+
+func ExampleParseRetryAfter() {
+	now := time.Date(2015, 10, 21, 7, 27, 0, 0, time.UTC)
+	for _, v := range []string{"120", "Wed, 21 Oct 2015 07:28:00 GMT", "-5", "soon"} {
+		d, ok := retry.ParseRetryAfter(v, now)
+		fmt.Printf("%q: %v %v\n", v, d, ok)
+	}
+	// Output:
+	// "120": 2m0s true
+	// "Wed, 21 Oct 2015 07:28:00 GMT": 1m0s true
+	// "-5": 0s false
+	// "soon": 0s false
+}
+
+func ExampleJitter_Apply() {
+	// The Retrier draws u in [0, 1); here it is fixed to show the ranges.
+	d := 10 * time.Second
+	for _, j := range []retry.Jitter{retry.NoJitter, retry.FullJitter, retry.EqualJitter, retry.ProportionalJitter(0.25)} {
+		fmt.Printf("%v: %v to %v\n", j, j.Apply(d, 0), j.Apply(d, 0.999))
+	}
+	// Output:
+	// NoJitter: 10s to 10s
+	// FullJitter: 0s to 9.99s
+	// EqualJitter: 5s to 9.995s
+	// ProportionalJitter(0.25): 7.5s to 12.495s
+}

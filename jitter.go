@@ -80,7 +80,9 @@ func (j Jitter) Apply(d time.Duration, u float64) time.Duration {
 	}
 }
 
-// String returns the jitter's name, as in "ProportionalJitter(0.2)".
+// String returns the jitter's name, as in "FullJitter" or
+// "ProportionalJitter(0.25)". The factor shown is the one kept, a multiple
+// of 2^-52, so a factor such as 0.2 may show as 0.19999999999999996.
 func (j Jitter) String() string {
 	switch j & jitterKindMask {
 	case NoJitter:
