@@ -1,6 +1,7 @@
 package retry_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -87,6 +88,20 @@ func TestJitterApply(t *testing.T) {
 	assert.Equal(t, time.Duration(0), retry.FullJitter.Apply(-time.Second, 0.5), "negative in, zero out")
 	assert.Equal(t, "ProportionalJitter(0.25)", retry.ProportionalJitter(0.25).String())
 	assert.Equal(t, "EqualJitter", retry.EqualJitter.String())
+}
+
+func TestProportionalJitter_String_showsTheFactorAsWritten(t *testing.T) {
+	for _, f := range []float64{0, 0.1, 0.2, 0.3, 1.0 / 3, 0.5, 0.7, 0.999, 1, 1e-9, 0.123456789} {
+		j := retry.ProportionalJitter(f)
+		s := j.String()
+		var back float64
+		_, err := fmt.Sscanf(s, "ProportionalJitter(%g)", &back)
+		require.NoError(t, err, s)
+		assert.Equal(t, j, retry.ProportionalJitter(back), "%s names another jitter", s)
+	}
+	assert.Equal(t, "ProportionalJitter(0.2)", retry.ProportionalJitter(0.2).String())
+	assert.Equal(t, "ProportionalJitter(0.1)", retry.ProportionalJitter(0.1).String())
+	assert.Equal(t, "ProportionalJitter(1.5)", retry.ProportionalJitter(1.5).String(), "out of range: shown to name it in the error")
 }
 
 // checkBounds asserts the overflow property for one set of parameters.

@@ -3,6 +3,7 @@ package retry
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -81,8 +82,9 @@ func (j Jitter) Apply(d time.Duration, u float64) time.Duration {
 }
 
 // String returns the jitter's name, as in "FullJitter" or
-// "ProportionalJitter(0.25)". The factor shown is the one kept, a multiple
-// of 2^-52, so a factor such as 0.2 may show as 0.19999999999999996.
+// "ProportionalJitter(0.2)". The factor is kept as a multiple of 2^-52;
+// String shows the shortest decimal that ProportionalJitter keeps as the
+// same Jitter, so the factor reads as it was written.
 func (j Jitter) String() string {
 	switch j & jitterKindMask {
 	case NoJitter:
@@ -91,11 +93,26 @@ func (j Jitter) String() string {
 		return "FullJitter"
 	case EqualJitter:
 		return "EqualJitter"
-	case proportionalJitter, badProportionalJitter:
+	case proportionalJitter:
+		return "ProportionalJitter(" + shortestFactor(j) + ")"
+	case badProportionalJitter:
 		return fmt.Sprintf("ProportionalJitter(%v)", j.factor())
 	default:
 		return fmt.Sprintf("Jitter(%d)", uint64(j))
 	}
+}
+
+// shortestFactor formats the factor of a valid proportional jitter with
+// the fewest digits that map back to j.
+func shortestFactor(j Jitter) string {
+	f := j.factor()
+	for prec := 1; prec < 17; prec++ {
+		s := strconv.FormatFloat(f, 'g', prec, 64)
+		if v, err := strconv.ParseFloat(s, 64); err == nil && ProportionalJitter(v) == j {
+			return s
+		}
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 func (j Jitter) validate() error {
