@@ -141,7 +141,7 @@ func New(opts Options) (*Observer, error) {
 	o.calls, errs[0] = m.Int64Counter("retry.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Calls ended, by outcome."))
 	o.attempts, errs[1] = m.Int64Counter("retry.attempts", metric.WithUnit("{attempt}"),
-		metric.WithDescription("Calls of the operation's function, first attempts included."))
+		metric.WithDescription("Attempts made, first attempts included."))
 	o.retries, errs[2] = m.Int64Counter("retry.retries", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts after the first of their call."))
 	o.inFlight, errs[3] = m.Int64UpDownCounter("retry.calls.in_flight", metric.WithUnit("{call}"),

@@ -141,7 +141,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	o.calls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "calls_total",
 		Help: "Calls ended, by outcome."}, []string{"operation", "outcome"})
 	o.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "attempts_total",
-		Help: "Calls of the operation's function, first attempts included."}, op)
+		Help: "Attempts made, first attempts included."}, op)
 	o.retries = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "retries_total",
 		Help: "Attempts after the first of their call."}, op)
 	o.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "calls_in_flight",

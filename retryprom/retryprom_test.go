@@ -50,7 +50,7 @@ retry_attempts_per_call_bucket{operation="charge-card",le="1000"} 3
 retry_attempts_per_call_bucket{operation="charge-card",le="+Inf"} 3
 retry_attempts_per_call_sum{operation="charge-card"} 7
 retry_attempts_per_call_count{operation="charge-card"} 3
-# HELP retry_attempts_total Calls of the operation's function, first attempts included.
+# HELP retry_attempts_total Attempts made, first attempts included.
 # TYPE retry_attempts_total counter
 retry_attempts_total{operation="charge-card"} 7
 # HELP retry_call_duration_seconds Time from the start of a call to its end, waits included.
@@ -95,7 +95,7 @@ func TestObserver_cardinalityIsBounded(t *testing.T) {
 		obs.OnAttemptStart(ctx, retry.AttemptStart{Name: name, Attempt: 1})
 	}
 	want := `
-# HELP retry_attempts_total Calls of the operation's function, first attempts included.
+# HELP retry_attempts_total Attempts made, first attempts included.
 # TYPE retry_attempts_total counter
 retry_attempts_total{operation="a"} 2
 retry_attempts_total{operation="b"} 1
@@ -113,7 +113,7 @@ func TestObserver_specialNamesBeforeTheLimit(t *testing.T) {
 		obs.OnAttemptStart(ctx, retry.AttemptStart{Name: name, Attempt: 1})
 	}
 	want := `
-# HELP retry_attempts_total Calls of the operation's function, first attempts included.
+# HELP retry_attempts_total Attempts made, first attempts included.
 # TYPE retry_attempts_total counter
 retry_attempts_total{operation="other"} 2
 retry_attempts_total{operation="x"} 1
