@@ -26,7 +26,7 @@ type idemCall[T any] struct {
 	ctx   context.Context
 	key   string
 	fp    string
-	start time.Time // set when an observer needs elapsed time
+	start time.Time // the call's start, read when config.needsStart
 
 	token   string // the claim this call holds; "" when none
 	fresh   bool   // the claim was taken just before attempt 1: no renewal then
@@ -47,10 +47,12 @@ func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Cont
 		return zero, fmt.Errorf("%w: %s", ErrInvalidOption, p)
 	}
 	if ctx.Err() != nil {
-		return loop(ctx, cfg, fn, nil) // stops before the first attempt
+		return loop(ctx, cfg, fn, nil, time.Time{}) // stops before the first attempt
 	}
 	s := &idemCall[T]{cfg: cfg, ic: ic, ctx: ctx, key: key, fp: fingerprint(cfg.payload)}
-	if cfg.observer != nil || cfg.dl.active() {
+	if cfg.needsStart() {
+		// Before the first look at the store: the claim and any wait for
+		// another holder are part of the call's time and its budget.
 		s.start = cfg.now()
 	}
 	// A panic in fn (or anywhere below) must not leave the key claimed
@@ -65,13 +67,13 @@ func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Cont
 	cl, err := s.claim()
 	if ic.wait {
 		var stop error
-		if cl, err, stop = s.waitForHolder(&lcfg, cl, err); stop != nil {
+		if cl, err, stop = s.waitForHolder(cl, err); stop != nil {
 			return zero, stop
 		}
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return loop(ctx, cfg, fn, nil)
+		return loop(ctx, cfg, fn, nil, s.start)
 	case err != nil && !ic.failOpen:
 		return zero, s.doneEarly(OutcomePermanent, err)
 	case err != nil:
@@ -93,7 +95,7 @@ func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Cont
 	if retryIf := lcfg.retryIf; retryIf != nil {
 		lcfg.retryIf = func(err error) bool { return err == errHeld || retryIf(err) }
 	}
-	v, err := loop(ctx, &lcfg, s.attempt(fn), nil)
+	v, err := loop(ctx, &lcfg, s.attempt(fn), nil, s.start)
 	return s.finish(v, err)
 }
 
@@ -163,14 +165,13 @@ func (s *idemCall[T]) attempt(fn func(context.Context) (T, error)) func(context.
 // waitForHolder looks the key up again after each wait of the backoff
 // schedule while another caller holds it with the same fingerprint. It
 // returns the last look, or stop when the call must end (context, its
-// deadline, or the time budget). The budget spent waiting is taken off
-// lcfg's, so that it covers the whole call.
-func (s *idemCall[T]) waitForHolder(lcfg *config, cl Claim, err error) (Claim, error, error) {
+// deadline, or the time budget, which counts from the call's start).
+func (s *idemCall[T]) waitForHolder(cl Claim, err error) (Claim, error, error) {
 	if err != nil || cl.Status != ClaimHeld || cl.Fingerprint != s.fp {
 		return cl, err, nil
 	}
 	cfg := s.cfg
-	c := call{cfg: cfg, ctx: s.ctx, start: cfg.now(), last: errHeld}
+	c := call{cfg: cfg, ctx: s.ctx, start: s.start, last: errHeld}
 	for n := 1; err == nil && cl.Status == ClaimHeld && cl.Fingerprint == s.fp; n++ {
 		d := max(cfg.wait(n, c.prevWait, 0, false), minHolderPoll)
 		if cfg.maxElapsed > 0 && d >= cfg.maxElapsed-cfg.now().Sub(c.start) {
@@ -186,9 +187,6 @@ func (s *idemCall[T]) waitForHolder(lcfg *config, cl Claim, err error) (Claim, e
 		cl, err = s.claim()
 	}
 	c.timer.stop()
-	if lcfg.maxElapsed > 0 {
-		lcfg.maxElapsed = max(lcfg.maxElapsed-cfg.now().Sub(c.start), 1)
-	}
 	return cl, err, nil
 }
 

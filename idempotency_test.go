@@ -376,6 +376,78 @@ func TestIdempotentWaitModeRunsFnWhenTheHolderReleases(t *testing.T) {
 	})
 }
 
+func TestIdempotentCallTimesCountFromItsStart(t *testing.T) {
+	// The look at the store and the wait for another holder come before
+	// the attempts, and are part of the call: Done.Elapsed, the dead
+	// letter's times and the time budget all count from Do's start.
+	for _, tc := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"success", func(context.Context) error { return nil }},
+		{"permanent", func(context.Context) error { return retry.Permanent(errors.New("declined")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := retry.NewMemoryIdempotencyStore()
+				go func() {
+					_ = retry.Do(context.Background(), func(context.Context) error {
+						time.Sleep(1500 * time.Millisecond) // frees the key between two polls
+						return errors.New("transient")
+					}, retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(1))
+				}()
+				synctest.Wait()
+
+				var obs recorder
+				sink := retry.NewMemoryDeadLetterSink()
+				start := time.Now()
+				err := retry.Do(context.Background(), tc.fn,
+					retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true),
+					retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
+					retry.WithObserver(&obs), retry.WithDeadLetter(sink), retry.WithMaxElapsed(time.Hour))
+				require.Len(t, obs.dones(), 1)
+				assert.Equal(t, 2*time.Second, obs.dones()[0].Elapsed, "polled at 1s (held) and 2s (free), then ran fn")
+				if tc.name == "success" {
+					require.NoError(t, err)
+					assert.Zero(t, sink.Len())
+					return
+				}
+				require.Error(t, err)
+				recs := sink.Records()
+				require.Len(t, recs, 1)
+				assert.Equal(t, start, recs[0].FirstAttempt)
+				assert.Equal(t, start.Add(2*time.Second), recs[0].GaveUp)
+			})
+		})
+	}
+}
+
+func TestIdempotentWaitModeCountsTheWaitInTheTimeBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		go func() {
+			_ = retry.Do(context.Background(), func(context.Context) error {
+				time.Sleep(2500 * time.Millisecond)
+				return errors.New("transient")
+			}, retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(1))
+		}()
+		synctest.Wait()
+
+		// Held at 0s, 1s, 2s; free at 3s, when fn fails. With 4s of
+		// budget, the 1s wait that would follow ends at 4s: too late.
+		start := time.Now()
+		calls := 0
+		err := retry.Do(context.Background(), func(context.Context) error { calls++; return errTransient },
+			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true), retry.WithMaxAttempts(retry.Unlimited),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithMaxElapsed(4*time.Second))
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomeMaxElapsed, e.Outcome)
+		assert.Equal(t, 1, calls)
+		assert.Equal(t, 3*time.Second, time.Since(start))
+	})
+}
+
 func TestIdempotentWaitModeRespectsTheContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := retry.NewMemoryIdempotencyStore()

@@ -103,7 +103,7 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 		// The fast path: nothing to observe, time or record, so the
 		// first attempt needs none of the loop's state.
 		if err := fn(ctx); err != nil {
-			_, err = loop(ctx, &r.c, unit(fn), err)
+			_, err = loop(ctx, &r.c, unit(fn), err, time.Time{})
 			return err
 		}
 		return nil
@@ -142,7 +142,7 @@ func DoValueWith[T any](ctx context.Context, r *Retrier, fn func(context.Context
 	if !r.c.slow && ctx.Err() == nil {
 		v, err := fn(ctx)
 		if err != nil {
-			return loop(ctx, &r.c, fn, err)
+			return loop(ctx, &r.c, fn, err, time.Time{})
 		}
 		return v, nil
 	}
@@ -177,7 +177,7 @@ func run[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, e
 	if cfg.idem != nil && cfg.idem.store != nil {
 		return runIdempotent(ctx, cfg, fn)
 	}
-	return loop(ctx, cfg, fn, nil)
+	return loop(ctx, cfg, fn, nil, time.Time{})
 }
 
 // call is the state of one call of Do. It lives on Do's stack.
@@ -194,16 +194,19 @@ type call struct {
 
 // loop is the retry engine. If firstErr is not nil, the first attempt has
 // already run (on the fast path of Do or DoValueWith) and failed with it.
+// start is the call's start when the caller has read it already (an
+// idempotent call's store work comes before the loop); when it is zero,
+// loop reads the clock itself if anything needs elapsed time.
 //
 // The order of checks after a failed attempt is fixed: permanent, context,
 // classification, attempts, time budget, context deadline; only then does
 // Do wait.
-func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error), firstErr error) (T, error) {
+func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error), firstErr error, start time.Time) (T, error) {
 	var zero T
-	c := call{cfg: cfg, ctx: ctx}
+	c := call{cfg: cfg, ctx: ctx, start: start}
 	obs := cfg.observer
 	deadLetters := cfg.dl.active()
-	if obs != nil || cfg.maxElapsed > 0 || deadLetters {
+	if start.IsZero() && cfg.needsStart() {
 		c.start = cfg.now()
 	}
 	maxAttempts := cfg.maxAttempts
@@ -399,6 +402,12 @@ func (w *waitTimer) stop() {
 	if w.mock != nil {
 		w.mock.Stop()
 	}
+}
+
+// needsStart says whether a call must read the clock when it starts: for
+// observers, the time budget, or dead letters.
+func (cfg *config) needsStart() bool {
+	return cfg.observer != nil || cfg.maxElapsed > 0 || cfg.dl.active()
 }
 
 // epoch anchors the real clock's readings in now. It is set once, at
