@@ -150,6 +150,10 @@ func WithMaxElapsed(d time.Duration) Option {
 // with this timeout on the Retrier's clock. An attempt that times out is
 // retried like any other failure (unless Do's own context is done). d must
 // not be negative; 0 means no per-attempt timeout. Default: none.
+//
+// Each attempt then costs a context and its timer, made by
+// context.WithTimeout, or by the injected clock's WithTimeout, which with
+// clock.Mock also starts a goroutine for the attempt.
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {

@@ -95,6 +95,10 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 //
 // Do makes no allocation when the first attempt succeeds, starts no
 // goroutine, and uses at most one timer per call, reused across waits.
+// The one exception is [WithAttemptTimeout]'s per-attempt context: it comes
+// from context.WithTimeout, or the injected clock's WithTimeout, which may
+// start a goroutine that ends with the attempt (the standard library does
+// for a parent context of a type of its own; clock.Mock always does).
 func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error {
 	if r == nil || ctx == nil || fn == nil {
 		return badCall(r == nil, ctx == nil)
