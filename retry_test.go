@@ -517,12 +517,17 @@ func TestDo_decorrelatedIgnoresJitterAndStaysInBounds(t *testing.T) {
 		_ = retry.Do(t.Context(), func(context.Context) error { return errTransient },
 			retry.WithBackoff(retry.Decorrelated(time.Second, 20*time.Second)), retry.WithJitter(retry.FullJitter),
 			retry.WithMaxAttempts(30), retry.WithRandom(rand.NewPCG(3, 4)), retry.WithObserver(rec))
+		delays := rec.delays()
+		require.Len(t, delays, 29)
 		prev := time.Second
-		for i, d := range rec.delays() {
+		for i, d := range delays {
 			assert.GreaterOrEqual(t, d, time.Second, "wait %d at least base: full jitter was not applied", i)
 			assert.LessOrEqual(t, d, min(3*prev, 20*time.Second), "wait %d", i)
 			prev = d
 		}
+		// Without the previous wait every draw would stay in [base, 3*base]:
+		// the bounds above would still hold, so check that the waits grow.
+		assert.Contains(t, delays, 20*time.Second, "the waits grow from the previous one up to max")
 	})
 }
 
