@@ -143,11 +143,14 @@ func TestDeadLetterKeepsAttemptErrors(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		sink := retry.NewMemoryDeadLetterSink()
+		// 21 attempts: the last 3 are kept in a ring of 3, and 21 leaves
+		// its start off index 0, so the order it is read in is checked
+		// (20 attempts would leave it at 0, where any order passes).
 		n := 0
 		err := retry.Do(t.Context(), func(context.Context) error {
 			n++
 			return fmt.Errorf("failure %d", n)
-		}, retry.WithMaxAttempts(20), retry.WithBackoff(retry.Linear(time.Second, time.Second, time.Hour)),
+		}, retry.WithMaxAttempts(21), retry.WithBackoff(retry.Linear(time.Second, time.Second, time.Hour)),
 			retry.WithJitter(retry.NoJitter), retry.WithDeadLetter(sink), retry.WithDeadLetterErrors(5))
 		require.ErrorIs(t, err, retry.ErrExhausted)
 		recs := sink.Records()
@@ -155,12 +158,12 @@ func TestDeadLetterKeepsAttemptErrors(t *testing.T) {
 		want := []retry.AttemptError{
 			{Attempt: 1, Wait: 0, Error: "failure 1"},
 			{Attempt: 2, Wait: time.Second, Error: "failure 2"},
-			{Attempt: 18, Wait: 17 * time.Second, Error: "failure 18"},
 			{Attempt: 19, Wait: 18 * time.Second, Error: "failure 19"},
 			{Attempt: 20, Wait: 19 * time.Second, Error: "failure 20"},
+			{Attempt: 21, Wait: 20 * time.Second, Error: "failure 21"},
 		}
 		assert.Equal(t, want, recs[0].Errors)
-		assert.Equal(t, "failure 20", recs[0].LastError)
+		assert.Equal(t, "failure 21", recs[0].LastError)
 	})
 }
 
