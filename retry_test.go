@@ -393,6 +393,9 @@ func TestDo_stopsBeforeAWaitThatWouldPassMaxElapsed(t *testing.T) {
 func TestDo_deadlineOnTheMockClock(t *testing.T) {
 	// With a mock clock, deadlines made by the mock are compared with the
 	// mock's time, and no real time passes.
+	// The waits must fit before the deadline on the mock and not on the
+	// real clock: a mock deadline read on the real clock lies decades in
+	// the past, which would stop Do after one attempt.
 	synctest.Test(t, func(t *testing.T) {
 		mock := clock.NewMock()
 		ctx, cancel := mock.WithTimeout(t.Context(), 5*time.Second)
@@ -401,10 +404,13 @@ func TestDo_deadlineOnTheMockClock(t *testing.T) {
 		err := retry.Do(ctx, func(context.Context) error {
 			calls++
 			return errTransient
-		}, retry.WithClock(mock), retry.WithBackoff(retry.Constant(6*time.Second)), retry.WithJitter(retry.NoJitter))
-		assert.Equal(t, 1, calls)
+		}, retry.WithClock(mock), retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter),
+			retry.WithMaxAttempts(10), retry.WithWaitArmed(func(d time.Duration) { mock.Add(d) }))
+		// Attempts at 0, 2 and 4s on the mock; the next wait would end at 6s.
+		assert.Equal(t, 3, calls)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.ErrorIs(t, err, errTransient)
+		assert.NoError(t, ctx.Err(), "stopped before the mock deadline")
 	})
 }
 
