@@ -657,6 +657,8 @@ func TestDo_observerSeesEveryEventInOrder(t *testing.T) {
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
 		require.NoError(t, err)
 		for _, r := range []*recorder{rec, rec2} {
+			// The per-kind lists below do not show the order across kinds.
+			assert.Equal(t, []string{"start", "end", "retry", "start", "end", "done"}, r.events)
 			assert.Equal(t, []int{1, 2}, r.starts)
 			require.Len(t, r.ends, 2)
 			assert.ErrorIs(t, r.ends[0].Err, errTransient)
