@@ -430,6 +430,29 @@ func TestMemoryDeadLetterSinkCopies(t *testing.T) {
 	assert.Equal(t, []byte("abc"), sink.Records()[0].Payload)
 }
 
+// TestMemoryDeadLetterSinkClaimsOnce: Claim returns true once per record,
+// as RedriveSource requires. (Redrive lists only pending records, so the
+// redrive tests never claim one twice.)
+func TestMemoryDeadLetterSinkClaimsOnce(t *testing.T) {
+	t.Parallel()
+	sink := retry.NewMemoryDeadLetterSink()
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "1"}))
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "2"}))
+	ok, err := sink.Claim(t.Context(), "1")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	ok, err = sink.Claim(t.Context(), "1")
+	require.NoError(t, err)
+	assert.False(t, ok, "claimed twice")
+	ok, err = sink.Claim(t.Context(), "unknown")
+	require.NoError(t, err)
+	assert.False(t, ok, "claimed an unknown record")
+	pending, err := sink.Pending(t.Context())
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	assert.Equal(t, "2", pending[0].ID)
+}
+
 func TestMemoryDeadLetterSinkHonoursContext(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
