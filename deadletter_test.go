@@ -143,11 +143,14 @@ func TestDeadLetterKeepsAttemptErrors(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		sink := retry.NewMemoryDeadLetterSink()
+		// 21 attempts: the last 3 are kept in a ring of 3, and 21 leaves
+		// its start off index 0, so the order it is read in is checked
+		// (20 attempts would leave it at 0, where any order passes).
 		n := 0
 		err := retry.Do(t.Context(), func(context.Context) error {
 			n++
 			return fmt.Errorf("failure %d", n)
-		}, retry.WithMaxAttempts(20), retry.WithBackoff(retry.Linear(time.Second, time.Second, time.Hour)),
+		}, retry.WithMaxAttempts(21), retry.WithBackoff(retry.Linear(time.Second, time.Second, time.Hour)),
 			retry.WithJitter(retry.NoJitter), retry.WithDeadLetter(sink), retry.WithDeadLetterErrors(5))
 		require.ErrorIs(t, err, retry.ErrExhausted)
 		recs := sink.Records()
@@ -155,12 +158,12 @@ func TestDeadLetterKeepsAttemptErrors(t *testing.T) {
 		want := []retry.AttemptError{
 			{Attempt: 1, Wait: 0, Error: "failure 1"},
 			{Attempt: 2, Wait: time.Second, Error: "failure 2"},
-			{Attempt: 18, Wait: 17 * time.Second, Error: "failure 18"},
 			{Attempt: 19, Wait: 18 * time.Second, Error: "failure 19"},
 			{Attempt: 20, Wait: 19 * time.Second, Error: "failure 20"},
+			{Attempt: 21, Wait: 20 * time.Second, Error: "failure 21"},
 		}
 		assert.Equal(t, want, recs[0].Errors)
-		assert.Equal(t, "failure 20", recs[0].LastError)
+		assert.Equal(t, "failure 21", recs[0].LastError)
 	})
 }
 
@@ -425,6 +428,29 @@ func TestMemoryDeadLetterSinkCopies(t *testing.T) {
 	assert.Equal(t, []byte("abc"), got[0].Payload)
 	got[0].Payload[0] = 'Y'
 	assert.Equal(t, []byte("abc"), sink.Records()[0].Payload)
+}
+
+// TestMemoryDeadLetterSinkClaimsOnce: Claim returns true once per record,
+// as RedriveSource requires. (Redrive lists only pending records, so the
+// redrive tests never claim one twice.)
+func TestMemoryDeadLetterSinkClaimsOnce(t *testing.T) {
+	t.Parallel()
+	sink := retry.NewMemoryDeadLetterSink()
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "1"}))
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "2"}))
+	ok, err := sink.Claim(t.Context(), "1")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	ok, err = sink.Claim(t.Context(), "1")
+	require.NoError(t, err)
+	assert.False(t, ok, "claimed twice")
+	ok, err = sink.Claim(t.Context(), "unknown")
+	require.NoError(t, err)
+	assert.False(t, ok, "claimed an unknown record")
+	pending, err := sink.Pending(t.Context())
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	assert.Equal(t, "2", pending[0].ID)
 }
 
 func TestMemoryDeadLetterSinkHonoursContext(t *testing.T) {

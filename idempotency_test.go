@@ -461,21 +461,30 @@ func TestIdempotentWaitModeRespectsTheContext(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		start := time.Now()
+		// Looks at 0, 3, 6 and 9s; the next wait would end past the
+		// deadline, so Do stops at 9s without sleeping toward it. (Any
+		// wait ends by 10s in the bubble, so only the exact time and the
+		// live context show that the deadline was read.)
 		err := retry.Do(ctx, func(context.Context) error { return nil },
-			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true))
+			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true),
+			retry.WithBackoff(retry.Constant(3*time.Second)), retry.WithJitter(retry.NoJitter))
 		var e *retry.Error
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, retry.OutcomeDeadline, e.Outcome)
 		assert.ErrorIs(t, err, retry.ErrInProgress)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.LessOrEqual(t, time.Since(start), 10*time.Second)
+		assert.Equal(t, 9*time.Second, time.Since(start))
+		assert.NoError(t, ctx.Err(), "returned before the deadline")
 
-		// The time budget is honoured as well.
+		// The time budget is honoured as well: looks at 0, 2 and 4s.
+		start = time.Now()
 		err = retry.Do(context.Background(), func(context.Context) error { return nil },
-			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true), retry.WithMaxElapsed(5*time.Second))
+			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true), retry.WithMaxElapsed(5*time.Second),
+			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter))
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, retry.OutcomeMaxElapsed, e.Outcome)
 		assert.ErrorIs(t, err, retry.ErrInProgress)
+		assert.Equal(t, 4*time.Second, time.Since(start))
 		close(release)
 	})
 }

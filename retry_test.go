@@ -393,6 +393,9 @@ func TestDo_stopsBeforeAWaitThatWouldPassMaxElapsed(t *testing.T) {
 func TestDo_deadlineOnTheMockClock(t *testing.T) {
 	// With a mock clock, deadlines made by the mock are compared with the
 	// mock's time, and no real time passes.
+	// The waits must fit before the deadline on the mock and not on the
+	// real clock: a mock deadline read on the real clock lies decades in
+	// the past, which would stop Do after one attempt.
 	synctest.Test(t, func(t *testing.T) {
 		mock := clock.NewMock()
 		ctx, cancel := mock.WithTimeout(t.Context(), 5*time.Second)
@@ -401,10 +404,13 @@ func TestDo_deadlineOnTheMockClock(t *testing.T) {
 		err := retry.Do(ctx, func(context.Context) error {
 			calls++
 			return errTransient
-		}, retry.WithClock(mock), retry.WithBackoff(retry.Constant(6*time.Second)), retry.WithJitter(retry.NoJitter))
-		assert.Equal(t, 1, calls)
+		}, retry.WithClock(mock), retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter),
+			retry.WithMaxAttempts(10), retry.WithWaitArmed(func(d time.Duration) { mock.Add(d) }))
+		// Attempts at 0, 2 and 4s on the mock; the next wait would end at 6s.
+		assert.Equal(t, 3, calls)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.ErrorIs(t, err, errTransient)
+		assert.NoError(t, ctx.Err(), "stopped before the mock deadline")
 	})
 }
 
@@ -517,12 +523,17 @@ func TestDo_decorrelatedIgnoresJitterAndStaysInBounds(t *testing.T) {
 		_ = retry.Do(t.Context(), func(context.Context) error { return errTransient },
 			retry.WithBackoff(retry.Decorrelated(time.Second, 20*time.Second)), retry.WithJitter(retry.FullJitter),
 			retry.WithMaxAttempts(30), retry.WithRandom(rand.NewPCG(3, 4)), retry.WithObserver(rec))
+		delays := rec.delays()
+		require.Len(t, delays, 29)
 		prev := time.Second
-		for i, d := range rec.delays() {
+		for i, d := range delays {
 			assert.GreaterOrEqual(t, d, time.Second, "wait %d at least base: full jitter was not applied", i)
 			assert.LessOrEqual(t, d, min(3*prev, 20*time.Second), "wait %d", i)
 			prev = d
 		}
+		// Without the previous wait every draw would stay in [base, 3*base]:
+		// the bounds above would still hold, so check that the waits grow.
+		assert.Contains(t, delays, 20*time.Second, "the waits grow from the previous one up to max")
 	})
 }
 
@@ -646,6 +657,8 @@ func TestDo_observerSeesEveryEventInOrder(t *testing.T) {
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
 		require.NoError(t, err)
 		for _, r := range []*recorder{rec, rec2} {
+			// The per-kind lists below do not show the order across kinds.
+			assert.Equal(t, []string{"start", "end", "retry", "start", "end", "done"}, r.events)
 			assert.Equal(t, []int{1, 2}, r.starts)
 			require.Len(t, r.ends, 2)
 			assert.ErrorIs(t, r.ends[0].Err, errTransient)

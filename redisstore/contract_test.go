@@ -134,7 +134,9 @@ func TestDoRejectsBadKeysBeforeTheStore(t *testing.T) {
 }
 
 func TestDoFailsClosedWhenRedisIsDown(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
+	// MaxRetries -1: go-redis would otherwise back off for real between
+	// its own retries of the refused connection.
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
 	s, err := redisstore.New(c)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package retryotel_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -228,4 +229,28 @@ func TestNew_errors(t *testing.T) {
 func TestObserver_noAllocation(t *testing.T) {
 	obs, _ := newObserver(t, retryotel.Options{})
 	adaptertest.NoAllocation(t, obs)
+}
+
+// TestObserver_callWithoutAttempt: a call whose context is done before
+// its first attempt ends without having been in flight, so it must not
+// take the up-down counter below 0. (Gauges and ThreeCalls make no such
+// call.)
+func TestObserver_callWithoutAttempt(t *testing.T) {
+	t.Parallel()
+	obs, collect := newObserver(t, retryotel.Options{})
+	// A first call that succeeds makes the counter's data point, at 0.
+	require.NoError(t, retry.Do(t.Context(), failing(1, nil), retry.WithName("op"), retry.WithObserver(obs)))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := retry.Do(ctx, failing(1, nil), retry.WithName("op"), retry.WithObserver(obs))
+	require.ErrorIs(t, err, context.Canceled)
+	metricdatatest.AssertEqual(t,
+		counter("retry.calls.in_flight", "{call}", "Calls between their first attempt and their end.", false,
+			metricdata.DataPoint[int64]{Attributes: opSet("op"), Value: 0}),
+		collect("retry.calls.in_flight"), metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+	calls := collect("retry.calls").Data.(metricdata.Sum[int64]).DataPoints
+	canceled := opSet("op", retryotel.OutcomeKey.String("canceled"))
+	assert.True(t, slices.ContainsFunc(calls, func(p metricdata.DataPoint[int64]) bool {
+		return p.Attributes.Equals(&canceled) && p.Value == 1
+	}), "the call is counted as canceled: %v", calls)
 }

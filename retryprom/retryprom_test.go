@@ -1,6 +1,7 @@
 package retryprom_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -256,4 +257,32 @@ func TestNew_errors(t *testing.T) {
 func TestObserver_noAllocation(t *testing.T) {
 	obs, _ := newObserver(t, retryprom.Options{})
 	adaptertest.NoAllocation(t, obs)
+}
+
+// TestObserver_callWithoutAttempt: a call whose context is done before
+// its first attempt ends without having been in flight, so it must not
+// take the gauge below 0. (Gauges and ThreeCalls make no such call.)
+func TestObserver_callWithoutAttempt(t *testing.T) {
+	t.Parallel()
+	obs, reg := newObserver(t, retryprom.Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := retry.Do(ctx, failing(1, nil), retry.WithName("op"), retry.WithObserver(obs))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, float64(0), sumGauge(t, reg, "retry_waits_in_progress"))
+	want := `
+# HELP retry_calls_in_flight Calls between their first attempt and their end.
+# TYPE retry_calls_in_flight gauge
+retry_calls_in_flight{operation="op"} 0
+# HELP retry_calls_total Calls ended, by outcome.
+# TYPE retry_calls_total counter
+retry_calls_total{operation="op",outcome="budget-denied"} 0
+retry_calls_total{operation="op",outcome="canceled"} 1
+retry_calls_total{operation="op",outcome="deadline"} 0
+retry_calls_total{operation="op",outcome="exhausted"} 0
+retry_calls_total{operation="op",outcome="max-elapsed"} 0
+retry_calls_total{operation="op",outcome="permanent"} 0
+retry_calls_total{operation="op",outcome="success"} 0
+`
+	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_in_flight", "retry_calls_total"))
 }
