@@ -29,7 +29,7 @@ func TestPeers_allocsPerCall(t *testing.T) {
 		"SethvargoGoRetry":  17,
 		"FailsafeGo":        34,
 	}
-	measure := func(s setup, fn op) float64 {
+	measure := func(t *testing.T, s setup, fn op) float64 {
 		call := s.build()
 		ctx := context.Background()
 		return testing.AllocsPerRun(100, func() {
@@ -40,12 +40,12 @@ func TestPeers_allocsPerCall(t *testing.T) {
 	}
 	for _, s := range firstTrySetups {
 		t.Run("FirstTry/"+s.name, func(t *testing.T) {
-			assert.Equal(t, firstTry[s.name], measure(s, succeed))
+			assert.Equal(t, firstTry[s.name], measure(t, s, succeed))
 		})
 	}
 	for _, s := range zeroWaitSetups {
 		t.Run("ThreeFailures/"+s.name, func(t *testing.T) {
-			assert.Equal(t, threeFailures[s.name], measure(s, failThenSucceed(3)))
+			assert.Equal(t, threeFailures[s.name], measure(t, s, failThenSucceed(3)))
 		})
 	}
 }

@@ -194,17 +194,21 @@ func TestServerClock(t *testing.T) {
 	pollAcquired(t, store, "retention")
 }
 
-// pollAcquired claims key until it is acquired, for at most a second.
+// pollAcquired claims key until it is acquired, for at most a second. It
+// polls on the test's goroutine (not require.Eventually's), so that a
+// failed Claim can stop the test.
 func pollAcquired(t *testing.T, store *pgstore.Store, key string) retry.Claim {
 	t.Helper()
-	var c retry.Claim
-	require.Eventually(t, func() bool {
-		var err error
-		c, err = store.Claim(context.Background(), key, "fp", time.Hour)
+	deadline := time.Now().Add(time.Second)
+	for {
+		c, err := store.Claim(context.Background(), key, "fp", time.Hour)
 		require.NoError(t, err)
-		return c.Status == retry.ClaimAcquired
-	}, time.Second, time.Millisecond)
-	return c
+		if c.Status == retry.ClaimAcquired {
+			return c
+		}
+		require.True(t, time.Now().Before(deadline), "key %q still %v after a second", key, c.Status)
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestAnyBytesInKeyAndFingerprint(t *testing.T) {
