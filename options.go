@@ -131,8 +131,8 @@ func WithMaxDelay(d time.Duration) Option {
 
 // WithMaxElapsed sets a time budget for the whole call, attempts and waits
 // together, measured on the Retrier's clock from the start of Do. Before
-// each wait Do checks that the wait ends within the budget; if not, it
-// stops at once with [ErrMaxElapsed] (which matches [ErrExhausted]) instead
+// each wait Do checks that the wait ends before the budget runs out; if
+// not, it stops at once with [ErrMaxElapsed] (which matches [ErrExhausted]) instead
 // of sleeping. It does not interrupt a running attempt: use a context
 // deadline or [WithAttemptTimeout] for that. d must not be negative; 0
 // means no budget. Default: no budget.

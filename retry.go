@@ -9,7 +9,7 @@
 // and capped by [WithMaxDelay]. An error marked [Permanent] stops at once;
 // one marked [RetryAfter] sets the next wait. Do never sleeps past its
 // context's deadline or its [WithMaxElapsed] budget: when the next wait
-// would end after either, it returns at once. Whenever no attempt
+// would end at or after either, it returns at once. Whenever no attempt
 // succeeds, errors.As finds an [*Error] in the returned error, and
 // errors.Is matches both the reason for stopping and the last attempt's
 // error; only bad input ([ErrInvalidOption]) is reported otherwise.

@@ -390,6 +390,75 @@ func TestDo_stopsBeforeAWaitThatWouldPassMaxElapsed(t *testing.T) {
 	})
 }
 
+func TestDo_stopsBeforeAWaitThatWouldEndExactlyAtTheLimit(t *testing.T) {
+	// A wait that ends exactly when the budget or the deadline does would
+	// leave no time for the attempt after it.
+	for _, tc := range []struct {
+		name    string
+		opts    []retry.Option
+		ctx     func(context.Context) (context.Context, context.CancelFunc)
+		outcome retry.Outcome
+	}{
+		{"budget", []retry.Option{retry.WithMaxElapsed(2 * time.Second)}, nil, retry.OutcomeMaxElapsed},
+		{"deadline", nil, func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, 2*time.Second)
+		}, retry.OutcomeDeadline},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := t.Context(), context.CancelFunc(func() {})
+				if tc.ctx != nil {
+					ctx, cancel = tc.ctx(ctx)
+				}
+				defer cancel()
+				calls := 0
+				start := time.Now()
+				err := retry.Do(ctx, func(context.Context) error { calls++; return errTransient },
+					append(tc.opts, retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
+						retry.WithMaxAttempts(retry.Unlimited))...)
+
+				// Attempts at 0s and 1s; the wait after the second would end at 2s.
+				assert.Equal(t, 2, calls)
+				assert.Equal(t, time.Second, time.Since(start))
+				var re *retry.Error
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, tc.outcome, re.Outcome)
+				assert.NoError(t, ctx.Err(), "Do returned before the deadline")
+			})
+		})
+	}
+}
+
+func TestDo_attemptTimeoutRunsOnTheInjectedClock(t *testing.T) {
+	mock := clock.NewMock()
+	calls := 0
+	hung := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- retry.Do(context.Background(), func(ctx context.Context) error {
+			calls++
+			if calls > 1 {
+				return nil
+			}
+			deadline, ok := ctx.Deadline()
+			if !ok || !deadline.Equal(mock.Now().Add(5*time.Second)) {
+				return retry.Permanent(fmt.Errorf("attempt deadline %v (set: %v), want 5s after the mock's now", deadline, ok))
+			}
+			close(hung)
+			<-ctx.Done() // until the mock's 5s pass
+			return ctx.Err()
+		}, retry.WithClock(mock), retry.WithAttemptTimeout(5*time.Second), retry.WithBackoff(retry.Constant(0)))
+	}()
+	select {
+	case <-hung:
+		mock.Add(5 * time.Second)
+	case err := <-errc:
+		require.FailNow(t, "the first attempt did not wait for its timeout", "Do returned %v", err)
+	}
+	require.NoError(t, <-errc)
+	assert.Equal(t, 2, calls, "the timed-out attempt is retried")
+}
+
 func TestDo_deadlineOnTheMockClock(t *testing.T) {
 	// With a mock clock, deadlines made by the mock are compared with the
 	// mock's time, and no real time passes.
