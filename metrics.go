@@ -22,11 +22,11 @@ const (
 	// OutcomeExhausted means the last attempt allowed by
 	// [WithMaxAttempts] failed.
 	OutcomeExhausted
-	// OutcomeMaxElapsed means the next wait would have ended after the
-	// [WithMaxElapsed] budget.
+	// OutcomeMaxElapsed means the next wait would have ended at or after
+	// the end of the [WithMaxElapsed] budget.
 	OutcomeMaxElapsed
 	// OutcomeDeadline means the context's deadline passed, or the next
-	// wait would have ended after it.
+	// wait would have ended at or after it.
 	OutcomeDeadline
 	// OutcomeCanceled means the context was canceled.
 	OutcomeCanceled
