@@ -265,6 +265,26 @@ func TestIdempotentKeepFailuresStoresExhaustion(t *testing.T) {
 	assert.Equal(t, "503 from upstream", e.Last.Error())
 }
 
+func TestIdempotentKeepFailuresStoresMaxElapsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		calls := 0
+		fn := func(context.Context) error { calls++; return errors.New("503 from upstream") }
+		// The 1s wait after the first attempt would use up the 1s budget.
+		opts := []retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyKeepFailures(true),
+			retry.WithMaxElapsed(time.Second), retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter)}
+
+		var e *retry.Error
+		require.ErrorAs(t, retry.Do(context.Background(), fn, opts...), &e)
+		assert.Equal(t, retry.OutcomeMaxElapsed, e.Outcome)
+		err := retry.Do(context.Background(), fn, opts...)
+		assert.Equal(t, 1, calls, "the stored failure is replayed")
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomePermanent, e.Outcome)
+		assert.Equal(t, "503 from upstream", e.Last.Error())
+	})
+}
+
 func TestIdempotentCancelledWorkIsReleased(t *testing.T) {
 	store := newFaulty()
 	ctx, cancel := context.WithCancel(context.Background())
