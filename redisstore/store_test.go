@@ -53,7 +53,9 @@ func TestBadDurationsAreRejectedWithoutWriting(t *testing.T) {
 		require.ErrorIs(t, err, retry.ErrInvalidOption)
 		assert.Contains(t, err.Error(), "lease must be positive")
 	}
-	assert.Equal(t, int64(0), c.Exists(ctx, prefix+"k").Val())
+	n, err := c.Exists(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n)
 
 	cl, err := s.Claim(ctx, "k", fp, long)
 	require.NoError(t, err)
@@ -78,10 +80,12 @@ func TestClaimAcquiresFreshKeyWithLeaseAsTTL(t *testing.T) {
 	assert.Len(t, cl.Token, 26)
 	assert.Empty(t, cl.Fingerprint)
 
-	ttl := c.PTTL(ctx, prefix+"k").Val()
+	ttl, err := c.PTTL(ctx, prefix+"k").Result()
+	require.NoError(t, err)
 	assert.Greater(t, ttl, lease-5*time.Second)
 	assert.LessOrEqual(t, ttl, lease)
-	keys := c.Keys(ctx, prefix+"*").Val()
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	require.NoError(t, err)
 	assert.Equal(t, []string{prefix + "k"}, keys, "one Redis key per idempotency key")
 }
 
@@ -116,7 +120,8 @@ func TestCompleteStoresRecordForRetention(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, 2*time.Hour))
 
-			ttl := c.PTTL(ctx, prefix+"k").Val()
+			ttl, err := c.PTTL(ctx, prefix+"k").Result()
+			require.NoError(t, err)
 			assert.Greater(t, ttl, time.Hour, "retention replaced the lease")
 			got, err := s.Claim(ctx, "k", "other", time.Minute)
 			require.NoError(t, err)
@@ -132,9 +137,13 @@ func TestRenewSetsLease(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, s.Renew(ctx, "k", cl.Token, time.Hour))
-	assert.Greater(t, c.PTTL(ctx, prefix+"k").Val(), 59*time.Minute)
+	ttl, err := c.PTTL(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 59*time.Minute)
 	require.NoError(t, s.Renew(ctx, "k", cl.Token, time.Minute))
-	assert.LessOrEqual(t, c.PTTL(ctx, prefix+"k").Val(), time.Minute, "renew sets the lease from now, it does not add")
+	ttl, err = c.PTTL(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, ttl, time.Minute, "renew sets the lease from now, it does not add")
 }
 
 func TestWrongTokenIsFenced(t *testing.T) {
@@ -142,18 +151,23 @@ func TestWrongTokenIsFenced(t *testing.T) {
 	ctx := context.Background()
 	cl, err := s.Claim(ctx, "k", fp, long)
 	require.NoError(t, err)
-	before := c.Get(ctx, prefix+"k").Val()
+	before, err := c.Get(ctx, prefix+"k").Result()
+	require.NoError(t, err)
 
 	for _, token := range []string{"", "short", cl.Token[:25] + "X", cl.Token + "X"} {
 		assert.ErrorIs(t, s.Renew(ctx, "k", token, long), retry.ErrLeaseLost, "renew %q", token)
 		assert.ErrorIs(t, s.Complete(ctx, "k", token, retry.Record{Value: []byte("stale")}, long), retry.ErrLeaseLost, "complete %q", token)
 		assert.NoError(t, s.Release(ctx, "k", token), "release %q", token)
 	}
-	assert.Equal(t, before, c.Get(ctx, prefix+"k").Val(), "nothing changed")
+	after, err := c.Get(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "nothing changed")
 	assert.ErrorIs(t, s.Renew(ctx, "absent", cl.Token, long), retry.ErrLeaseLost)
 	assert.ErrorIs(t, s.Complete(ctx, "absent", cl.Token, retry.Record{}, long), retry.ErrLeaseLost)
 	assert.NoError(t, s.Release(ctx, "absent", cl.Token))
-	assert.Equal(t, int64(0), c.Exists(ctx, prefix+"absent").Val())
+	n, err := c.Exists(ctx, prefix+"absent").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n)
 }
 
 func TestReleaseFreesKeyAtOnce(t *testing.T) {
@@ -255,7 +269,9 @@ func TestResentCommandsKeepTheirMeaning(t *testing.T) {
 	other, err := s.Claim(ctx, "k2", fp, long)
 	require.NoError(t, err)
 	require.NoError(t, s.Release(ctx, "k2", other.Token))
-	assert.Equal(t, int64(0), c.Exists(ctx, prefix+"k2").Val())
+	n, err := c.Exists(ctx, prefix+"k2").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n)
 }
 
 func TestLeaseExpiryLetsAnotherCallerTakeOver(t *testing.T) {
@@ -350,8 +366,11 @@ func TestPrefixesKeepStoresApart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, retry.ClaimAcquired, ca.Status)
 	assert.Equal(t, retry.ClaimAcquired, cb.Status)
-	assert.Equal(t, []string{base + "a:k"}, c.Keys(ctx, base+"a:*").Val())
-	assert.Equal(t, []string{base + "b:k"}, c.Keys(ctx, base+"b:*").Val())
+	for _, p := range []string{"a:", "b:"} {
+		keys, err := c.Keys(ctx, base+p+"*").Result()
+		require.NoError(t, err)
+		assert.Equal(t, []string{base + p + "k"}, keys)
+	}
 }
 
 func TestDefaultPrefix(t *testing.T) {
@@ -365,7 +384,9 @@ func TestDefaultPrefix(t *testing.T) {
 	cl, err := s.Claim(ctx, key, fp, long)
 	require.NoError(t, err)
 	require.Equal(t, retry.ClaimAcquired, cl.Status)
-	assert.Equal(t, int64(1), c.Exists(ctx, redisstore.DefaultPrefix+key).Val())
+	n, err := c.Exists(ctx, redisstore.DefaultPrefix+key).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
 }
 
 func TestForeignValueIsAnErrorNotAClaim(t *testing.T) {
@@ -380,7 +401,9 @@ func TestForeignValueIsAnErrorNotAClaim(t *testing.T) {
 	_, err = s.Claim(ctx, "hash", fp, long)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "WRONGTYPE")
-	assert.Equal(t, "not ours", c.Get(ctx, prefix+"str").Val(), "left alone")
+	v, err := c.Get(ctx, prefix+"str").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "not ours", v, "left alone")
 }
 
 func TestUnreachableServerGivesErrors(t *testing.T) {
@@ -411,5 +434,7 @@ func TestCancelledContext(t *testing.T) {
 	cancel()
 	_, err := s.Claim(ctx, "k", fp, long)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, int64(0), c.Exists(context.Background(), prefix+"k").Val())
+	n, err := c.Exists(context.Background(), prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n)
 }
