@@ -69,6 +69,90 @@ func TestBadDurationsAreRejectedWithoutWriting(t *testing.T) {
 	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: fp})
 }
 
+// pxHook records the PX values, in whole milliseconds, that the store
+// sends with its scripts: each script's one int64 argument (scripts.go).
+type pxHook struct {
+	mu sync.Mutex
+	px []int64
+}
+
+func (*pxHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*pxHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *pxHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			h.mu.Lock()
+			for _, a := range cmd.Args()[4:] { // past the script, numkeys and the one key
+				if ms, ok := a.(int64); ok {
+					h.px = append(h.px, ms)
+				}
+			}
+			h.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// take returns the PX values recorded since the last take.
+func (h *pxHook) take() []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	px := h.px
+	h.px = nil
+	return px
+}
+
+// requirePX1 checks that the scripts sent since the last take all sent
+// PX 1 (an EVALSHA that finds no cached script is sent again as EVAL).
+func requirePX1(t *testing.T, h *pxHook, what string) {
+	t.Helper()
+	px := h.take()
+	require.NotEmpty(t, px, "%s sent no PX", what)
+	for _, ms := range px {
+		require.Equal(t, int64(1), ms, "%s: PX sent to Redis", what)
+	}
+}
+
+// A lease or retention below a millisecond is rounded up to PX 1: a
+// truncated PX 0 would make Redis refuse the SET, or delete the key at
+// once on PEXPIRE.
+func TestSubMillisecondDurationsRoundUpToOneMillisecond(t *testing.T) {
+	for _, d := range []time.Duration{time.Nanosecond, 500 * time.Microsecond, time.Millisecond - time.Nanosecond} {
+		t.Run(d.String(), func(t *testing.T) {
+			s, c, prefix := newStore(t)
+			h := &pxHook{}
+			c.AddHook(h)
+			ctx := context.Background()
+
+			cl, err := s.Claim(ctx, "claim", fp, d)
+			require.NoError(t, err)
+			require.Equal(t, retry.ClaimAcquired, cl.Status)
+			requirePX1(t, h, "claim")
+
+			cl, err = s.Claim(ctx, "renew", fp, long)
+			require.NoError(t, err)
+			h.take()
+			require.NoError(t, s.Renew(ctx, "renew", cl.Token, d))
+			requirePX1(t, h, "renew")
+
+			cl, err = s.Claim(ctx, "complete", fp, long)
+			require.NoError(t, err)
+			h.take()
+			require.NoError(t, s.Complete(ctx, "complete", cl.Token, retry.Record{Value: []byte("v")}, d))
+			requirePX1(t, h, "complete")
+
+			// Redis holds each key for that millisecond, then drops it.
+			eventually(t, "the 1ms expiries", func() bool {
+				n, err := c.Exists(ctx, prefix+"claim", prefix+"renew", prefix+"complete").Result()
+				require.NoError(t, err)
+				return n == 0
+			})
+		})
+	}
+}
+
 func TestClaimAcquiresFreshKeyWithLeaseAsTTL(t *testing.T) {
 	s, c, prefix := newStore(t)
 	ctx := context.Background()
