@@ -57,6 +57,21 @@ func TestMemoryIdempotencyStoreRejectsBadArguments(t *testing.T) {
 	assert.ErrorIs(t, s.Renew(ctx, "k", cl.Token, 0), retry.ErrInvalidOption)
 }
 
+func TestMemoryIdempotencyStoreCompleteKeepsItsOwnCopy(t *testing.T) {
+	s := retry.NewMemoryIdempotencyStore()
+	ctx := context.Background()
+	cl, err := s.Claim(ctx, "k", "fp", time.Minute)
+	require.NoError(t, err)
+	value := []byte(`{"receipt":"r-1"}`)
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, retry.Record{Value: value}, time.Minute))
+	copy(value, "XXXX") // the caller reuses its buffer after Complete
+
+	got, err := s.Claim(ctx, "k", "fp", time.Minute)
+	require.NoError(t, err)
+	want := retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp", Record: retry.Record{Value: []byte(`{"receipt":"r-1"}`)}}
+	assert.Equal(t, want, got)
+}
+
 // BenchmarkMemoryIdempotencyStore measures one claim and one completion
 // of a fresh key. Keys cycle through a fixed set whose records expire at
 // once, so the store stays small.

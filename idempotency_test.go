@@ -396,6 +396,43 @@ func TestIdempotentWaitModeRunsFnWhenTheHolderReleases(t *testing.T) {
 	})
 }
 
+// claimCounter counts Claim calls and fails those past limit, so that a
+// caller polling without any wait (which freezes the bubble's clock)
+// ends with an error instead of hanging the test.
+type claimCounter struct {
+	retry.IdempotencyStore
+	limit int64
+	n     atomic.Int64
+}
+
+func (c *claimCounter) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+	if c.n.Add(1) > c.limit {
+		return retry.Claim{}, errors.New("claimCounter: too many claims, polling in a busy loop")
+	}
+	return c.IdempotencyStore.Claim(ctx, key, fp, lease)
+}
+
+func TestIdempotentWaitModePollsAtMostEveryMillisecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := retry.NewMemoryIdempotencyStore()
+		// Another caller holds the key until 100.5ms, between two looks.
+		_, err := mem.Claim(context.Background(), "k", "", 100*time.Millisecond+500*time.Microsecond)
+		require.NoError(t, err)
+		store := &claimCounter{IdempotencyStore: mem, limit: 1000}
+
+		start := time.Now()
+		calls := 0
+		err = retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
+			append([]retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true)}, noWait...)...)
+		require.NoError(t, err)
+		assert.Equal(t, 1, calls)
+		// Constant(0) asks for no wait, yet looks stay 1ms apart: held
+		// at 0, 1, ..., 100ms, acquired at 101ms.
+		assert.Equal(t, int64(102), store.n.Load(), "claims")
+		assert.Equal(t, 101*time.Millisecond, time.Since(start))
+	})
+}
+
 func TestIdempotentCallTimesCountFromItsStart(t *testing.T) {
 	// The look at the store and the wait for another holder come before
 	// the attempts, and are part of the call: Done.Elapsed, the dead

@@ -124,13 +124,17 @@ func TestDoRejectsBadKeysBeforeTheStore(t *testing.T) {
 			assert.False(t, called)
 		})
 	}
-	assert.Empty(t, c.Keys(context.Background(), prefix+"*").Val(), "nothing written")
+	keys, err := c.Keys(context.Background(), prefix+"*").Result()
+	require.NoError(t, err)
+	assert.Empty(t, keys, "nothing written")
 
 	// The longest allowed key works.
 	key := string(make([]byte, retry.MaxIdempotencyKeyLen))
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), key)
 	require.NoError(t, retry.Do(ctx, func(context.Context) error { return nil }, doOptions(s)...))
-	assert.Equal(t, int64(1), c.Exists(context.Background(), prefix+key).Val())
+	n, err := c.Exists(context.Background(), prefix+key).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
 }
 
 func TestDoFailsClosedWhenRedisIsDown(t *testing.T) {

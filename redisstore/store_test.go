@@ -53,7 +53,9 @@ func TestBadDurationsAreRejectedWithoutWriting(t *testing.T) {
 		require.ErrorIs(t, err, retry.ErrInvalidOption)
 		assert.Contains(t, err.Error(), "lease must be positive")
 	}
-	assert.Equal(t, int64(0), c.Exists(ctx, prefix+"k").Val())
+	n, err := c.Exists(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n)
 
 	cl, err := s.Claim(ctx, "k", fp, long)
 	require.NoError(t, err)
@@ -67,6 +69,90 @@ func TestBadDurationsAreRejectedWithoutWriting(t *testing.T) {
 	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: fp})
 }
 
+// pxHook records the PX values, in whole milliseconds, that the store
+// sends with its scripts: each script's one int64 argument (scripts.go).
+type pxHook struct {
+	mu sync.Mutex
+	px []int64
+}
+
+func (*pxHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*pxHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *pxHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			h.mu.Lock()
+			for _, a := range cmd.Args()[4:] { // past the script, numkeys and the one key
+				if ms, ok := a.(int64); ok {
+					h.px = append(h.px, ms)
+				}
+			}
+			h.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// take returns the PX values recorded since the last take.
+func (h *pxHook) take() []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	px := h.px
+	h.px = nil
+	return px
+}
+
+// requirePX1 checks that the scripts sent since the last take all sent
+// PX 1 (an EVALSHA that finds no cached script is sent again as EVAL).
+func requirePX1(t *testing.T, h *pxHook, what string) {
+	t.Helper()
+	px := h.take()
+	require.NotEmpty(t, px, "%s sent no PX", what)
+	for _, ms := range px {
+		require.Equal(t, int64(1), ms, "%s: PX sent to Redis", what)
+	}
+}
+
+// A lease or retention below a millisecond is rounded up to PX 1: a
+// truncated PX 0 would make Redis refuse the SET, or delete the key at
+// once on PEXPIRE.
+func TestSubMillisecondDurationsRoundUpToOneMillisecond(t *testing.T) {
+	for _, d := range []time.Duration{time.Nanosecond, 500 * time.Microsecond, time.Millisecond - time.Nanosecond} {
+		t.Run(d.String(), func(t *testing.T) {
+			s, c, prefix := newStore(t)
+			h := &pxHook{}
+			c.AddHook(h)
+			ctx := context.Background()
+
+			cl, err := s.Claim(ctx, "claim", fp, d)
+			require.NoError(t, err)
+			require.Equal(t, retry.ClaimAcquired, cl.Status)
+			requirePX1(t, h, "claim")
+
+			cl, err = s.Claim(ctx, "renew", fp, long)
+			require.NoError(t, err)
+			h.take()
+			require.NoError(t, s.Renew(ctx, "renew", cl.Token, d))
+			requirePX1(t, h, "renew")
+
+			cl, err = s.Claim(ctx, "complete", fp, long)
+			require.NoError(t, err)
+			h.take()
+			require.NoError(t, s.Complete(ctx, "complete", cl.Token, retry.Record{Value: []byte("v")}, d))
+			requirePX1(t, h, "complete")
+
+			// Redis holds each key for that millisecond, then drops it.
+			eventually(t, "the 1ms expiries", func() bool {
+				n, err := c.Exists(ctx, prefix+"claim", prefix+"renew", prefix+"complete").Result()
+				require.NoError(t, err)
+				return n == 0
+			})
+		})
+	}
+}
+
 func TestClaimAcquiresFreshKeyWithLeaseAsTTL(t *testing.T) {
 	s, c, prefix := newStore(t)
 	ctx := context.Background()
@@ -78,10 +164,12 @@ func TestClaimAcquiresFreshKeyWithLeaseAsTTL(t *testing.T) {
 	assert.Len(t, cl.Token, 26)
 	assert.Empty(t, cl.Fingerprint)
 
-	ttl := c.PTTL(ctx, prefix+"k").Val()
+	ttl, err := c.PTTL(ctx, prefix+"k").Result()
+	require.NoError(t, err)
 	assert.Greater(t, ttl, lease-5*time.Second)
 	assert.LessOrEqual(t, ttl, lease)
-	keys := c.Keys(ctx, prefix+"*").Val()
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	require.NoError(t, err)
 	assert.Equal(t, []string{prefix + "k"}, keys, "one Redis key per idempotency key")
 }
 
@@ -116,7 +204,8 @@ func TestCompleteStoresRecordForRetention(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, 2*time.Hour))
 
-			ttl := c.PTTL(ctx, prefix+"k").Val()
+			ttl, err := c.PTTL(ctx, prefix+"k").Result()
+			require.NoError(t, err)
 			assert.Greater(t, ttl, time.Hour, "retention replaced the lease")
 			got, err := s.Claim(ctx, "k", "other", time.Minute)
 			require.NoError(t, err)
@@ -132,9 +221,13 @@ func TestRenewSetsLease(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, s.Renew(ctx, "k", cl.Token, time.Hour))
-	assert.Greater(t, c.PTTL(ctx, prefix+"k").Val(), 59*time.Minute)
+	ttl, err := c.PTTL(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 59*time.Minute)
 	require.NoError(t, s.Renew(ctx, "k", cl.Token, time.Minute))
-	assert.LessOrEqual(t, c.PTTL(ctx, prefix+"k").Val(), time.Minute, "renew sets the lease from now, it does not add")
+	ttl, err = c.PTTL(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, ttl, time.Minute, "renew sets the lease from now, it does not add")
 }
 
 func TestWrongTokenIsFenced(t *testing.T) {
@@ -142,18 +235,23 @@ func TestWrongTokenIsFenced(t *testing.T) {
 	ctx := context.Background()
 	cl, err := s.Claim(ctx, "k", fp, long)
 	require.NoError(t, err)
-	before := c.Get(ctx, prefix+"k").Val()
+	before, err := c.Get(ctx, prefix+"k").Result()
+	require.NoError(t, err)
 
 	for _, token := range []string{"", "short", cl.Token[:25] + "X", cl.Token + "X"} {
 		assert.ErrorIs(t, s.Renew(ctx, "k", token, long), retry.ErrLeaseLost, "renew %q", token)
 		assert.ErrorIs(t, s.Complete(ctx, "k", token, retry.Record{Value: []byte("stale")}, long), retry.ErrLeaseLost, "complete %q", token)
 		assert.NoError(t, s.Release(ctx, "k", token), "release %q", token)
 	}
-	assert.Equal(t, before, c.Get(ctx, prefix+"k").Val(), "nothing changed")
+	after, err := c.Get(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "nothing changed")
 	assert.ErrorIs(t, s.Renew(ctx, "absent", cl.Token, long), retry.ErrLeaseLost)
 	assert.ErrorIs(t, s.Complete(ctx, "absent", cl.Token, retry.Record{}, long), retry.ErrLeaseLost)
 	assert.NoError(t, s.Release(ctx, "absent", cl.Token))
-	assert.Equal(t, int64(0), c.Exists(ctx, prefix+"absent").Val())
+	n, err := c.Exists(ctx, prefix+"absent").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n)
 }
 
 func TestReleaseFreesKeyAtOnce(t *testing.T) {
@@ -255,7 +353,9 @@ func TestResentCommandsKeepTheirMeaning(t *testing.T) {
 	other, err := s.Claim(ctx, "k2", fp, long)
 	require.NoError(t, err)
 	require.NoError(t, s.Release(ctx, "k2", other.Token))
-	assert.Equal(t, int64(0), c.Exists(ctx, prefix+"k2").Val())
+	n, err := c.Exists(ctx, prefix+"k2").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n)
 }
 
 func TestLeaseExpiryLetsAnotherCallerTakeOver(t *testing.T) {
@@ -350,8 +450,11 @@ func TestPrefixesKeepStoresApart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, retry.ClaimAcquired, ca.Status)
 	assert.Equal(t, retry.ClaimAcquired, cb.Status)
-	assert.Equal(t, []string{base + "a:k"}, c.Keys(ctx, base+"a:*").Val())
-	assert.Equal(t, []string{base + "b:k"}, c.Keys(ctx, base+"b:*").Val())
+	for _, p := range []string{"a:", "b:"} {
+		keys, err := c.Keys(ctx, base+p+"*").Result()
+		require.NoError(t, err)
+		assert.Equal(t, []string{base + p + "k"}, keys)
+	}
 }
 
 func TestDefaultPrefix(t *testing.T) {
@@ -365,7 +468,9 @@ func TestDefaultPrefix(t *testing.T) {
 	cl, err := s.Claim(ctx, key, fp, long)
 	require.NoError(t, err)
 	require.Equal(t, retry.ClaimAcquired, cl.Status)
-	assert.Equal(t, int64(1), c.Exists(ctx, redisstore.DefaultPrefix+key).Val())
+	n, err := c.Exists(ctx, redisstore.DefaultPrefix+key).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
 }
 
 func TestForeignValueIsAnErrorNotAClaim(t *testing.T) {
@@ -380,7 +485,9 @@ func TestForeignValueIsAnErrorNotAClaim(t *testing.T) {
 	_, err = s.Claim(ctx, "hash", fp, long)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "WRONGTYPE")
-	assert.Equal(t, "not ours", c.Get(ctx, prefix+"str").Val(), "left alone")
+	v, err := c.Get(ctx, prefix+"str").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "not ours", v, "left alone")
 }
 
 func TestUnreachableServerGivesErrors(t *testing.T) {
@@ -411,5 +518,7 @@ func TestCancelledContext(t *testing.T) {
 	cancel()
 	_, err := s.Claim(ctx, "k", fp, long)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, int64(0), c.Exists(context.Background(), prefix+"k").Val())
+	n, err := c.Exists(context.Background(), prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n)
 }
