@@ -228,6 +228,7 @@ func TestRenewSetsLease(t *testing.T) {
 	ttl, err = c.PTTL(ctx, prefix+"k").Result()
 	require.NoError(t, err)
 	assert.LessOrEqual(t, ttl, time.Minute, "renew sets the lease from now, it does not add")
+	assert.Greater(t, ttl, 59*time.Second, "the key is still there, with the new lease")
 }
 
 func TestWrongTokenIsFenced(t *testing.T) {
