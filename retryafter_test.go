@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
+	"github.com/steadfast-go/retry/internal/assert"
 
 	"github.com/steadfast-go/retry"
 )

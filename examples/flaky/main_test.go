@@ -7,8 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/steadfast-go/retry/internal/assert"
+	"github.com/steadfast-go/retry/internal/require"
 )
 
 func TestRun(t *testing.T) {
