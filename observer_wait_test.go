@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/steadfast-go/retry/internal/assert"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/internal/adaptertest"

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"github.com/steadfast-go/retry/internal/assert"
-	"github.com/steadfast-go/retry/internal/require"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
 )

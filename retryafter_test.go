@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steadfast-go/retry/internal/assert"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/steadfast-go/retry"
 )

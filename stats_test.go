@@ -8,8 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/steadfast-go/retry/internal/assert"
-	"github.com/steadfast-go/retry/internal/require"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/internal/adaptertest"

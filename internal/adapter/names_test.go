@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/steadfast-go/retry/internal/assert"
-	"github.com/steadfast-go/retry/internal/require"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/internal/adapter"
