@@ -131,6 +131,16 @@ var (
 	ErrLeaseLost = errors.New("retry: idempotency lease lost")
 )
 
+// ErrOutcomeNotRecorded is matched by the error of an idempotent call
+// whose fn succeeded but whose outcome the store could not record, even
+// after retrying for as long as the call held its claim. The work ran: do
+// not run it again blindly. The error also matches
+// [ErrIdempotencyUnavailable] and the store's own error, errors.As finds an
+// [*Error] with [OutcomePermanent] in it (so an outer Do does not retry
+// it), and DoValue still returns fn's value. The call is not dead-lettered:
+// a redrive would repeat work that succeeded.
+var ErrOutcomeNotRecorded = errors.New("retry: the work ran but its outcome is not recorded")
+
 // ErrReplayed is matched by the error of a call that replayed a permanent
 // failure stored by an earlier call with the same idempotency key: fn was
 // not called, and the error's message is the original one.
