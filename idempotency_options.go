@@ -106,10 +106,10 @@ func WithIdempotency(store IdempotencyStore, key string) Option {
 // another caller may take the key over (after a crash, say). It must be
 // longer than any attempt: New rejects a lease not longer than
 // [WithAttemptTimeout]. Do renews it before each attempt, so it should
-// also cover the longest wait between attempts ([WithMaxDelay]); if it
-// runs out during a wait and another caller takes over, Do stops with
-// [ErrLeaseLost] without calling fn again. d must be positive. Default:
-// [DefaultIdempotencyLease].
+// also cover the longest wait between attempts (the backoff's max, or
+// [WithMaxDelay]); if it runs out during a wait and another caller takes
+// over, Do stops with [ErrLeaseLost] without calling fn again. d must be
+// positive. Default: [DefaultIdempotencyLease].
 func WithIdempotencyLease(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

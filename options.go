@@ -17,8 +17,10 @@ const (
 	// included: one call and two retries, as the SRE book and the AWS SDKs
 	// use, so a failing dependency sees at most 3x its normal load.
 	DefaultMaxAttempts = 3
-	// DefaultMaxDelay caps every wait, server-supplied ones included, so a
-	// misbehaving Retry-After cannot park a caller for hours.
+	// DefaultMaxDelay caps server-supplied waits ([RetryAfter]) when
+	// [WithMaxDelay] is not given, so a misbehaving Retry-After cannot
+	// park a caller for hours. It does not cap the [Backoff]'s waits: the
+	// schedule given to [WithBackoff] is honoured as configured.
 	DefaultMaxDelay = 30 * time.Second
 	// DefaultInitialDelay is the first wait of the default backoff,
 	// Exponential(100ms, 2, 10s) with FullJitter.
@@ -116,9 +118,11 @@ func WithJitter(j Jitter) Option {
 	}
 }
 
-// WithMaxDelay caps every wait, after jitter, server-supplied [RetryAfter]
-// delays included. d must not be negative; 0 means no wait at all.
-// Default: [DefaultMaxDelay].
+// WithMaxDelay caps every wait, the backoff's after jitter and
+// server-supplied [RetryAfter] delays alike. d must not be negative; 0
+// means no wait at all. Default: no cap on the backoff's waits (the
+// schedule's own max applies), and [DefaultMaxDelay] on server-supplied
+// ones.
 func WithMaxDelay(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {

@@ -6,8 +6,9 @@
 //	}, retry.WithMaxAttempts(5))
 //
 // Between attempts Do waits as a [Backoff] says, randomized by a [Jitter]
-// and capped by [WithMaxDelay]. An error marked [Permanent] stops at once;
-// one marked [RetryAfter] sets the next wait. Do never sleeps past its
+// and capped by [WithMaxDelay] if given. An error marked [Permanent] stops
+// at once; one marked [RetryAfter] sets the next wait, capped by
+// [WithMaxDelay] or else [DefaultMaxDelay]. Do never sleeps past its
 // context's deadline or its [WithMaxElapsed] budget: when the next wait
 // would end at or after either, it returns at once. Whenever no attempt
 // succeeds, errors.As finds an [*Error] in the returned error, and
@@ -446,16 +447,16 @@ func (cfg *config) until(t time.Time) time.Duration {
 	return t.Sub(cfg.clock.Now())
 }
 
-// wait computes the wait after attempt failed:
-// min(jitter(backoff(attempt)), maxDelay), or min(hint, maxDelay) for a
-// server-supplied delay.
+// wait computes the wait after attempt failed: jitter(backoff(attempt)),
+// or hint for a server-supplied delay, capped by WithMaxDelay. Without
+// one, DefaultMaxDelay caps hints only: the backoff is the caller's own
+// choice, a hint is the server's.
 func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time.Duration {
-	maxDelay := cfg.maxDelay
-	if !cfg.maxDelaySet {
-		maxDelay = DefaultMaxDelay
-	}
 	if hinted {
-		return min(hint, maxDelay)
+		if !cfg.maxDelaySet {
+			return min(hint, DefaultMaxDelay)
+		}
+		return min(hint, cfg.maxDelay)
 	}
 	b := cfg.backoff
 	if b == nil {
@@ -469,7 +470,10 @@ func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time
 	if _, random := b.(decorrelated); !random && j != NoJitter {
 		d = j.Apply(d, cfg.random())
 	}
-	return min(d, maxDelay)
+	if cfg.maxDelaySet {
+		d = min(d, cfg.maxDelay)
+	}
+	return d
 }
 
 func (cfg *config) random() float64 {
