@@ -63,11 +63,12 @@ func (d *deadLetterConfig) covers(o Outcome) bool {
 // [WithDeadLetterTimeout]. When the sink (and the fallback, if any) fails,
 // Do's error matches both the call's own failure and
 // [ErrDeadLetterNotRecorded]: the work is never dropped silently. sink must
-// not be nil. Default: none, and no per-attempt history is kept.
+// not be nil, nor hold a nil [DeadLetterFunc] or nil pointer. Default:
+// none, and no per-attempt history is kept.
 func WithDeadLetter(sink DeadLetterSink) Option {
 	return func(c *config) {
-		if sink == nil {
-			c.fail("WithDeadLetter(nil): the sink must not be nil")
+		if s, isNil := nilArg(sink); isNil {
+			c.fail("WithDeadLetter(%s): the sink must not be nil", s)
 			return
 		}
 		c.deadLetters().sink = sink
@@ -77,11 +78,11 @@ func WithDeadLetter(sink DeadLetterSink) Option {
 // WithDeadLetterFallback sets a second sink, tried only when the sink of
 // [WithDeadLetter] fails or times out, for example a local file behind a
 // database. It gets its own [WithDeadLetterTimeout]. sink must not be
-// nil. Default: none.
+// nil, nor hold a nil [DeadLetterFunc] or nil pointer. Default: none.
 func WithDeadLetterFallback(sink DeadLetterSink) Option {
 	return func(c *config) {
-		if sink == nil {
-			c.fail("WithDeadLetterFallback(nil): the sink must not be nil")
+		if s, isNil := nilArg(sink); isNil {
+			c.fail("WithDeadLetterFallback(%s): the sink must not be nil", s)
 			return
 		}
 		c.deadLetters().fallback = sink

@@ -87,11 +87,12 @@ func (ic *idemConfig) leaseOrDefault() time.Duration {
 // key may be "" when each call brings its own with
 // [ContextWithIdempotencyKey], which overrides key. A key must not be
 // longer than [MaxIdempotencyKeyLen] bytes; see there for scoping keys.
-// store must not be nil. Default: no idempotency.
+// store must not be nil, nor hold a nil pointer. Default: no idempotency.
 func WithIdempotency(store IdempotencyStore, key string) Option {
 	return func(c *config) {
-		if store == nil {
-			c.fail("WithIdempotency(nil, %q): the store must not be nil", key)
+		if s, isNil := nilArg(store); isNil {
+			// The key is an identifier: it stays out of the error text.
+			c.fail("WithIdempotency(%s, key): the store must not be nil", s)
 			return
 		}
 		if p := idemKeyProblem(key); key != "" && p != "" {
@@ -179,11 +180,11 @@ func WithIdempotencyKeepFailures(keep bool) Option {
 // When a value cannot be encoded, fn has already run: DoValue returns the
 // value with an error, and the key is completed as a permanent failure so
 // that the work is not repeated. Do stores no value. codec must not be
-// nil. Default: [JSONCodec].
+// nil, nor hold a nil pointer. Default: [JSONCodec].
 func WithIdempotencyCodec(codec Codec) Option {
 	return func(c *config) {
-		if codec == nil {
-			c.fail("WithIdempotencyCodec(nil): the codec must not be nil")
+		if s, isNil := nilArg(codec); isNil {
+			c.fail("WithIdempotencyCodec(%s): the codec must not be nil", s)
 			return
 		}
 		c.setIdem(func(ic *idemConfig) { ic.codec = codec })

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/steadfast-go/retry/internal/isnil"
 )
 
 // Defaults used when an option is not given. They are also what the zero
@@ -71,6 +73,19 @@ func (c *config) fail(format string, args ...any) {
 	}
 }
 
+// nilArg reports whether v is nil in effect, and names it for an error:
+// "nil", or "(T)(nil)" for a nil pointer or func inside the interface,
+// whose methods would panic at the first call.
+func nilArg(v any) (string, bool) {
+	switch {
+	case v == nil:
+		return "nil", true
+	case isnil.Is(v):
+		return fmt.Sprintf("(%T)(nil)", v), true
+	}
+	return "", false
+}
+
 // WithMaxAttempts sets how many attempts a call may make in all, the first
 // included: WithMaxAttempts(1) never retries. n must be at least 1, or
 // [Unlimited]. Default: [DefaultMaxAttempts].
@@ -85,11 +100,12 @@ func WithMaxAttempts(n int) Option {
 }
 
 // WithBackoff sets the schedule of waits between attempts. Default:
-// Exponential(100ms, 2, 10s). b must not be nil.
+// Exponential(100ms, 2, 10s). b must not be nil, nor hold a nil
+// [BackoffFunc] or nil pointer.
 func WithBackoff(b Backoff) Option {
 	return func(c *config) {
-		if b == nil {
-			c.fail("WithBackoff(nil): the backoff must not be nil")
+		if s, isNil := nilArg(b); isNil {
+			c.fail("WithBackoff(%s): the backoff must not be nil", s)
 			return
 		}
 		if v, ok := b.(validator); ok {
@@ -173,11 +189,12 @@ func WithAttemptTimeout(d time.Duration) Option {
 // recipe). Default: real time.
 //
 // Context deadlines are compared with the clock's Now, so with a mock
-// clock build them with mock.WithTimeout or mock.WithDeadline.
+// clock build them with mock.WithTimeout or mock.WithDeadline. c must not
+// be nil, nor hold a nil pointer.
 func WithClock(c clock.Clock) Option {
 	return func(cfg *config) {
-		if c == nil {
-			cfg.fail("WithClock(nil): the clock must not be nil")
+		if s, isNil := nilArg(c); isNil {
+			cfg.fail("WithClock(%s): the clock must not be nil", s)
 			return
 		}
 		cfg.clock = c
@@ -203,12 +220,13 @@ func WithRetryIf(f func(error) bool) Option {
 // WithRandom sets the source of the random samples used by jitter and
 // [Decorrelated], such as rand.NewPCG(1, 2) for a reproducible schedule.
 // Sources are not safe for concurrent use, so the Retrier serializes its
-// calls to src with a mutex, taken only when a wait is computed. Default:
-// math/rand/v2's global generator, which needs no lock.
+// calls to src with a mutex, taken only when a wait is computed. src must
+// not be nil, nor hold a nil pointer. Default: math/rand/v2's global
+// generator, which needs no lock.
 func WithRandom(src rand.Source) Option {
 	return func(c *config) {
-		if src == nil {
-			c.fail("WithRandom(nil): the source must not be nil")
+		if s, isNil := nilArg(src); isNil {
+			c.fail("WithRandom(%s): the source must not be nil", s)
 			return
 		}
 		c.rand = &lockedSource{src: src}
@@ -217,11 +235,12 @@ func WithRandom(src rand.Source) Option {
 
 // WithObserver adds an observer of attempts, retries and outcomes. Given
 // several times, every observer gets every event, in the order added. o
-// must not be nil. Default: none, which costs nothing.
+// must not be nil, nor hold a nil pointer. Default: none, which costs
+// nothing.
 func WithObserver(o Observer) Option {
 	return func(c *config) {
-		if o == nil {
-			c.fail("WithObserver(nil): the observer must not be nil")
+		if s, isNil := nilArg(o); isNil {
+			c.fail("WithObserver(%s): the observer must not be nil", s)
 			return
 		}
 		switch prev := c.observer.(type) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/steadfast-go/retry/internal/isnil"
 )
 
 // RedriveSource is a store of dead letters that [Redrive] can replay. The
@@ -70,7 +72,7 @@ func Redrive(ctx context.Context, src RedriveSource, r *Retrier, handler func(co
 	switch {
 	case ctx == nil:
 		return rep, fmt.Errorf("%w: Redrive: the context is nil; use context.Background()", ErrInvalidOption)
-	case src == nil:
+	case isnil.Is(src):
 		return rep, fmt.Errorf("%w: Redrive: the source is nil", ErrInvalidOption)
 	case r == nil:
 		return rep, fmt.Errorf("%w: Redrive: the *Retrier is nil; build one with New", ErrInvalidOption)
