@@ -254,12 +254,16 @@ func WithObserver(o Observer) Option {
 	}
 }
 
-// WithWaitArmed sets a function that Do calls after it has armed the timer
-// for a wait of d and before it blocks on it. It exists for tests with a
-// mock clock: advancing the mock before the timer is armed would leave Do
-// waiting forever, so a test waits for this call and then advances the
-// clock by d. f runs on Do's goroutine and must not block for long. f must
-// not be nil. Default: none.
+// WithWaitArmed sets a function that Do calls once per wait between
+// attempts: after it has armed the timer for a wait of d and before it
+// blocks on it. A zero wait (Constant(0), a jittered 0, a RetryAfter of 0)
+// arms no timer, and f is called with d = 0 before the next attempt, so
+// that every wait of every schedule is seen exactly once. It exists for
+// tests with a mock clock: advancing the mock before the timer is armed
+// would leave Do waiting forever, so a test waits for this call and then
+// advances the clock by d (mock.Add(0) is harmless). f is not called when
+// Do stops instead of waiting. f runs on Do's goroutine and must not block
+// for long. f must not be nil. Default: none.
 func WithWaitArmed(f func(d time.Duration)) Option {
 	return func(c *config) {
 		if f == nil {

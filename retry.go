@@ -291,7 +291,7 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			obs.OnRetry(ctx, RetryScheduled{Name: cfg.name, Attempt: c.attempts, Delay: d, Err: err})
 		}
 		c.prevWait = d
-		if d > 0 && !c.sleep(d) {
+		if !c.sleep(d) {
 			return zero, c.stopForContext(true)
 		}
 		err = nil
@@ -361,8 +361,16 @@ func (c *call) stopForContext(waited bool) error {
 }
 
 // sleep waits d on the call's timer and reports whether it ran to the end
-// (false: the context was done first).
+// (false: the context was done first). A zero wait arms no timer, but
+// still calls the WithWaitArmed hook, so that a test advancing a mock
+// clock once per wait sees every wait of any schedule.
 func (c *call) sleep(d time.Duration) bool {
+	if d <= 0 {
+		if c.cfg.waitArmed != nil {
+			c.cfg.waitArmed(0)
+		}
+		return true
+	}
 	ch := c.timer.arm(c.cfg.clock, d)
 	if c.cfg.waitArmed != nil {
 		c.cfg.waitArmed(d)
