@@ -159,7 +159,9 @@ type idemKeyType struct{}
 // one shared Retrier built with WithIdempotency(store, "") can be given a
 // key per call. A key in the context overrides the one given to
 // [WithIdempotency]; it is checked when Do runs (see
-// [MaxIdempotencyKeyLen]).
+// [MaxIdempotencyKeyLen]). On a call through a Retrier without
+// WithIdempotency it does nothing: no store is asked and the key is not
+// checked.
 func ContextWithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idemKeyType{}, key)
 }

@@ -64,6 +64,7 @@ func (c *config) apply(opts []Option) error {
 		o(c)
 	}
 	c.checkIdem()
+	c.checkDeadLetters()
 	// Everything that needs the loop's state from the first attempt on
 	// sends calls down the slow path.
 	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil || c.dl.active()
