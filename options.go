@@ -135,14 +135,19 @@ func WithJitter(j Jitter) Option {
 }
 
 // WithMaxDelay caps every wait, the backoff's after jitter and
-// server-supplied [RetryAfter] delays alike. d must not be negative; 0
-// means no wait at all. Default: no cap on the backoff's waits (the
-// schedule's own max applies), and [DefaultMaxDelay] on server-supplied
-// ones.
+// server-supplied [RetryAfter] delays alike. d must be positive: a zero
+// cap would silently turn every schedule into no wait at all, so it is
+// refused; for no waits use WithBackoff(Constant(0)). Default: no cap on
+// the backoff's waits (the schedule's own max applies), and
+// [DefaultMaxDelay] on server-supplied ones.
 func WithMaxDelay(d time.Duration) Option {
 	return func(c *config) {
-		if d < 0 {
+		switch {
+		case d < 0:
 			c.fail("WithMaxDelay(%v): the delay must not be negative", d)
+			return
+		case d == 0:
+			c.fail("WithMaxDelay(0): a zero cap would remove every wait; for no waits use WithBackoff(Constant(0))")
 			return
 		}
 		c.maxDelay, c.maxDelaySet = d, true
