@@ -31,13 +31,13 @@ type DeadLetter struct {
 	Reason Outcome `json:"reason"`
 	// LastError is the text of the last attempt's error ("" if none ran).
 	LastError string `json:"last_error"`
-	// Errors holds the failed attempts, oldest first: all of them when
-	// there are at most [DefaultDeadLetterErrors] (or the bound set with
-	// [WithDeadLetterErrors]), else the first half and the last half of
-	// that bound, so both how it started and how it ended are kept.
+	// Errors holds the failed attempts, oldest first: all of them up to
+	// DeadLetterOptions.MaxErrors (10 by default), else the first half and
+	// the last half of that bound, so both how it started and how it
+	// ended are kept.
 	Errors []AttemptError `json:"errors,omitempty"`
 	// Redrives counts the replays that led to this record: 0 for a call
-	// made by the application, n+1 when [Redrive] replayed a record with
+	// made by the application, n+1 when a redrive ([Retrier.ForRedrive]) replayed a record with
 	// Redrives n and the replay failed again.
 	Redrives int `json:"redrives,omitempty"`
 	// RedriveOf is the ID of the record whose replay failed and produced
@@ -60,43 +60,11 @@ type AttemptError struct {
 // and must either store dl durably and return nil, or return an error: a
 // nil return is a promise that the record is kept. Put must return
 // promptly when ctx is done (Do calls it on the caller's goroutine, with a
-// context bounded by [WithDeadLetterTimeout]). Put must not keep dl.Payload
+// context bounded by DeadLetterOptions.Timeout). Put must not keep dl.Payload
 // or dl.Errors beyond the call unless it treats them as read-only.
 type DeadLetterSink interface {
 	// Put stores dl durably and returns nil, or returns an error.
 	Put(ctx context.Context, dl DeadLetter) error
-}
-
-// DeadLetterFunc adapts a function to a [DeadLetterSink]. The function
-// must keep the contract of Put, concurrency safety included.
-type DeadLetterFunc func(ctx context.Context, dl DeadLetter) error
-
-// Put calls f(ctx, dl).
-func (f DeadLetterFunc) Put(ctx context.Context, dl DeadLetter) error { return f(ctx, dl) }
-
-// DeadLetterStatus says what happened to a call's dead letter, as reported
-// in [Done].
-type DeadLetterStatus uint8
-
-// The dead-letter statuses of a call.
-const (
-	DeadLetterNone     DeadLetterStatus = iota // not dead-lettered: success, a replayed failure, or excluded by configuration
-	DeadLetterRecorded                         // a sink stored it
-	DeadLetterFailed                           // every sink failed; Do's error matches ErrDeadLetterNotRecorded
-)
-
-// String returns "none", "recorded" or "failed", as used for metric labels.
-func (s DeadLetterStatus) String() string {
-	switch s {
-	case DeadLetterNone:
-		return "none"
-	case DeadLetterRecorded:
-		return "recorded"
-	case DeadLetterFailed:
-		return "failed"
-	default:
-		return "unknown"
-	}
 }
 
 // ErrDeadLetterNotRecorded is matched by the error of a call that should
@@ -111,9 +79,9 @@ func (s DeadLetterStatus) String() string {
 // IDs, but never silently lost.
 var ErrDeadLetterNotRecorded = errors.New("retry: dead letter not recorded")
 
-// NewDeadLetterID returns a new random record ID: 32 lower-case hex digits
-// from crypto/rand. Sinks that build records themselves may use it.
-func NewDeadLetterID() string {
+// newDeadLetterID returns a new random record ID: 32 lower-case hex digits
+// from crypto/rand.
+func newDeadLetterID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails since Go 1.24: it crashes the program instead
 	return hex.EncodeToString(b[:])

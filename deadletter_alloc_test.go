@@ -17,7 +17,7 @@ import (
 // TestDeadLetterSuccessAllocatesNothing: with a sink configured, a call
 // that succeeds at once still makes no allocation.
 func TestDeadLetterSuccessAllocatesNothing(t *testing.T) {
-	r, err := retry.New(retry.WithDeadLetter(retry.NewMemoryDeadLetterSink()))
+	r, err := retry.New(retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), nil))
 	require.NoError(t, err)
 	ctx := context.Background()
 	fn := func(context.Context) error { return nil }

@@ -125,7 +125,7 @@ func (s *FileSink) Put(ctx context.Context, dl DeadLetter) error {
 	}
 	if dl.ID == "" {
 		// The reader keys records by ID: one without would be lost.
-		return fmt.Errorf("%w: FileSink.Put: the dead letter has no ID; see NewDeadLetterID", ErrInvalidOption)
+		return fmt.Errorf("%w: FileSink.Put: the dead letter has no ID", ErrInvalidOption)
 	}
 	line, err := json.Marshal(dl)
 	if err != nil {

@@ -73,7 +73,7 @@ func TestFileSinkWithDo(t *testing.T) {
 	t.Parallel()
 	sink, path := openFileSink(t, nil)
 	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
-		retry.WithDeadLetter(sink), retry.WithBackoff(retry.Constant(0)), retry.WithName("charge"), retry.WithPayload([]byte("p")))
+		retry.WithDeadLetter(sink, nil), retry.WithBackoff(retry.Constant(0)), retry.WithName("charge"), retry.WithPayload([]byte("p")))
 	require.ErrorIs(t, err, retry.ErrExhausted)
 	require.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 	got, err := retry.ReadDeadLetterFile(path)
@@ -81,8 +81,8 @@ func TestFileSinkWithDo(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, "charge", got[0].Name)
 	assert.Equal(t, []byte("p"), got[0].Payload)
-	assert.Equal(t, retry.DefaultMaxAttempts, got[0].Attempts)
-	assert.Len(t, got[0].Errors, retry.DefaultMaxAttempts)
+	assert.Equal(t, 3, got[0].Attempts)
+	assert.Len(t, got[0].Errors, 3)
 }
 
 // TestFileSinkConcurrentWriters is not parallel, so that its leak check

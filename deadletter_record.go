@@ -16,10 +16,7 @@ type attemptLog struct {
 }
 
 func newAttemptLog(d *deadLetterConfig) *attemptLog {
-	n := DefaultDeadLetterErrors
-	if d.maxErrorsSet {
-		n = d.maxErrors
-	}
+	n := d.maxErrors
 	return &attemptLog{head: make([]AttemptError, 0, n/2), tail: make([]AttemptError, 0, n-n/2)}
 }
 
@@ -62,17 +59,18 @@ func (l *attemptLog) list() []AttemptError {
 }
 
 // deadLetter writes the dead letter of a call that ended with e, if its
-// outcome is covered, and returns what Do returns and the status for Done.
-func (c *call) deadLetter(e *Error) (error, DeadLetterStatus) {
+// outcome is covered, and returns what Do returns and, for Done, whether a
+// sink stored it or every sink failed.
+func (c *call) deadLetter(e *Error) (err error, stored, failed bool) {
 	d := c.cfg.dl
 	if !d.covers(e.Outcome) {
-		return e, DeadLetterNone
+		return e, false, false
 	}
 	// c.start is a mark for spans (see config.now), not a timestamp.
 	spent := c.cfg.now().Sub(c.start)
 	gaveUp := c.cfg.wallNow()
 	dl := DeadLetter{
-		ID:           NewDeadLetterID(),
+		ID:           newDeadLetterID(),
 		Name:         c.cfg.name,
 		Payload:      bytes.Clone(c.cfg.payload),
 		Attempts:     c.attempts,
@@ -91,27 +89,24 @@ func (c *call) deadLetter(e *Error) (error, DeadLetterStatus) {
 		}
 		dl.Redrives, dl.RedriveOf = o.Redrives+1, o.ID
 	}
-	var failed []error
+	var errs []error
 	for _, sink := range [...]DeadLetterSink{d.sink, d.fallback} {
 		if sink == nil {
 			continue
 		}
 		err := c.putDeadLetter(sink, dl)
 		if err == nil {
-			return e, DeadLetterRecorded
+			return e, true, false
 		}
-		failed = append(failed, err)
+		errs = append(errs, err)
 	}
-	return &notRecordedError{err: e, sinks: failed}, DeadLetterFailed
+	return &notRecordedError{err: e, sinks: errs}, false, true
 }
 
 // putDeadLetter calls sink.Put with a context that survives the call's
 // cancellation (the work must still be recorded) but not the timeout.
 func (c *call) putDeadLetter(sink DeadLetterSink, dl DeadLetter) error {
 	timeout := c.cfg.dl.timeout
-	if timeout == 0 {
-		timeout = DefaultDeadLetterTimeout
-	}
 	ctx, cancel := context.WithoutCancel(c.ctx), context.CancelFunc(nil)
 	if c.cfg.clock == nil {
 		ctx, cancel = context.WithTimeout(ctx, timeout)

@@ -28,7 +28,7 @@ type dlDoneRecorder struct {
 
 func (*dlDoneRecorder) OnAttemptStart(context.Context, retry.AttemptStart) {}
 func (*dlDoneRecorder) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
-func (*dlDoneRecorder) OnRetry(context.Context, retry.RetryScheduled)      {}
+func (*dlDoneRecorder) OnRetry(context.Context, retry.Scheduled)           {}
 func (d *dlDoneRecorder) OnDone(_ context.Context, e retry.Done) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -93,8 +93,7 @@ func TestDeadLetterEveryTerminalPath(t *testing.T) {
 		{"canceled_all", all, retry.OutcomeCanceled, 1, true},
 		{"exhausted_only_deadline", []retry.Outcome{retry.OutcomeDeadline}, retry.OutcomeExhausted, 3, false},
 		{"deadline_only_deadline", []retry.Outcome{retry.OutcomeDeadline}, retry.OutcomeDeadline, 2, true},
-		{"exhausted_none", []retry.Outcome{}, retry.OutcomeExhausted, 3, false},
-		{"permanent_none", []retry.Outcome{}, retry.OutcomePermanent, 1, false},
+		{"exhausted_empty_is_default", []retry.Outcome{}, retry.OutcomeExhausted, 3, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,10 +101,7 @@ func TestDeadLetterEveryTerminalPath(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				sink := retry.NewMemoryDeadLetterSink()
 				obs := &dlDoneRecorder{}
-				opts := []retry.Option{retry.WithDeadLetter(sink), retry.WithObserver(obs), retry.WithName("charge"), retry.WithPayload([]byte(`{"n":1}`))}
-				if tc.on != nil {
-					opts = append(opts, retry.WithDeadLetterOn(tc.on...))
-				}
+				opts := []retry.Option{retry.WithDeadLetter(sink, &retry.DeadLetterOptions{On: tc.on}), retry.WithObserver(obs), retry.WithName("charge"), retry.WithPayload([]byte(`{"n":1}`))}
 				start := time.Now()
 				err := endWith(t, tc.outcome, opts...)
 
@@ -116,11 +112,11 @@ func TestDeadLetterEveryTerminalPath(t *testing.T) {
 				done := obs.only(t)
 				assert.Equal(t, err, done.Err)
 				if !tc.recorded {
-					assert.Equal(t, retry.DeadLetterNone, done.DeadLetter)
+					assert.False(t, done.DeadLettered || done.DeadLetterFailed)
 					assert.Zero(t, sink.Len())
 					return
 				}
-				assert.Equal(t, retry.DeadLetterRecorded, done.DeadLetter)
+				assert.True(t, done.DeadLettered)
 				recs := sink.Records()
 				require.Len(t, recs, 1)
 				dl := recs[0]
@@ -151,7 +147,7 @@ func TestDeadLetterKeepsAttemptErrors(t *testing.T) {
 			n++
 			return fmt.Errorf("failure %d", n)
 		}, retry.WithMaxAttempts(21), retry.WithBackoff(retry.Linear(time.Second, time.Second, time.Hour)),
-			retry.WithJitter(retry.NoJitter), retry.WithDeadLetter(sink), retry.WithDeadLetterErrors(5))
+			retry.WithJitter(retry.NoJitter), retry.WithDeadLetter(sink, &retry.DeadLetterOptions{MaxErrors: 5}))
 		require.ErrorIs(t, err, retry.ErrExhausted)
 		recs := sink.Records()
 		require.Len(t, recs, 1)
@@ -171,13 +167,13 @@ func TestDeadLetterErrorsBoundZeroKeepsNone(t *testing.T) {
 	t.Parallel()
 	sink := retry.NewMemoryDeadLetterSink()
 	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
-		retry.WithBackoff(retry.Constant(0)), retry.WithDeadLetter(sink), retry.WithDeadLetterErrors(0))
+		retry.WithBackoff(retry.Constant(0)), retry.WithDeadLetter(sink, &retry.DeadLetterOptions{MaxErrors: -1}))
 	require.ErrorIs(t, err, errDead)
 	recs := sink.Records()
 	require.Len(t, recs, 1)
 	assert.Empty(t, recs[0].Errors)
 	assert.Equal(t, "boom", recs[0].LastError)
-	assert.Equal(t, retry.DefaultMaxAttempts, recs[0].Attempts)
+	assert.Equal(t, 3, recs[0].Attempts)
 }
 
 func TestDeadLetterSinkFailureIsNotSilent(t *testing.T) {
@@ -186,7 +182,7 @@ func TestDeadLetterSinkFailureIsNotSilent(t *testing.T) {
 	obs := &dlDoneRecorder{}
 	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
 		retry.WithBackoff(retry.Constant(0)), retry.WithObserver(obs),
-		retry.WithDeadLetter(retry.DeadLetterFunc(func(context.Context, retry.DeadLetter) error { return errSink })))
+		retry.WithDeadLetter(sinkFunc(func(context.Context, retry.DeadLetter) error { return errSink }), nil))
 
 	assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 	assert.ErrorIs(t, err, errDead)
@@ -197,7 +193,7 @@ func TestDeadLetterSinkFailureIsNotSilent(t *testing.T) {
 	assert.Equal(t, retry.OutcomeExhausted, re.Outcome)
 	assert.Equal(t, "retry: attempts exhausted after 3 attempts: boom (dead letter not recorded: disk full)", err.Error())
 	done := obs.only(t)
-	assert.Equal(t, retry.DeadLetterFailed, done.DeadLetter)
+	assert.True(t, done.DeadLetterFailed)
 	assert.Equal(t, err, done.Err)
 }
 
@@ -205,7 +201,7 @@ func TestDeadLetterFallback(t *testing.T) {
 	t.Parallel()
 	errPrimary, errFallback := errors.New("primary down"), errors.New("fallback down")
 	failing := func(err error) retry.DeadLetterSink {
-		return retry.DeadLetterFunc(func(context.Context, retry.DeadLetter) error { return err })
+		return sinkFunc(func(context.Context, retry.DeadLetter) error { return err })
 	}
 
 	t.Run("used_when_primary_fails", func(t *testing.T) {
@@ -213,17 +209,17 @@ func TestDeadLetterFallback(t *testing.T) {
 		fallback := retry.NewMemoryDeadLetterSink()
 		obs := &dlDoneRecorder{}
 		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
-			retry.WithObserver(obs), retry.WithDeadLetter(failing(errPrimary)), retry.WithDeadLetterFallback(fallback))
+			retry.WithObserver(obs), retry.WithDeadLetter(failing(errPrimary), &retry.DeadLetterOptions{Fallback: fallback}))
 		assert.ErrorIs(t, err, errDead)
 		assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 		assert.Equal(t, 1, fallback.Len())
-		assert.Equal(t, retry.DeadLetterRecorded, obs.only(t).DeadLetter)
+		assert.True(t, obs.only(t).DeadLettered)
 	})
 	t.Run("not_used_when_primary_works", func(t *testing.T) {
 		t.Parallel()
 		primary, fallback := retry.NewMemoryDeadLetterSink(), retry.NewMemoryDeadLetterSink()
 		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
-			retry.WithDeadLetter(primary), retry.WithDeadLetterFallback(fallback))
+			retry.WithDeadLetter(primary, &retry.DeadLetterOptions{Fallback: fallback}))
 		assert.ErrorIs(t, err, errDead)
 		assert.Equal(t, 1, primary.Len())
 		assert.Zero(t, fallback.Len())
@@ -231,7 +227,7 @@ func TestDeadLetterFallback(t *testing.T) {
 	t.Run("both_fail", func(t *testing.T) {
 		t.Parallel()
 		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
-			retry.WithDeadLetter(failing(errPrimary)), retry.WithDeadLetterFallback(failing(errFallback)))
+			retry.WithDeadLetter(failing(errPrimary), &retry.DeadLetterOptions{Fallback: failing(errFallback)}))
 		assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 		assert.ErrorIs(t, err, errDead)
 		assert.ErrorIs(t, err, errPrimary)
@@ -247,7 +243,7 @@ func TestDeadLetterHangingSink(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
-		hang := retry.DeadLetterFunc(func(ctx context.Context, _ retry.DeadLetter) error {
+		hang := sinkFunc(func(ctx context.Context, _ retry.DeadLetter) error {
 			calls.Add(1)
 			<-ctx.Done()
 			return ctx.Err()
@@ -255,8 +251,7 @@ func TestDeadLetterHangingSink(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		start := time.Now()
 		err := retry.Do(ctx, func(context.Context) error { cancel(); return errDead },
-			retry.WithDeadLetter(hang), retry.WithDeadLetterFallback(hang),
-			retry.WithDeadLetterOn(retry.OutcomeCanceled), retry.WithDeadLetterTimeout(2*time.Second))
+			retry.WithDeadLetter(hang, &retry.DeadLetterOptions{Fallback: hang, On: []retry.Outcome{retry.OutcomeCanceled}, Timeout: 2 * time.Second}))
 		assert.Equal(t, 4*time.Second, time.Since(start))
 		assert.Equal(t, int32(2), calls.Load())
 		assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
@@ -270,14 +265,14 @@ func TestDeadLetterDefaultTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var deadline time.Time
-		sink := retry.DeadLetterFunc(func(ctx context.Context, _ retry.DeadLetter) error {
+		sink := sinkFunc(func(ctx context.Context, _ retry.DeadLetter) error {
 			deadline, _ = ctx.Deadline()
 			return nil
 		})
 		start := time.Now()
-		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) }, retry.WithDeadLetter(sink))
+		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) }, retry.WithDeadLetter(sink, nil))
 		require.ErrorIs(t, err, errDead)
-		assert.Equal(t, start.Add(retry.DefaultDeadLetterTimeout), deadline)
+		assert.Equal(t, start.Add((5 * time.Second)), deadline)
 	})
 }
 
@@ -317,7 +312,7 @@ func nothingLost(t *testing.T, store string) {
 	errDown := errors.New("sink down")
 	start := time.Now()
 	var failedPuts atomic.Int64
-	sink := retry.DeadLetterFunc(func(ctx context.Context, dl retry.DeadLetter) error {
+	sink := sinkFunc(func(ctx context.Context, dl retry.DeadLetter) error {
 		if since := time.Since(start); since >= 3*time.Second && since < 8*time.Second {
 			failedPuts.Add(1)
 			return errDown
@@ -325,7 +320,7 @@ func nothingLost(t *testing.T, store string) {
 		return backend.Put(ctx, dl)
 	})
 	obs := &dlDoneRecorder{}
-	r, err := retry.New(retry.WithDeadLetter(sink), retry.WithObserver(obs), retry.WithMaxAttempts(2),
+	r, err := retry.New(retry.WithDeadLetter(sink, nil), retry.WithObserver(obs), retry.WithMaxAttempts(2),
 		retry.WithBackoff(retry.Constant(10*time.Millisecond)), retry.WithJitter(retry.NoJitter))
 	require.NoError(t, err)
 
@@ -366,14 +361,16 @@ func nothingLost(t *testing.T, store string) {
 	assert.Equal(t, int64(workers*perWorker), int64(lines)+notRecorded.Load())
 
 	// The observer sees the same split.
-	status := map[retry.DeadLetterStatus]int{}
+	status := map[string]int{}
 	for _, d := range obs.done {
-		status[d.DeadLetter]++
+		switch {
+		case d.DeadLettered:
+			status["recorded"]++
+		case d.DeadLetterFailed:
+			status["failed"]++
+		}
 	}
-	assert.Equal(t, map[retry.DeadLetterStatus]int{
-		retry.DeadLetterRecorded: lines,
-		retry.DeadLetterFailed:   int(notRecorded.Load()),
-	}, status)
+	assert.Equal(t, map[string]int{"recorded": lines, "failed": int(notRecorded.Load())}, status)
 }
 
 func TestDeadLetterOptionsValidate(t *testing.T) {
@@ -383,12 +380,11 @@ func TestDeadLetterOptionsValidate(t *testing.T) {
 		opt  retry.Option
 		msg  string
 	}{
-		{"nil_sink", retry.WithDeadLetter(nil), "WithDeadLetter(nil)"},
-		{"nil_fallback", retry.WithDeadLetterFallback(nil), "WithDeadLetterFallback(nil)"},
-		{"success_outcome", retry.WithDeadLetterOn(retry.OutcomeExhausted, retry.OutcomeSuccess), "WithDeadLetterOn(success)"},
-		{"unknown_outcome", retry.WithDeadLetterOn(retry.Outcome(42)), "WithDeadLetterOn(unknown)"},
-		{"zero_timeout", retry.WithDeadLetterTimeout(0), "WithDeadLetterTimeout(0s)"},
-		{"negative_errors", retry.WithDeadLetterErrors(-1), "WithDeadLetterErrors(-1)"},
+		{"nil_sink", retry.WithDeadLetter(nil, nil), "WithDeadLetter(nil, opts)"},
+		{"nil_fallback", retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{Fallback: sinkFunc(nil)}), "Fallback is"},
+		{"success_outcome", retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{On: []retry.Outcome{retry.OutcomeExhausted, retry.OutcomeSuccess}}), "On holds success"},
+		{"unknown_outcome", retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{On: []retry.Outcome{42}}), "On holds unknown"},
+		{"negative_timeout", retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{Timeout: -time.Second}), "Timeout is -1s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -405,9 +401,9 @@ func TestDeadLetterOptionsValidate(t *testing.T) {
 func TestDeadLetterWithDoesNotChangeParent(t *testing.T) {
 	t.Parallel()
 	parentSink, childSink := retry.NewMemoryDeadLetterSink(), retry.NewMemoryDeadLetterSink()
-	parent, err := retry.New(retry.WithDeadLetter(parentSink), retry.WithMaxAttempts(1))
+	parent, err := retry.New(retry.WithDeadLetter(parentSink, nil), retry.WithMaxAttempts(1))
 	require.NoError(t, err)
-	child, err := parent.With(retry.WithDeadLetter(childSink), retry.WithDeadLetterOn(retry.OutcomeCanceled))
+	child, err := parent.With(retry.WithDeadLetter(childSink, &retry.DeadLetterOptions{On: []retry.Outcome{retry.OutcomeCanceled}}))
 	require.NoError(t, err)
 
 	fail := func(context.Context) error { return errDead }
@@ -470,8 +466,8 @@ func TestDeadLetterIdempotentEarlyExits(t *testing.T) {
 		sink := retry.NewMemoryDeadLetterSink()
 		store := newFaulty()
 		run := func(payload string, fn func(context.Context) error) error {
-			return retry.Do(t.Context(), fn, retry.WithIdempotency(store, "order-1"), retry.WithPayload([]byte(payload)),
-				retry.WithDeadLetter(sink), retry.WithName("order"))
+			return retry.Do(t.Context(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-1"}), retry.WithPayload([]byte(payload)),
+				retry.WithDeadLetter(sink, nil), retry.WithName("order"))
 		}
 		calls := 0
 		fail := func(context.Context) error { calls++; return retry.Permanent(errDead) }
@@ -505,3 +501,8 @@ func TestDeadLetterIdempotentEarlyExits(t *testing.T) {
 		assert.Equal(t, 1, calls, "fn ran only the first time")
 	})
 }
+
+// sinkFunc adapts a function to a retry.DeadLetterSink.
+type sinkFunc func(ctx context.Context, dl retry.DeadLetter) error
+
+func (f sinkFunc) Put(ctx context.Context, dl retry.DeadLetter) error { return f(ctx, dl) }

@@ -9,13 +9,8 @@ import (
 
 // ErrExhausted is the cause of an [*Error] when Do stopped because it made
 // every attempt that [WithMaxAttempts] allows, or because the time budget of
-// [WithMaxElapsed] was spent (see [ErrMaxElapsed], which wraps it).
+// [WithMaxElapsed] was spent (the [*Error]'s Outcome tells the two apart).
 var ErrExhausted = errors.New("retry: attempts exhausted")
-
-// ErrMaxElapsed is the cause of an [*Error] when the next wait would have
-// ended after the time budget set by [WithMaxElapsed]. It wraps
-// [ErrExhausted], so errors.Is(err, ErrExhausted) holds as well.
-var ErrMaxElapsed error = &wrapped{msg: "retry: time budget spent", err: ErrExhausted}
 
 // ErrInvalidOption is wrapped by every error that reports bad input: an
 // invalid option value, a nil fn, context or [*Retrier], or an empty or
@@ -38,7 +33,7 @@ func (w *wrapped) Unwrap() error { return w.err }
 // errors.As and errors.Is alone.
 //
 // errors.Is(err, target) holds for the last attempt's error and for the
-// cause: [ErrExhausted], [ErrMaxElapsed], context.Canceled or
+// cause: [ErrExhausted], context.Canceled or
 // context.DeadlineExceeded, and a cause set with context.WithCancelCause.
 type Error struct {
 	// Outcome says why Do stopped. It is never OutcomeSuccess.
@@ -52,10 +47,10 @@ type Error struct {
 	// Last is the error of the last attempt. A call that ended before any
 	// attempt has the idempotency store's reason here, if any (an error
 	// matching [ErrIdempotencyUnavailable], [ErrKeyReuse], [ErrReplayed]
-	// or, with [WithIdempotencyWait], [ErrInProgress]), and nil otherwise.
+	// or [ErrInProgress] when it ended waiting for another holder), and nil otherwise.
 	// A [Permanent] marker is still in its chain.
 	Last error
-	// Cause is why Do stopped: ErrExhausted, ErrMaxElapsed, the context's
+	// Cause is why Do stopped: ErrExhausted (attempts or time budget), the context's
 	// cause (context.Cause), or context.DeadlineExceeded when the next wait
 	// would have passed the context's deadline. It is nil for
 	// OutcomePermanent, where Last says it all.
@@ -159,15 +154,15 @@ func IsPermanent(err error) bool {
 	}) != nil
 }
 
-// RetryAfter marks err with a delay the server asked for, such as an HTTP
+// After marks err with a delay the server asked for, such as an HTTP
 // Retry-After header or a gRPC pushback. The wait before the next attempt is
 // d instead of the backoff's delay, never jittered, and capped by
-// [WithMaxDelay], or by [DefaultMaxDelay] when that is not given; a
+// [WithMaxDelay], or by [defaultMaxServerDelay] when that is not given; a
 // negative d is taken as 0. An error marked this way is
 // retried even when [WithRetryIf] would refuse it, because the server said
 // when to come back; [Permanent] still wins. errors.Is and errors.As see
-// through the marker to err. RetryAfter(nil, d) returns nil.
-func RetryAfter(err error, d time.Duration) error {
+// through the marker to err. After(nil, d) returns nil.
+func After(err error, d time.Duration) error {
 	if err == nil {
 		return nil
 	}
@@ -182,7 +177,7 @@ type retryAfterError struct {
 func (r *retryAfterError) Error() string { return r.err.Error() }
 func (r *retryAfterError) Unwrap() error { return r.err }
 
-// retryAfterOf returns the delay of the first RetryAfter marker in err's
+// retryAfterOf returns the delay of the first After marker in err's
 // chain, not looking inside an *Error.
 func retryAfterOf(err error) (time.Duration, bool) {
 	found := walk(err, func(err error) bool {

@@ -13,7 +13,7 @@ import (
 func ExampleWithDeadLetter() {
 	sink := retry.NewMemoryDeadLetterSink() // use OpenFileSink or a database in production
 	r, err := retry.New(
-		retry.WithDeadLetter(sink),
+		retry.WithDeadLetter(sink, nil),
 		retry.WithMaxAttempts(3),
 		retry.WithBackoff(retry.Constant(0)), // no waits, for the example
 	)
@@ -40,7 +40,7 @@ func ExampleWithDeadLetter() {
 func ExampleRedrive() {
 	ctx := context.Background()
 	sink := retry.NewMemoryDeadLetterSink()
-	r, _ := retry.New(retry.WithDeadLetter(sink), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)))
+	r, _ := retry.New(retry.WithDeadLetter(sink, nil), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)))
 
 	// While the mail server is down, the call gives up and is dead-lettered.
 	send, _ := r.With(retry.WithName("send-invoice"), retry.WithPayload([]byte("invoice 42")))
@@ -77,7 +77,7 @@ func ExampleOpenFileSink() {
 		return
 	}
 	defer sink.Close()
-	r, _ := retry.New(retry.WithDeadLetter(sink), retry.WithName("charge-card"), retry.WithBackoff(retry.Constant(0)))
+	r, _ := retry.New(retry.WithDeadLetter(sink, nil), retry.WithName("charge-card"), retry.WithBackoff(retry.Constant(0)))
 	_ = r.Do(context.Background(), func(context.Context) error {
 		return retry.Permanent(errors.New("card declined"))
 	})

@@ -11,17 +11,18 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retryhttp"
+	"github.com/steadfast-go/retry/retrytest"
 )
 
 // getStatus is the HTTP caller under test: a 503 is retried after the
 // server's Retry-After, any other status ends the call.
 func getStatus(ctx context.Context, r *retry.Retrier, client *http.Client, url string, now func() time.Time) (int, error) {
-	return retry.DoValueWith(ctx, r, func(ctx context.Context) (int, error) {
+	return retry.DoValueOn(ctx, r, func(ctx context.Context) (int, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return 0, retry.Permanent(err)
@@ -34,8 +35,8 @@ func getStatus(ctx context.Context, r *retry.Retrier, client *http.Client, url s
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			err := fmt.Errorf("status %d", resp.StatusCode)
-			if d, ok := retry.ParseRetryAfter(resp.Header.Get("Retry-After"), now()); ok {
-				return 0, retry.RetryAfter(err, d)
+			if d, ok := retryhttp.ParseRetryAfter(resp.Header.Get("Retry-After"), now()); ok {
+				return 0, retry.After(err, d)
 			}
 			return 0, err
 		}
@@ -60,10 +61,8 @@ func Example_httpServer() {
 	}))
 	defer srv.Close()
 
-	mock := clock.NewMock()
-	armed := make(chan time.Duration)
-	r, _ := retry.New(retry.WithClock(mock), retry.WithMaxAttempts(5),
-		retry.WithWaitArmed(func(d time.Duration) { armed <- d }))
+	clk := retrytest.NewClock()
+	r, _ := retry.New(retry.WithClock(clk), retry.WithMaxAttempts(5))
 
 	type result struct {
 		status int
@@ -71,14 +70,14 @@ func Example_httpServer() {
 	}
 	done := make(chan result, 1)
 	go func() {
-		status, err := getStatus(context.Background(), r, srv.Client(), srv.URL, mock.Now)
+		status, err := getStatus(context.Background(), r, srv.Client(), srv.URL, clk.Now)
 		done <- result{status, err}
 	}()
 	for {
 		select {
-		case d := <-armed:
+		case d := <-clk.Armed():
 			fmt.Println("waiting", d)
-			mock.Add(d)
+			clk.Add(d)
 			continue
 		case res := <-done:
 			fmt.Println(res.status, res.err, hits.Load(), "requests")
@@ -98,7 +97,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // TestHTTPCallerUnderSynctest tests the same caller in a synctest bubble:
-// no mock clock and no WithWaitArmed, because the bubble's clock jumps as
+// no mock clock, because the bubble's clock jumps as
 // soon as every goroutine in it is blocked. This works only with an
 // in-process transport: a real socket (an httptest.Server, or a client's
 // kept-alive connection) is not "durably blocked", so fake time would stop

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/benbjohnson/clock"
-
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrytest"
 )
 
 // errUnavailable stands for a transient failure, such as an HTTP 503.
@@ -21,7 +20,7 @@ func (printAttempts) OnAttemptStart(context.Context, retry.AttemptStart) {}
 func (printAttempts) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
 	fmt.Printf("attempt %d: %v\n", e.Attempt, e.Err)
 }
-func (printAttempts) OnRetry(_ context.Context, e retry.RetryScheduled) {
+func (printAttempts) OnRetry(_ context.Context, e retry.Scheduled) {
 	fmt.Printf("waiting %v\n", e.Delay)
 }
 func (printAttempts) OnDone(_ context.Context, e retry.Done) {
@@ -101,14 +100,14 @@ func ExamplePermanent() {
 	// retry: permanent error after 1 attempt: get user: 404 not found
 }
 
-func ExampleRetryAfter() {
+func ExampleAfter() {
 	calls := 0
 	err := retry.Do(context.Background(), func(ctx context.Context) error {
 		calls++
 		if calls == 1 {
 			// A 429 with "Retry-After: 120": wait that long, but no
 			// longer than WithMaxDelay allows.
-			return retry.RetryAfter(errors.New("429 too many requests"), 120*time.Second)
+			return retry.After(errors.New("429 too many requests"), 120*time.Second)
 		}
 		return nil
 	},
@@ -152,17 +151,16 @@ func ExampleExponential() {
 	// Output: 100ms;200ms;400ms;800ms;1s;1s;
 }
 
-// Testing retrying code with a mock clock: run Do in a goroutine and wait
-// for WithWaitArmed before each mock.Add. Advancing the mock before Do has
-// armed its timer would leave Do waiting forever.
+// Testing retrying code with a mock clock: retrytest.Clock is a
+// *clock.Mock that says when Do has armed a wait, so the test advances it
+// only then. Advancing a mock before Do has armed its timer would leave Do
+// waiting forever.
 func Example_mockClock() {
-	mock := clock.NewMock()
-	armed := make(chan time.Duration)
+	clk := retrytest.NewClock()
 	r, _ := retry.New(
-		retry.WithClock(mock),
+		retry.WithClock(clk),
 		retry.WithBackoff(retry.Exponential(time.Second, 2, time.Minute)),
 		retry.WithJitter(retry.NoJitter),
-		retry.WithWaitArmed(func(d time.Duration) { armed <- d }),
 	)
 
 	calls := 0
@@ -177,28 +175,15 @@ func Example_mockClock() {
 		})
 	}()
 	for range 2 {
-		d := <-armed // Do is parked on the mock's timer now
+		d := <-clk.Armed() // Do is parked on the mock's timer now
 		fmt.Println("advancing", d)
-		mock.Add(d)
+		clk.Add(d)
 	}
 	fmt.Println(<-done, calls)
 	// Output:
 	// advancing 1s
 	// advancing 2s
 	// <nil> 3
-}
-
-func ExampleParseRetryAfter() {
-	now := time.Date(2015, 10, 21, 7, 27, 0, 0, time.UTC)
-	for _, v := range []string{"120", "Wed, 21 Oct 2015 07:28:00 GMT", "-5", "soon"} {
-		d, ok := retry.ParseRetryAfter(v, now)
-		fmt.Printf("%q: %v %v\n", v, d, ok)
-	}
-	// Output:
-	// "120": 2m0s true
-	// "Wed, 21 Oct 2015 07:28:00 GMT": 1m0s true
-	// "-5": 0s false
-	// "soon": 0s false
 }
 
 func ExampleJitter_Apply() {

@@ -2,22 +2,9 @@ package retry
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 )
-
-// MaxIdempotencyKeyLen is the longest idempotency key Do accepts, in
-// bytes, as Stripe and the IETF Idempotency-Key draft use. Longer keys and
-// empty ones are rejected with an error wrapping [ErrInvalidOption].
-//
-// Keys are global within a store: two operations that may share a key
-// (such as an order ID used by "charge" and by "ship") must be told apart
-// by a prefix, e.g. "charge:" + orderID, or by separate stores. For keys
-// that come from clients, prefix the client's identity as well, so that
-// one client cannot replay another's outcome.
-const MaxIdempotencyKeyLen = 255
 
 // IdempotencyStore records, per idempotency key, who is running the work
 // and how it ended, so that a repeated call never repeats a side effect.
@@ -43,17 +30,17 @@ type IdempotencyStore interface {
 	// fingerprint with it. It reports what it found:
 	//   - ClaimAcquired: the caller holds the key; Token fences the claim.
 	//   - ClaimHeld: another caller holds an unexpired lease.
-	//   - ClaimCompleted: a final outcome is stored in Record.
+	//   - ClaimCompleted: a final outcome is stored in Outcome.
 	// For ClaimHeld and ClaimCompleted, Fingerprint is the one stored with
 	// the key.
 	Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error)
 	// Renew extends the lease held under token to lease from now. It
 	// returns ErrLeaseLost when token no longer holds the key.
 	Renew(ctx context.Context, key, token string, lease time.Duration) error
-	// Complete stores rec as the key's final outcome for retention and
+	// Complete stores out as the key's final outcome for retention and
 	// ends the lease. It returns ErrLeaseLost when token no longer holds
 	// the key; nothing is stored then.
-	Complete(ctx context.Context, key, token string, rec Record, retention time.Duration) error
+	Complete(ctx context.Context, key, token string, out StoredOutcome, retention time.Duration) error
 	// Release drops the claim held under token, so that a later Claim
 	// acquires the key at once. Releasing a claim that token no longer
 	// holds is not an error and changes nothing.
@@ -97,17 +84,18 @@ type Claim struct {
 	// Fingerprint is the fingerprint stored with the key (ClaimHeld and
 	// ClaimCompleted).
 	Fingerprint string
-	// Record is the stored outcome (ClaimCompleted only).
-	Record Record
+	// Outcome is the stored outcome (ClaimCompleted only).
+	Outcome StoredOutcome
 }
 
-// Record is a final outcome kept by an [IdempotencyStore].
-type Record struct {
+// StoredOutcome is a final outcome kept by an [IdempotencyStore].
+type StoredOutcome struct {
 	// Permanent is false for a success, whose encoded value is in Value,
 	// and true for a permanent failure, whose message is in Error.
 	Permanent bool
-	// Value is the success's value, encoded by the call's [Codec]; nil
-	// for calls made with Do, which have no value.
+	// Value is the success's value, encoded by
+	// IdempotencyOptions.Marshal; nil for calls made with Do, which have
+	// no value.
 	Value []byte
 	// Error is the permanent failure's message, replayed as the text of
 	// an error matching [ErrReplayed].
@@ -118,8 +106,8 @@ type Record struct {
 var (
 	// ErrInProgress reports that another caller holds the key: a call
 	// that ends while waiting for the holder matches it. With
-	// WithIdempotencyWait(false) Do treats it as retryable: it backs off
-	// and looks again.
+	// IdempotencyOptions.FailWhileHeld Do treats it as retryable: it backs
+	// off and looks again.
 	ErrInProgress = errors.New("retry: idempotency key in progress")
 	// ErrKeyReuse reports that the key was used before with a different
 	// payload fingerprint. fn is not called.
@@ -160,8 +148,8 @@ type idemKeyType struct{}
 // ContextWithIdempotencyKey returns a copy of ctx that carries key, so that
 // one shared Retrier built with WithIdempotency(store, "") can be given a
 // key per call. A key in the context overrides the one given to
-// [WithIdempotency]; it is checked when Do runs (see
-// [MaxIdempotencyKeyLen]). On a call through a Retrier without
+// [WithIdempotency]; it is checked when Do runs (1 to 255 bytes; see
+// [IdempotencyOptions].Key for scoping keys). On a call through a Retrier without
 // WithIdempotency it does nothing: no store is asked and the key is not
 // checked. The key never appears in Do's error text or logs; code that
 // needs it reads it back with [IdempotencyKeyFromContext].
@@ -175,35 +163,3 @@ func IdempotencyKeyFromContext(ctx context.Context) (string, bool) {
 	key, ok := ctx.Value(idemKeyType{}).(string)
 	return key, ok
 }
-
-// idemKeyProblem says what is wrong with key, or "" if nothing is.
-func idemKeyProblem(key string) string {
-	switch {
-	case key == "":
-		return "the idempotency key is empty; give one to WithIdempotency or ContextWithIdempotencyKey"
-	case len(key) > MaxIdempotencyKeyLen:
-		return fmt.Sprintf("the idempotency key is %d bytes long; the limit is %d", len(key), MaxIdempotencyKeyLen)
-	}
-	return ""
-}
-
-// Codec turns the values of idempotent calls into the bytes an
-// [IdempotencyStore] keeps, and back. Unmarshal gets exactly the bytes
-// Marshal returned. Implementations must be safe for concurrent use.
-type Codec interface {
-	// Marshal encodes v, the value of a call that succeeded.
-	Marshal(v any) ([]byte, error)
-	// Unmarshal decodes data into v, a pointer to the call's value type.
-	Unmarshal(data []byte, v any) error
-}
-
-// JSONCodec is the default [Codec]: encoding/json. A value replayed
-// through it is what json.Unmarshal makes of the stored bytes, so only
-// exported fields survive. The zero value is ready to use.
-type JSONCodec struct{}
-
-// Marshal returns json.Marshal(v).
-func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-// Unmarshal calls json.Unmarshal(data, v).
-func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -90,7 +90,7 @@ func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Cont
 	case cl.Status != ClaimAcquired && cl.Fingerprint != s.fp:
 		return zero, s.doneEarly(OutcomePermanent, s.keyReuse())
 	case cl.Status == ClaimCompleted:
-		v, err := s.replay(cl.Record)
+		v, err := s.replay(cl.Outcome)
 		if err != nil {
 			return zero, s.doneEarly(OutcomePermanent, err)
 		}
@@ -111,7 +111,7 @@ func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Cont
 // idempotencyKey returns the call's idempotency key: the context's, else
 // the option's ("" when the call is not idempotent).
 func (c *config) idempotencyKey(ctx context.Context) string {
-	if c.idem == nil || c.idem.store == nil {
+	if c.idem == nil {
 		return ""
 	}
 	if k, ok := IdempotencyKeyFromContext(ctx); ok {
@@ -145,7 +145,7 @@ func (s *idemCall[T]) attempt(fn func(context.Context) (T, error)) func(context.
 				return zero, Permanent(s.keyReuse())
 			case cl.Status == ClaimCompleted:
 				s.pending = false
-				return s.replay(cl.Record)
+				return s.replay(cl.Outcome)
 			case cl.Status == ClaimHeld:
 				return zero, errHeld
 			default:
@@ -189,12 +189,12 @@ func (s *idemCall[T]) recordSuccess(v T) error {
 	b, err := s.encode(v)
 	if err != nil {
 		encErr := &codecError{op: "encoded", err: err}
-		if err := s.complete(Record{Permanent: true, Error: encErr.Error()}); err != nil {
+		if err := s.complete(StoredOutcome{Permanent: true, Error: encErr.Error()}); err != nil {
 			return err
 		}
 		return encErr
 	}
-	return s.complete(Record{Value: b})
+	return s.complete(StoredOutcome{Value: b})
 }
 
 // waitForHolder looks the key up again after each wait of the backoff
@@ -210,7 +210,7 @@ func (s *idemCall[T]) waitForHolder(cl Claim, err error) (Claim, error, error) {
 	for n := 1; err == nil && cl.Status == ClaimHeld && cl.Fingerprint == s.fp; n++ {
 		d := max(cfg.wait(n, c.prevWait, 0, false), minHolderPoll)
 		if cfg.maxElapsed > 0 && d >= cfg.maxElapsed-cfg.now().Sub(c.start) {
-			return cl, err, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, nil, false)
+			return cl, err, c.stop(OutcomeMaxElapsed, ErrExhausted, nil, false)
 		}
 		if deadline, ok := s.ctx.Deadline(); ok && d >= cfg.until(deadline) {
 			return cl, err, c.stopBeforeDeadline()
@@ -238,7 +238,7 @@ func (s *idemCall[T]) finish(v T, err error) (T, error) {
 	case s.fromFn && errors.As(err, &e) && s.final(e):
 		// If this is not recorded, the next call runs fn again: after a
 		// failure that is a retry, not a duplicate side effect.
-		_ = s.complete(Record{Permanent: true, Error: e.Last.Error()})
+		_ = s.complete(StoredOutcome{Permanent: true, Error: e.Last.Error()})
 	default:
 		s.release()
 	}
@@ -260,7 +260,7 @@ func (s *idemCall[T]) final(e *Error) bool {
 
 // replay turns a stored outcome into what an attempt returns: the value,
 // or a permanent error.
-func (s *idemCall[T]) replay(rec Record) (T, error) {
+func (s *idemCall[T]) replay(rec StoredOutcome) (T, error) {
 	var v T
 	if rec.Permanent {
 		return v, Permanent(&replayedError{msg: rec.Error})
@@ -268,7 +268,7 @@ func (s *idemCall[T]) replay(rec Record) (T, error) {
 	if _, isDo := any(v).(struct{}); isDo {
 		return v, nil
 	}
-	if err := s.codec().Unmarshal(rec.Value, &v); err != nil {
+	if err := s.ic.unmarshal(rec.Value, &v); err != nil {
 		var zero T
 		return zero, Permanent(&codecError{op: "decoded", err: err})
 	}
@@ -279,14 +279,7 @@ func (s *idemCall[T]) encode(v T) ([]byte, error) {
 	if _, isDo := any(v).(struct{}); isDo {
 		return nil, nil
 	}
-	return s.codec().Marshal(v)
-}
-
-func (s *idemCall[T]) codec() Codec {
-	if s.ic.codec == nil {
-		return JSONCodec{}
-	}
-	return s.ic.codec
+	return s.ic.marshal(v)
 }
 
 // doneEarly reports a call that ended before the loop, with no attempt.
@@ -322,9 +315,6 @@ func (s *idemCall[T]) storeCtx(detached bool) (context.Context, context.CancelFu
 
 func (s *idemCall[T]) storeCtxFrom(parent context.Context) (context.Context, context.CancelFunc) {
 	d := s.ic.storeTimeout
-	if d == 0 {
-		d = DefaultIdempotencyStoreTimeout
-	}
 	if s.cfg.clock != nil {
 		return s.cfg.clock.WithTimeout(parent, d)
 	}
@@ -341,7 +331,7 @@ func (s *idemCall[T]) claim() (Claim, error) {
 	s.looked = s.cfg.now()
 	ctx, cancel := s.storeCtx(false)
 	defer cancel()
-	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.leaseOrDefault())
+	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
 	if err != nil {
 		return cl, s.unavailable("claim", err)
 	}
@@ -363,7 +353,7 @@ func (s *idemCall[T]) renewWith(parent context.Context) error {
 	at := s.cfg.now()
 	ctx, cancel := s.storeCtxFrom(parent)
 	defer cancel()
-	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.leaseOrDefault())
+	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
 	if err == nil {
 		s.held = at
 		return nil
@@ -391,12 +381,9 @@ const (
 // ErrOutcomeNotRecorded and ErrIdempotencyUnavailable. The claim is the
 // store's again afterwards either way: it is not released, so that no
 // other caller runs the work before the lease ends.
-func (s *idemCall[T]) complete(rec Record) error {
+func (s *idemCall[T]) complete(rec StoredOutcome) error {
 	retention := s.ic.retention
-	if retention == 0 {
-		retention = DefaultIdempotencyRetention
-	}
-	lease := s.ic.leaseOrDefault()
+	lease := s.ic.lease
 	detached := context.WithoutCancel(s.ctx)
 	// Until a renewal succeeds, the claim is safe one lease after it was
 	// last confirmed; after one, the tries end one lease after fn did.
@@ -457,7 +444,7 @@ func (s *idemCall[T]) recordedEarlier(parent context.Context, bound time.Time) b
 	at := s.cfg.now()
 	ctx, cancel := s.storeCtxFrom(parent)
 	defer cancel()
-	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.leaseOrDefault())
+	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
 	switch {
 	case err != nil:
 		return false

@@ -11,7 +11,7 @@ import (
 func ExampleWithIdempotency() {
 	store := retry.NewMemoryIdempotencyStore() // shared by every caller in the process
 	r, err := retry.New(
-		retry.WithIdempotency(store, ""), // each call brings its key in its context
+		retry.WithIdempotency(store, nil), // each call brings its key in its context
 		retry.WithBackoff(retry.Constant(0)),
 	)
 	if err != nil {
@@ -30,13 +30,13 @@ func ExampleWithIdempotency() {
 	// Scope keys by operation, so that "refund:order-42" is another key.
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "charge:order-42")
 	for range 2 {
-		receipt, err := retry.DoValueWith(ctx, r, charge)
+		receipt, err := retry.DoValueOn(ctx, r, charge)
 		fmt.Println(receipt, err)
 	}
 	fmt.Println("calls of fn:", calls)
 
 	other, _ := r.With(retry.WithPayload([]byte(`{"amount":99}`)))
-	_, err = retry.DoValueWith(ctx, other, charge)
+	_, err = retry.DoValueOn(ctx, other, charge)
 	fmt.Println(errors.Is(err, retry.ErrKeyReuse))
 	// Output:
 	// receipt-2 <nil>

@@ -35,7 +35,7 @@ type memEntry struct {
 	fingerprint string
 	token       string
 	expires     time.Time
-	rec         Record
+	rec         StoredOutcome
 }
 
 // MemoryStoreOption configures a [MemoryIdempotencyStore].
@@ -77,7 +77,7 @@ func (m *MemoryIdempotencyStore) Claim(ctx context.Context, key, fingerprint str
 		if e.token != "" {
 			return Claim{Status: ClaimHeld, Fingerprint: e.fingerprint}, nil
 		}
-		return Claim{Status: ClaimCompleted, Fingerprint: e.fingerprint, Record: copyRecord(e.rec)}, nil
+		return Claim{Status: ClaimCompleted, Fingerprint: e.fingerprint, Outcome: copyOutcome(e.rec)}, nil
 	}
 	if len(m.entries) >= m.sweepAt {
 		m.sweep(now)
@@ -98,8 +98,8 @@ func (m *MemoryIdempotencyStore) Renew(ctx context.Context, key, token string, l
 }
 
 // Complete implements [IdempotencyStore]. It keeps a copy of rec.Value.
-func (m *MemoryIdempotencyStore) Complete(ctx context.Context, key, token string, rec Record, retention time.Duration) error {
-	rec = copyRecord(rec)
+func (m *MemoryIdempotencyStore) Complete(ctx context.Context, key, token string, rec StoredOutcome, retention time.Duration) error {
+	rec = copyOutcome(rec)
 	return m.update(ctx, key, token, retention, func(e memEntry, until time.Time) memEntry {
 		return memEntry{fingerprint: e.fingerprint, expires: until, rec: rec}
 	})
@@ -173,7 +173,7 @@ func checkStoreArgs(ctx context.Context, key string, d time.Duration) error {
 	return nil
 }
 
-func copyRecord(r Record) Record {
+func copyOutcome(r StoredOutcome) StoredOutcome {
 	if r.Value != nil {
 		r.Value = append([]byte(nil), r.Value...)
 	}

@@ -53,7 +53,7 @@ func TestMemoryIdempotencyStoreRejectsBadArguments(t *testing.T) {
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
 	cl, err := s.Claim(ctx, "k", "", time.Second)
 	require.NoError(t, err)
-	assert.ErrorIs(t, s.Complete(ctx, "k", cl.Token, retry.Record{}, -time.Second), retry.ErrInvalidOption)
+	assert.ErrorIs(t, s.Complete(ctx, "k", cl.Token, retry.StoredOutcome{}, -time.Second), retry.ErrInvalidOption)
 	assert.ErrorIs(t, s.Renew(ctx, "k", cl.Token, 0), retry.ErrInvalidOption)
 }
 
@@ -63,12 +63,12 @@ func TestMemoryIdempotencyStoreCompleteKeepsItsOwnCopy(t *testing.T) {
 	cl, err := s.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
 	value := []byte(`{"receipt":"r-1"}`)
-	require.NoError(t, s.Complete(ctx, "k", cl.Token, retry.Record{Value: value}, time.Minute))
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, retry.StoredOutcome{Value: value}, time.Minute))
 	copy(value, "XXXX") // the caller reuses its buffer after Complete
 
 	got, err := s.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	want := retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp", Record: retry.Record{Value: []byte(`{"receipt":"r-1"}`)}}
+	want := retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp", Outcome: retry.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}}
 	assert.Equal(t, want, got)
 }
 
@@ -83,7 +83,7 @@ func BenchmarkMemoryIdempotencyStore(b *testing.B) {
 	}
 	s := retry.NewMemoryIdempotencyStore()
 	ctx := context.Background()
-	rec := retry.Record{Value: []byte(`{"receipt":"r-1"}`)}
+	rec := retry.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		key := keys[i%nKeys]
@@ -105,14 +105,14 @@ func BenchmarkIdempotentDo(b *testing.B) {
 	for i := range ctxs {
 		ctxs[i] = retry.ContextWithIdempotencyKey(context.Background(), fmt.Sprint("charge:order-", i))
 	}
-	r, err := retry.New(retry.WithIdempotency(retry.NewMemoryIdempotencyStore(), ""), retry.WithIdempotencyRetention(time.Nanosecond))
+	r, err := retry.New(retry.WithIdempotency(retry.NewMemoryIdempotencyStore(), &retry.IdempotencyOptions{Retention: time.Nanosecond}))
 	if err != nil {
 		b.Fatal(err)
 	}
 	fn := func(context.Context) (int, error) { return 42, nil }
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if _, err := retry.DoValueWith(ctxs[i%nKeys], r, fn); err != nil {
+		if _, err := retry.DoValueOn(ctxs[i%nKeys], r, fn); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -123,7 +123,7 @@ func BenchmarkIdempotentDo(b *testing.B) {
 func BenchmarkMemoryIdempotencyStoreParallel(b *testing.B) {
 	const nKeys = 1 << 14
 	s := retry.NewMemoryIdempotencyStore()
-	rec := retry.Record{Value: []byte(`{"receipt":"r-1"}`)}
+	rec := retry.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}
 	var worker atomic.Int32
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

@@ -1,104 +1,133 @@
 package retry
 
-import "time"
-
-// Defaults of idempotent calls, used when the option is not given.
-const (
-	// DefaultIdempotencyLease is how long a claim on a key lasts before
-	// another caller may take it over; Do renews it before each attempt.
-	DefaultIdempotencyLease = 30 * time.Second
-	// DefaultIdempotencyRetention is how long a final outcome is kept
-	// and replayed, as Stripe does.
-	DefaultIdempotencyRetention = 24 * time.Hour
-	// DefaultIdempotencyStoreTimeout bounds each call to the store, so
-	// that a hanging store cannot hang the caller.
-	DefaultIdempotencyStoreTimeout = 5 * time.Second
+import (
+	"encoding/json"
+	"fmt"
+	"time"
 )
 
-// idemConfig holds the idempotency options. Options replace the pointer
-// rather than write through it, because Retrier.With copies the config
-// and must not change the Retrier it started from.
+// Defaults of idempotent calls, used for zero fields of
+// IdempotencyOptions.
+const (
+	defaultLease        = 30 * time.Second
+	defaultRetention    = 24 * time.Hour // as Stripe keeps keys
+	defaultStoreTimeout = 5 * time.Second
+	// maxKeyLen is the longest key, in bytes, as Stripe and the IETF
+	// Idempotency-Key draft use.
+	maxKeyLen = 255
+)
+
+// IdempotencyOptions tunes [WithIdempotency]. The zero value, or a nil
+// *IdempotencyOptions, gives the defaults; zero means the default in every
+// field.
+type IdempotencyOptions struct {
+	// Key is the idempotency key of every call; "" when each call brings
+	// its own with [ContextWithIdempotencyKey], which overrides it. Keys
+	// are 1 to 255 bytes and global within a store: prefix them with the
+	// operation ("charge:"+orderID), and for keys that come from clients
+	// with the client's identity too, so that one client cannot replay
+	// another's outcome.
+	Key string
+	// Lease is how long a claim lasts without renewal before another
+	// caller may take the key over (after a crash, say). Do renews it
+	// before each attempt, so it must be longer than any attempt (New
+	// rejects one not longer than [WithAttemptTimeout]) and should cover
+	// the longest wait between attempts; if it runs out during a wait and
+	// another caller takes over, Do stops with [ErrLeaseLost] without
+	// calling fn again. Default: 30s.
+	Lease time.Duration
+	// Retention is how long a final outcome is kept and replayed; after
+	// it, a call with the same key runs again. Default: 24h.
+	Retention time.Duration
+	// StoreTimeout bounds each call to the store, on the Retrier's clock
+	// ([WithClock]); a call that takes longer counts as a store failure.
+	// Default: 5s.
+	StoreTimeout time.Duration
+	// FailWhileHeld makes a caller that finds its key held by another
+	// fail the attempt with [ErrInProgress], which Do retries (backing off
+	// as configured, spending attempts) whatever [WithRetryIf] says,
+	// instead of waiting for the holder's outcome. Default: false, wait:
+	// the caller looks again after each wait of the backoff schedule (at
+	// least 1ms apart), spending no attempts, until the holder completes
+	// (its outcome is replayed), releases or lets its lease run out (the
+	// caller claims and runs fn), or the context, its deadline or the
+	// [WithMaxElapsed] budget ends the call.
+	FailWhileHeld bool
+	// FailOpen makes Do call fn without idempotency when the store fails
+	// or times out, instead of failing closed with
+	// [ErrIdempotencyUnavailable]: availability over exactly-once. Use it
+	// only where a duplicate side effect is acceptable. Default: false.
+	FailOpen bool
+	// KeepFailures stores exhaustion ([OutcomeExhausted] and
+	// [OutcomeMaxElapsed]) as a final outcome, replayed as a permanent
+	// failure, as Stripe does with 500s, instead of releasing the claim.
+	// A done context still releases it: the caller left, the work did
+	// not end. Default: false.
+	KeepFailures bool
+	// Marshal and Unmarshal turn DoValue's values into the bytes the store
+	// keeps, and back; Unmarshal gets exactly the bytes Marshal returned.
+	// Set both or neither; they must be safe for concurrent use. When a
+	// value cannot be encoded, fn has already run: DoValue returns the
+	// value with an error, and the key is completed as a permanent failure
+	// so that the work is not repeated. Do stores no value. Default:
+	// json.Marshal and json.Unmarshal, so only exported fields survive a
+	// replay.
+	Marshal   func(v any) ([]byte, error)
+	Unmarshal func(data []byte, v any) error
+}
+
+// idemConfig holds the idempotency settings with their defaults resolved.
+// It is made once, by WithIdempotency, and never changed.
 type idemConfig struct {
 	store        IdempotencyStore
 	key          string
 	lease        time.Duration
 	retention    time.Duration
 	storeTimeout time.Duration
-	codec        Codec
-	noWait       bool // fail attempts with ErrInProgress instead of waiting for the holder
+	marshal      func(any) ([]byte, error)
+	unmarshal    func([]byte, any) error
+	noWait       bool
 	failOpen     bool
 	keepFailures bool
-	tunedBy      string // the first option that tunes a store, named when none is given
-}
-
-// setIdem applies f to a copy of the idempotency settings.
-func (c *config) setIdem(f func(*idemConfig)) {
-	var n idemConfig
-	if c.idem != nil {
-		n = *c.idem
-	}
-	f(&n)
-	c.idem = &n
-}
-
-// tuneIdem is setIdem for the options that only tune WithIdempotency.
-func (c *config) tuneIdem(option string, f func(*idemConfig)) {
-	c.setIdem(func(ic *idemConfig) {
-		if ic.tunedBy == "" {
-			ic.tunedBy = option
-		}
-		f(ic)
-	})
 }
 
 // checkIdem validates what only the options together can tell, once they
 // are all applied.
 func (c *config) checkIdem() {
-	if c.idem != nil && c.idem.store == nil && c.idem.tunedBy != "" {
-		c.fail("%s without WithIdempotency: it has no effect without a store; add WithIdempotency(store, key) or drop it", c.idem.tunedBy)
+	if c.idem == nil || c.attemptTimeout <= 0 {
 		return
 	}
-	if c.idem == nil || c.idem.store == nil || c.attemptTimeout <= 0 {
-		return
+	if c.idem.lease <= c.attemptTimeout {
+		c.fail("the idempotency lease (%v) must be longer than WithAttemptTimeout (%v), or a running attempt could lose its claim; raise IdempotencyOptions.Lease", c.idem.lease, c.attemptTimeout)
 	}
-	if lease := c.idem.leaseOrDefault(); lease <= c.attemptTimeout {
-		c.fail("the idempotency lease (%v) must be longer than WithAttemptTimeout (%v), or a running attempt could lose its claim; raise it with WithIdempotencyLease", lease, c.attemptTimeout)
-	}
-}
-
-func (ic *idemConfig) leaseOrDefault() time.Duration {
-	if ic.lease == 0 {
-		return DefaultIdempotencyLease
-	}
-	return ic.lease
 }
 
 // WithIdempotency makes every call run at most once per key, across
 // attempts, callers and processes sharing store: modelled on Stripe's
 // idempotency keys and the IETF Idempotency-Key draft.
 //
-// Before the first attempt Do claims key in store with a lease
-// ([WithIdempotencyLease]) and renews it before each later attempt; all
+// Before the first attempt Do claims the key in store with a lease
+// (IdempotencyOptions.Lease) and renews it before each later attempt; all
 // attempts of one call share the claim. Then:
 //   - A key already completed: fn is not called. Do returns nil and
-//     DoValue the stored value, decoded by the [Codec]; a stored permanent
+//     DoValue the stored value, decoded by IdempotencyOptions.Unmarshal; a stored permanent
 //     failure is replayed as an [*Error] with [OutcomePermanent], the
 //     original message, and a chain matching [ErrReplayed].
 //   - A key held by another caller: the caller waits for the holder's
-//     outcome without spending attempts (see [WithIdempotencyWait]), then
+//     outcome without spending attempts (see FailWhileHeld), then
 //     replays it, or claims the key if the holder released it. A call that
 //     ends while another caller holds the key (its context, or its
-//     attempts with WithIdempotencyWait(false)) matches [ErrInProgress]
+//     attempts with FailWhileHeld) matches [ErrInProgress]
 //     and is not dead-lettered: the work is not known to have failed.
 //   - Success and permanent failure are stored as final for the retention
-//     TTL ([WithIdempotencyRetention]). A success is stored before Do
+//     TTL (Retention). A success is stored before Do
 //     returns it: a nil from Do means the store keeps the outcome, so no
 //     later call with the key runs fn again within the retention.
 //     Exhaustion, the time budget, and a done context release the claim
-//     so that a later call runs again (see [WithIdempotencyKeepFailures]).
+//     so that a later call runs again (see KeepFailures).
 //   - Recording the outcome fails: Do retries the store (10ms backoff
 //     doubling to 1s, renewing the claim between tries, each try bounded
-//     by [WithIdempotencyStoreTimeout]) for at most one lease after fn
+//     by StoreTimeout) for at most one lease after fn
 //     returned, while the claim is surely held. If it still fails, Do
 //     returns an error matching [ErrOutcomeNotRecorded] and
 //     [ErrIdempotencyUnavailable], permanent to an outer Do, and DoValue
@@ -109,129 +138,71 @@ func (ic *idemConfig) leaseOrDefault() time.Duration {
 //     message blindly). The call is not dead-lettered.
 //   - The key used with another payload ([WithPayload], compared by its
 //     SHA-256): [ErrKeyReuse], fn not called.
-//   - A store that fails or times out ([WithIdempotencyStoreTimeout]):
-//     [ErrIdempotencyUnavailable], fn not called, unless
-//     [WithIdempotencyFailOpen].
+//   - A store that fails or times out (StoreTimeout):
+//     [ErrIdempotencyUnavailable], fn not called, unless FailOpen.
 //   - fn panics: the claim is released, then the panic goes on.
 //
-// The WithIdempotency... options below only tune this one: given without
-// it (in New, or in [Retrier.With] on a Retrier without it), each is
-// reported as an error wrapping [ErrInvalidOption], whatever the order.
-//
-// key may be "" when each call brings its own with
-// [ContextWithIdempotencyKey], which overrides key. A key must not be
-// longer than [MaxIdempotencyKeyLen] bytes; see there for scoping keys.
-// store must not be nil, nor hold a nil pointer. Default: no idempotency.
-func WithIdempotency(store IdempotencyStore, key string) Option {
+// opts may be nil for the defaults; see [IdempotencyOptions] for the key
+// and the settings. Idempotency keys never appear in Do's error text or
+// logs. store must not be nil, nor hold a nil pointer. Default: no
+// idempotency.
+func WithIdempotency(store IdempotencyStore, opts *IdempotencyOptions) Option {
+	var o IdempotencyOptions
+	if opts != nil {
+		o = *opts
+	}
 	return func(c *config) {
 		if s, isNil := nilArg(store); isNil {
 			// The key is an identifier: it stays out of the error text.
-			c.fail("WithIdempotency(%s, key): the store must not be nil", s)
+			c.fail("WithIdempotency(%s, opts): the store must not be nil", s)
 			return
 		}
-		if p := idemKeyProblem(key); key != "" && p != "" {
+		if p := idemKeyProblem(o.Key); o.Key != "" && p != "" {
 			c.fail("WithIdempotency: %s", p)
 			return
 		}
-		c.setIdem(func(ic *idemConfig) { ic.store, ic.key = store, key })
-	}
-}
-
-// WithIdempotencyLease sets how long a claim lasts without renewal before
-// another caller may take the key over (after a crash, say). It must be
-// longer than any attempt: New rejects a lease not longer than
-// [WithAttemptTimeout]. Do renews it before each attempt, so it should
-// also cover the longest wait between attempts (the backoff's max, or
-// [WithMaxDelay]); if it runs out during a wait and another caller takes
-// over, Do stops with [ErrLeaseLost] without calling fn again. d must be
-// positive. Default: [DefaultIdempotencyLease].
-// Needs [WithIdempotency].
-func WithIdempotencyLease(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.fail("WithIdempotencyLease(%v): the lease must be positive", d)
+		for _, d := range [...]struct {
+			name string
+			v    time.Duration
+		}{{"Lease", o.Lease}, {"Retention", o.Retention}, {"StoreTimeout", o.StoreTimeout}} {
+			if d.v < 0 {
+				c.fail("WithIdempotency: IdempotencyOptions.%s is %v; it must not be negative (0 is the default)", d.name, d.v)
+				return
+			}
+		}
+		if (o.Marshal == nil) != (o.Unmarshal == nil) {
+			c.fail("WithIdempotency: set both IdempotencyOptions.Marshal and Unmarshal, or neither")
 			return
 		}
-		c.tuneIdem("WithIdempotencyLease", func(ic *idemConfig) { ic.lease = d })
-	}
-}
-
-// WithIdempotencyRetention sets how long a final outcome is kept and
-// replayed; after it, a call with the same key runs again. d must be
-// positive. Default: [DefaultIdempotencyRetention].
-// Needs [WithIdempotency].
-func WithIdempotencyRetention(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.fail("WithIdempotencyRetention(%v): the retention must be positive", d)
-			return
+		ic := &idemConfig{
+			store: store, key: o.Key,
+			lease: or(o.Lease, defaultLease), retention: or(o.Retention, defaultRetention),
+			storeTimeout: or(o.StoreTimeout, defaultStoreTimeout),
+			marshal:      json.Marshal, unmarshal: json.Unmarshal,
+			noWait: o.FailWhileHeld, failOpen: o.FailOpen, keepFailures: o.KeepFailures,
 		}
-		c.tuneIdem("WithIdempotencyRetention", func(ic *idemConfig) { ic.retention = d })
-	}
-}
-
-// WithIdempotencyStoreTimeout bounds each call to the store, on the
-// Retrier's clock ([WithClock]). A call that takes longer counts as a
-// store failure. d must be positive. Default:
-// [DefaultIdempotencyStoreTimeout].
-// Needs [WithIdempotency].
-func WithIdempotencyStoreTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.fail("WithIdempotencyStoreTimeout(%v): the timeout must be positive", d)
-			return
+		if o.Marshal != nil {
+			ic.marshal, ic.unmarshal = o.Marshal, o.Unmarshal
 		}
-		c.tuneIdem("WithIdempotencyStoreTimeout", func(ic *idemConfig) { ic.storeTimeout = d })
+		c.idem = ic
 	}
 }
 
-// WithIdempotencyWait sets whether a caller that finds its key held by
-// another waits for the holder's outcome. A waiting caller looks again
-// after each wait of the backoff schedule (at least 1ms apart), spending no
-// attempts, until the holder completes (the outcome is replayed), releases
-// or lets its lease run out (the caller claims and runs fn), or the
-// context, its deadline or the [WithMaxElapsed] budget ends the call.
-// With false, finding the key held fails the attempt with [ErrInProgress]
-// instead, which Do retries (backing off as configured) whatever
-// [WithRetryIf] says, spending attempts. Default: true.
-// Needs [WithIdempotency].
-func WithIdempotencyWait(wait bool) Option {
-	return func(c *config) { c.tuneIdem("WithIdempotencyWait", func(ic *idemConfig) { ic.noWait = !wait }) }
-}
-
-// WithIdempotencyFailOpen sets whether Do calls fn without idempotency
-// when the store fails or times out, instead of failing closed with
-// [ErrIdempotencyUnavailable]: availability over exactly-once. Use it only
-// where a duplicate side effect is acceptable. Default: false.
-// Needs [WithIdempotency].
-func WithIdempotencyFailOpen(open bool) Option {
-	return func(c *config) { c.tuneIdem("WithIdempotencyFailOpen", func(ic *idemConfig) { ic.failOpen = open }) }
-}
-
-// WithIdempotencyKeepFailures sets whether exhaustion ([OutcomeExhausted]
-// and [OutcomeMaxElapsed]) is stored as a final outcome, replayed as a
-// permanent failure, as Stripe does with 500s, instead of releasing the
-// claim. A done context still releases it: the caller left, the work did
-// not end. Default: false.
-// Needs [WithIdempotency].
-func WithIdempotencyKeepFailures(keep bool) Option {
-	return func(c *config) {
-		c.tuneIdem("WithIdempotencyKeepFailures", func(ic *idemConfig) { ic.keepFailures = keep })
+// or returns d, or def when d is zero.
+func or(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
 	}
+	return d
 }
 
-// WithIdempotencyCodec sets how DoValue values are stored and replayed.
-// When a value cannot be encoded, fn has already run: DoValue returns the
-// value with an error, and the key is completed as a permanent failure so
-// that the work is not repeated. Do stores no value. codec must not be
-// nil, nor hold a nil pointer. Default: [JSONCodec].
-// Needs [WithIdempotency].
-func WithIdempotencyCodec(codec Codec) Option {
-	return func(c *config) {
-		if s, isNil := nilArg(codec); isNil {
-			c.fail("WithIdempotencyCodec(%s): the codec must not be nil", s)
-			return
-		}
-		c.tuneIdem("WithIdempotencyCodec", func(ic *idemConfig) { ic.codec = codec })
+// idemKeyProblem says what is wrong with key, or "" if nothing is.
+func idemKeyProblem(key string) string {
+	switch {
+	case key == "":
+		return "the idempotency key is empty; set IdempotencyOptions.Key or use ContextWithIdempotencyKey"
+	case len(key) > maxKeyLen:
+		return fmt.Sprintf("the idempotency key is %d bytes long; the limit is %d", len(key), maxKeyLen)
 	}
+	return ""
 }

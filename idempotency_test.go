@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,7 @@ type faultyStore struct {
 	claimErr, renewErr, completeErr     error
 	hang                                bool // block every call until its context is done
 	claims, renews, completes, releases int
-	lastRecord                          retry.Record
+	lastRecord                          retry.StoredOutcome
 	claimStatus                         retry.ClaimStatus // returned instead of the real one when set
 	completeFails                       int               // fail this many Completes with completeErr, then succeed
 	completeLosesReply                  bool              // store the outcome, then report completeErr all the same
@@ -70,7 +71,7 @@ func (f *faultyStore) Renew(ctx context.Context, key, token string, lease time.D
 	return f.IdempotencyStore.Renew(ctx, key, token, lease)
 }
 
-func (f *faultyStore) Complete(ctx context.Context, key, token string, rec retry.Record, retention time.Duration) error {
+func (f *faultyStore) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
 	f.mu.Lock()
 	inject := f.completeErr
 	if f.completeFails > 0 {
@@ -148,7 +149,7 @@ func TestIdempotentSuccessIsStoredAndReplayed(t *testing.T) {
 		calls++
 		return order{ID: calls, Amount: 9.99, Tags: []string{"a", "b"}}, nil
 	}
-	opts := []retry.Option{retry.WithIdempotency(store, "charge:1")}
+	opts := []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "charge:1"})}
 
 	v, err := retry.DoValue(context.Background(), fn, opts...)
 	require.NoError(t, err)
@@ -190,13 +191,13 @@ func (c *recordingCodec) Unmarshal(data []byte, v any) error {
 func TestIdempotentValueIsReplayedByteForByteThroughTheCodec(t *testing.T) {
 	store := newFaulty()
 	codec := &recordingCodec{}
-	r, err := retry.New(retry.WithIdempotency(store, "k"), retry.WithIdempotencyCodec(codec))
+	r, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Marshal: codec.Marshal, Unmarshal: codec.Unmarshal}))
 	require.NoError(t, err)
 	fn := func(context.Context) (string, error) { return "receipt-7", nil }
 
-	_, err = retry.DoValueWith(context.Background(), r, fn)
+	_, err = retry.DoValueOn(context.Background(), r, fn)
 	require.NoError(t, err)
-	v, err := retry.DoValueWith(context.Background(), r, func(context.Context) (string, error) {
+	v, err := retry.DoValueOn(context.Background(), r, func(context.Context) (string, error) {
 		t.Error("fn called for a completed key")
 		return "", nil
 	})
@@ -210,7 +211,7 @@ func TestIdempotentValueIsReplayedByteForByteThroughTheCodec(t *testing.T) {
 
 func TestIdempotentPermanentFailureIsStoredAndReplayedAsPermanent(t *testing.T) {
 	store := newFaulty()
-	opts := append([]retry.Option{retry.WithIdempotency(store, "k")}, noWait...)
+	opts := append([]retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})}, noWait...)
 	calls := 0
 	fn := func(context.Context) error {
 		calls++
@@ -218,7 +219,7 @@ func TestIdempotentPermanentFailureIsStoredAndReplayedAsPermanent(t *testing.T) 
 	}
 	first := retry.Do(context.Background(), fn, opts...)
 	require.Error(t, first)
-	assert.Equal(t, retry.Record{Permanent: true, Error: "card declined"}, store.lastRecord)
+	assert.Equal(t, retry.StoredOutcome{Permanent: true, Error: "card declined"}, store.lastRecord)
 
 	err := retry.Do(context.Background(), fn, opts...)
 	assert.Equal(t, 1, calls, "fn must not run for a completed key")
@@ -247,7 +248,7 @@ func TestIdempotentAttemptsShareOneClaim(t *testing.T) {
 			return 0, errors.New("flaky")
 		}
 		return 42, nil
-	}, append([]retry.Option{retry.WithIdempotency(store, "k")}, noWait...)...)
+	}, append([]retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})}, noWait...)...)
 	require.NoError(t, err)
 	assert.Equal(t, 42, v)
 	assert.Equal(t, [4]int{1, 2, 1, 0}, store.counts(), "one claim, a renewal before each later attempt, one completion")
@@ -258,7 +259,7 @@ func TestIdempotentExhaustionReleasesTheClaim(t *testing.T) {
 	store := newFaulty()
 	calls := 0
 	fn := func(context.Context) error { calls++; return errors.New("503") }
-	opts := append([]retry.Option{retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(2)}, noWait...)
+	opts := append([]retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithMaxAttempts(2)}, noWait...)
 
 	err := retry.Do(context.Background(), fn, opts...)
 	var e *retry.Error
@@ -275,7 +276,7 @@ func TestIdempotentKeepFailuresStoresExhaustion(t *testing.T) {
 	store := newFaulty()
 	calls := 0
 	fn := func(context.Context) error { calls++; return errors.New("503 from upstream") }
-	opts := append([]retry.Option{retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(2), retry.WithIdempotencyKeepFailures(true)}, noWait...)
+	opts := append([]retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", KeepFailures: true}), retry.WithMaxAttempts(2)}, noWait...)
 
 	require.Error(t, retry.Do(context.Background(), fn, opts...))
 	err := retry.Do(context.Background(), fn, opts...)
@@ -292,7 +293,7 @@ func TestIdempotentKeepFailuresStoresMaxElapsed(t *testing.T) {
 		calls := 0
 		fn := func(context.Context) error { calls++; return errors.New("503 from upstream") }
 		// The 1s wait after the first attempt would use up the 1s budget.
-		opts := []retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyKeepFailures(true),
+		opts := []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", KeepFailures: true}),
 			retry.WithMaxElapsed(time.Second), retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter)}
 
 		var e *retry.Error
@@ -312,14 +313,14 @@ func TestIdempotentCancelledWorkIsReleased(t *testing.T) {
 	err := retry.Do(ctx, func(context.Context) error {
 		cancel()
 		return context.Canceled
-	}, retry.WithIdempotency(store, "k"))
+	}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 	require.ErrorIs(t, err, context.Canceled)
 	assert.True(t, claimFree(t, store, "k"), "a cancelled call must release the key")
 
 	// fn's own context.Canceled (not Do's) is not a final outcome either.
 	err = retry.Do(context.Background(), func(context.Context) error {
 		return context.Canceled
-	}, retry.WithIdempotency(store, "k"))
+	}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 	require.ErrorIs(t, err, context.Canceled)
 	assert.True(t, claimFree(t, store, "k"))
 }
@@ -332,7 +333,7 @@ func TestIdempotentKeyHeldByAnotherIsRetriedAsInProgress(t *testing.T) {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				<-release
 				return nil
-			}, retry.WithIdempotency(store, "k"))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 		}()
 		synctest.Wait()
 
@@ -340,8 +341,8 @@ func TestIdempotentKeyHeldByAnotherIsRetriedAsInProgress(t *testing.T) {
 		var obs recorder
 		sink := retry.NewMemoryDeadLetterSink()
 		err := retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
-			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(false), retry.WithMaxAttempts(3),
-			retry.WithObserver(&obs), retry.WithDeadLetter(sink),
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}), retry.WithMaxAttempts(3),
+			retry.WithObserver(&obs), retry.WithDeadLetter(sink, nil),
 			retry.WithRetryIf(func(error) bool { return false })) // ErrInProgress is retried anyway
 		var e *retry.Error
 		require.ErrorAs(t, err, &e)
@@ -363,14 +364,14 @@ func TestIdempotentInProgressThenCompletedReplays(t *testing.T) {
 			_, _ = retry.DoValue(context.Background(), func(context.Context) (string, error) {
 				time.Sleep(150 * time.Millisecond)
 				return "from holder", nil
-			}, retry.WithIdempotency(store, "k"))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 		}()
 		synctest.Wait()
 
 		v, err := retry.DoValue(context.Background(), func(context.Context) (string, error) {
 			t.Error("fn called although the holder completed")
 			return "", nil
-		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(false),
+		}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}),
 			retry.WithBackoff(retry.Constant(100*time.Millisecond)), retry.WithJitter(retry.NoJitter))
 		require.NoError(t, err)
 		assert.Equal(t, "from holder", v)
@@ -384,7 +385,7 @@ func TestIdempotentWaitModeWaitsForTheHoldersOutcome(t *testing.T) {
 			_, _ = retry.DoValue(context.Background(), func(context.Context) (string, error) {
 				time.Sleep(time.Minute - time.Second/2) // between two polls
 				return "from holder", nil
-			}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyLease(2*time.Minute))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: 2 * time.Minute}))
 		}()
 		synctest.Wait()
 
@@ -393,7 +394,7 @@ func TestIdempotentWaitModeWaitsForTheHoldersOutcome(t *testing.T) {
 		v, err := retry.DoValue(context.Background(), func(context.Context) (string, error) {
 			t.Error("fn called although the holder completed")
 			return "", nil
-		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true), retry.WithMaxAttempts(1),
+		}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithMaxAttempts(1),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithObserver(&obs))
 		require.NoError(t, err)
 		assert.Equal(t, "from holder", v)
@@ -409,13 +410,13 @@ func TestIdempotentWaitModeRunsFnWhenTheHolderReleases(t *testing.T) {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(time.Second)
 				return errors.New("transient")
-			}, retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(1))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithMaxAttempts(1))
 		}()
 		synctest.Wait()
 
 		calls := 0
 		err := retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
-			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true))
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 		require.NoError(t, err)
 		assert.Equal(t, 1, calls)
 	})
@@ -448,7 +449,7 @@ func TestIdempotentWaitModePollsAtMostEveryMillisecond(t *testing.T) {
 		start := time.Now()
 		calls := 0
 		err = retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
-			append([]retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true)}, noWait...)...)
+			append([]retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})}, noWait...)...)
 		require.NoError(t, err)
 		assert.Equal(t, 1, calls)
 		// Constant(0) asks for no wait, yet looks stay 1ms apart: held
@@ -476,7 +477,7 @@ func TestIdempotentCallTimesCountFromItsStart(t *testing.T) {
 					_ = retry.Do(context.Background(), func(context.Context) error {
 						time.Sleep(1500 * time.Millisecond) // frees the key between two polls
 						return errors.New("transient")
-					}, retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(1))
+					}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithMaxAttempts(1))
 				}()
 				synctest.Wait()
 
@@ -484,9 +485,9 @@ func TestIdempotentCallTimesCountFromItsStart(t *testing.T) {
 				sink := retry.NewMemoryDeadLetterSink()
 				start := time.Now()
 				err := retry.Do(context.Background(), tc.fn,
-					retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true),
+					retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}),
 					retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
-					retry.WithObserver(&obs), retry.WithDeadLetter(sink), retry.WithMaxElapsed(time.Hour))
+					retry.WithObserver(&obs), retry.WithDeadLetter(sink, nil), retry.WithMaxElapsed(time.Hour))
 				require.Len(t, obs.dones(), 1)
 				assert.Equal(t, 2*time.Second, obs.dones()[0].Elapsed, "polled at 1s (held) and 2s (free), then ran fn")
 				if tc.name == "success" {
@@ -511,7 +512,7 @@ func TestIdempotentWaitModeCountsTheWaitInTheTimeBudget(t *testing.T) {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(2500 * time.Millisecond)
 				return errors.New("transient")
-			}, retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(1))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithMaxAttempts(1))
 		}()
 		synctest.Wait()
 
@@ -520,7 +521,7 @@ func TestIdempotentWaitModeCountsTheWaitInTheTimeBudget(t *testing.T) {
 		start := time.Now()
 		calls := 0
 		err := retry.Do(context.Background(), func(context.Context) error { calls++; return errTransient },
-			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true), retry.WithMaxAttempts(retry.Unlimited),
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithMaxAttempts(math.MaxInt),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithMaxElapsed(4*time.Second))
 		var e *retry.Error
 		require.ErrorAs(t, err, &e)
@@ -536,7 +537,7 @@ func TestIdempotentWaitModeRespectsTheContext(t *testing.T) {
 		release := make(chan struct{})
 		go func() {
 			_ = retry.Do(context.Background(), func(context.Context) error { <-release; return nil },
-				retry.WithIdempotency(store, "k"))
+				retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 		}()
 		synctest.Wait()
 
@@ -548,7 +549,7 @@ func TestIdempotentWaitModeRespectsTheContext(t *testing.T) {
 		// wait ends by 10s in the bubble, so only the exact time and the
 		// live context show that the deadline was read.)
 		err := retry.Do(ctx, func(context.Context) error { return nil },
-			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true),
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}),
 			retry.WithBackoff(retry.Constant(3*time.Second)), retry.WithJitter(retry.NoJitter))
 		var e *retry.Error
 		require.ErrorAs(t, err, &e)
@@ -561,7 +562,7 @@ func TestIdempotentWaitModeRespectsTheContext(t *testing.T) {
 		// The time budget is honoured as well: looks at 0, 2 and 4s.
 		start = time.Now()
 		err = retry.Do(context.Background(), func(context.Context) error { return nil },
-			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true), retry.WithMaxElapsed(5*time.Second),
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithMaxElapsed(5*time.Second),
 			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter))
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, retry.OutcomeMaxElapsed, e.Outcome)
@@ -581,11 +582,11 @@ func TestIdempotentLostLeaseStopsWithoutCallingFn(t *testing.T) {
 				calls++
 				time.Sleep(2 * time.Second) // outlives the 1s lease
 				return errors.New("timeout")
-			}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyLease(time.Second), retry.WithBackoff(retry.Constant(0)))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: time.Second}), retry.WithBackoff(retry.Constant(0)))
 		}()
 		time.Sleep(1500 * time.Millisecond)
 		require.NoError(t, retry.Do(context.Background(), func(context.Context) error { return nil },
-			retry.WithIdempotency(store, "k")), "the expired lease is taken over")
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})), "the expired lease is taken over")
 
 		err := <-done
 		var e *retry.Error
@@ -600,7 +601,7 @@ func TestIdempotentKeyReuseWithAnotherPayload(t *testing.T) {
 	store := newFaulty()
 	calls := 0
 	fn := func(context.Context) (string, error) { calls++; return "paid", nil }
-	key := retry.WithIdempotency(store, "k")
+	key := retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})
 
 	_, err := retry.DoValue(context.Background(), fn, key, retry.WithPayload([]byte(`{"amount":10}`)))
 	require.NoError(t, err)
@@ -625,7 +626,7 @@ func TestIdempotencyKeysStayOutOfErrorsAndLogs(t *testing.T) {
 		var errs []error
 		do := func(store retry.IdempotencyStore, opts ...retry.Option) {
 			_, err := retry.DoValue(context.Background(), func(context.Context) (string, error) { return "ok", nil },
-				append([]retry.Option{retry.WithIdempotency(store, key), retry.WithObserver(obs), retry.WithIdempotencyLease(time.Second)}, opts...)...)
+				append([]retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: key, Lease: time.Second}), retry.WithObserver(obs)}, opts...)...)
 			errs = append(errs, err)
 		}
 		mem := retry.NewMemoryIdempotencyStore()
@@ -638,8 +639,9 @@ func TestIdempotencyKeysStayOutOfErrorsAndLogs(t *testing.T) {
 		noComplete.set(func(f *faultyStore) { f.completeErr = errors.New("connection reset") })
 		do(noComplete) // outcome not recorded
 		badCodec := newFaulty()
-		do(badCodec, retry.WithIdempotencyCodec(failingCodec{}))
-		do(badCodec, retry.WithIdempotencyCodec(failingCodec{})) // replayed codec failure
+		codec := retry.WithIdempotency(badCodec, &retry.IdempotencyOptions{Key: key, Marshal: failingCodec{}.Marshal, Unmarshal: failingCodec{}.Unmarshal})
+		do(badCodec, codec)
+		do(badCodec, codec) // replayed codec failure
 
 		require.Len(t, errs, 6)
 		for i, err := range errs[1:] {
@@ -664,7 +666,7 @@ func TestIdempotentReplayedPermanentFailureStopsAnOuterDo(t *testing.T) {
 	store := retry.NewMemoryIdempotencyStore()
 	inner := func(ctx context.Context) error {
 		return retry.Do(ctx, func(context.Context) error { return retry.Permanent(errors.New("card declined")) },
-			retry.WithIdempotency(store, "k"))
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 	}
 	for _, name := range []string{"original", "replayed"} {
 		outer := 0
@@ -683,7 +685,7 @@ func TestIdempotentReplayFoundInsideTheLoopIsNotDeadLetteredAgain(t *testing.T) 
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(150 * time.Millisecond)
 				return retry.Permanent(errors.New("card declined"))
-			}, retry.WithIdempotency(store, "k"), retry.WithDeadLetter(sink))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithDeadLetter(sink, nil))
 		}()
 		synctest.Wait()
 		// This caller backs off while the holder runs, then finds its
@@ -691,7 +693,7 @@ func TestIdempotentReplayFoundInsideTheLoopIsNotDeadLetteredAgain(t *testing.T) 
 		err := retry.Do(context.Background(), func(context.Context) error {
 			t.Error("fn called although the holder completed")
 			return nil
-		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(false), retry.WithDeadLetter(sink),
+		}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}), retry.WithDeadLetter(sink, nil),
 			retry.WithBackoff(retry.Constant(100*time.Millisecond)), retry.WithJitter(retry.NoJitter))
 		require.ErrorIs(t, err, retry.ErrReplayed)
 		assert.Equal(t, 1, sink.Len(), "only the call that failed is dead-lettered")
@@ -706,12 +708,12 @@ func TestIdempotentCallersWaitForTheHolderByDefault(t *testing.T) {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(10 * time.Minute) // far longer than the attempts' backoff
 				return nil
-			}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyLease(time.Hour))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: time.Hour}))
 		}()
 		synctest.Wait()
 		calls := 0
 		err := retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
-			retry.WithIdempotency(store, "k"), retry.WithDeadLetter(sink))
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithDeadLetter(sink, nil))
 		require.NoError(t, err, "the holder's success is replayed")
 		assert.Equal(t, 0, calls)
 
@@ -722,13 +724,13 @@ func TestIdempotentCallersWaitForTheHolderByDefault(t *testing.T) {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(10 * time.Minute)
 				return nil
-			}, retry.WithIdempotency(store, "k2"), retry.WithIdempotencyLease(time.Hour))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k2", Lease: time.Hour}))
 		}()
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		err = retry.Do(ctx, func(context.Context) error { calls++; return nil },
-			retry.WithIdempotency(store, "k2"), retry.WithDeadLetter(sink), retry.WithDeadLetterOn(retry.OutcomeDeadline))
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k2"}), retry.WithDeadLetter(sink, &retry.DeadLetterOptions{On: []retry.Outcome{retry.OutcomeDeadline}}))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.ErrorIs(t, err, retry.ErrInProgress, "the error says another caller holds the key")
 		assert.Equal(t, 0, calls)
@@ -746,7 +748,7 @@ func TestIdempotentKeyReuseWhileHeld(t *testing.T) {
 		err = retry.Do(context.Background(), func(context.Context) error {
 			t.Error("fn called on key reuse")
 			return nil
-		}, retry.WithIdempotency(store, "k"), retry.WithPayload([]byte("x")), retry.WithIdempotencyWait(wait))
+		}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: !(wait)}), retry.WithPayload([]byte("x")))
 		assert.ErrorIs(t, err, retry.ErrKeyReuse)
 	}
 }
@@ -756,7 +758,7 @@ func TestIdempotentRetentionExpiryRunsAgain(t *testing.T) {
 		store := retry.NewMemoryIdempotencyStore()
 		calls := 0
 		fn := func(context.Context) (int, error) { calls++; return calls, nil }
-		opts := []retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyRetention(time.Hour)}
+		opts := []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Retention: time.Hour})}
 
 		v, _ := retry.DoValue(context.Background(), fn, opts...)
 		assert.Equal(t, 1, v)
@@ -775,30 +777,30 @@ func TestIdempotentDefaultRetentionIs24h(t *testing.T) {
 		store := retry.NewMemoryIdempotencyStore()
 		calls := 0
 		fn := func(context.Context) error { calls++; return nil }
-		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, "k")))
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})))
 		time.Sleep(24*time.Hour - time.Second)
-		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, "k")))
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})))
 		assert.Equal(t, 1, calls)
 		time.Sleep(time.Second)
-		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, "k")))
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})))
 		assert.Equal(t, 2, calls)
 	})
 }
 
 func TestIdempotencyKeysAreChecked(t *testing.T) {
 	store := newFaulty()
-	long := strings.Repeat("k", retry.MaxIdempotencyKeyLen+1)
+	long := strings.Repeat("k", 255+1)
 	fn := func(context.Context) error { t.Error("fn called with a bad key"); return nil }
 
-	_, err := retry.New(retry.WithIdempotency(store, long))
+	_, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: long}))
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "256 bytes long; the limit is 255")
 
-	_, err = retry.New(retry.WithIdempotency(nil, "k"))
+	_, err = retry.New(retry.WithIdempotency(nil, &retry.IdempotencyOptions{Key: "k"}))
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "store must not be nil")
 
-	r, err := retry.New(retry.WithIdempotency(store, ""))
+	r, err := retry.New(retry.WithIdempotency(store, nil))
 	require.NoError(t, err, "the key may come from the context")
 	err = r.Do(context.Background(), fn)
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
@@ -820,7 +822,7 @@ func TestIdempotencyKeysAreChecked(t *testing.T) {
 
 func TestIdempotencyKeyFromContextOverridesTheOption(t *testing.T) {
 	store := newFaulty()
-	r, err := retry.New(retry.WithIdempotency(store, "default"))
+	r, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "default"}))
 	require.NoError(t, err)
 	calls := 0
 	fn := func(context.Context) error { calls++; return nil }
@@ -839,22 +841,22 @@ func TestIdempotencyKeyFromContextOverridesTheOption(t *testing.T) {
 
 func TestIdempotencyLeaseMustOutlastTheAttemptTimeout(t *testing.T) {
 	store := newFaulty()
-	_, err := retry.New(retry.WithIdempotency(store, "k"), retry.WithAttemptTimeout(time.Minute))
+	_, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithAttemptTimeout(time.Minute))
 	require.ErrorIs(t, err, retry.ErrInvalidOption, "the default 30s lease is shorter than the timeout")
 	assert.Contains(t, err.Error(), "must be longer than WithAttemptTimeout")
 
-	_, err = retry.New(retry.WithAttemptTimeout(time.Second), retry.WithIdempotencyLease(time.Second), retry.WithIdempotency(store, "k"))
+	_, err = retry.New(retry.WithAttemptTimeout(time.Second), retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: time.Second}))
 	require.ErrorIs(t, err, retry.ErrInvalidOption, "equal is not longer")
 
-	_, err = retry.New(retry.WithIdempotency(store, "k"), retry.WithAttemptTimeout(time.Second), retry.WithIdempotencyLease(2*time.Second))
+	_, err = retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: 2 * time.Second}), retry.WithAttemptTimeout(time.Second))
 	require.NoError(t, err)
 
-	for _, o := range []retry.Option{
-		retry.WithIdempotencyLease(0), retry.WithIdempotencyRetention(-time.Second),
-		retry.WithIdempotencyStoreTimeout(0), retry.WithIdempotencyCodec(nil),
+	for _, o := range []retry.IdempotencyOptions{
+		{Lease: -time.Second}, {Retention: -time.Second}, {StoreTimeout: -time.Second},
+		{Marshal: json.Marshal}, {Unmarshal: json.Unmarshal},
 	} {
-		_, err = retry.New(retry.WithIdempotency(store, "k"), o)
-		assert.ErrorIs(t, err, retry.ErrInvalidOption)
+		_, err = retry.New(retry.WithIdempotency(store, &o))
+		assert.ErrorIs(t, err, retry.ErrInvalidOption, "%+v", o)
 	}
 }
 
@@ -870,7 +872,7 @@ func TestIdempotentStoreFailureFailsClosed(t *testing.T) {
 			calls := 0
 			var obs recorder
 			err := retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
-				retry.WithIdempotency(store, "k"), retry.WithObserver(&obs))
+				retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}), retry.WithObserver(&obs))
 			require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
 			assert.Equal(t, 0, calls, "fn must not run when the store cannot say")
 			assert.Contains(t, err.Error(), "claim")
@@ -885,7 +887,7 @@ func TestIdempotentRenewFailureFailsClosed(t *testing.T) {
 	store.set(func(f *faultyStore) { f.renewErr = errors.New("i/o timeout") })
 	calls := 0
 	err := retry.Do(context.Background(), func(context.Context) error { calls++; return errors.New("503") },
-		append([]retry.Option{retry.WithIdempotency(store, "k")}, noWait...)...)
+		append([]retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})}, noWait...)...)
 	var e *retry.Error
 	require.ErrorAs(t, err, &e)
 	assert.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
@@ -902,14 +904,14 @@ func TestIdempotentHangingStoreTimesOut(t *testing.T) {
 		err := retry.Do(context.Background(), func(context.Context) error {
 			t.Error("fn called although the store hung")
 			return nil
-		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyStoreTimeout(2*time.Second))
+		}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", StoreTimeout: 2 * time.Second}))
 		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 2*time.Second, time.Since(start))
 
-		err = retry.Do(context.Background(), func(context.Context) error { return nil }, retry.WithIdempotency(store, "k"))
+		err = retry.Do(context.Background(), func(context.Context) error { return nil }, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
-		assert.Equal(t, 2*time.Second+retry.DefaultIdempotencyStoreTimeout, time.Since(start))
+		assert.Equal(t, 2*time.Second+(5*time.Second), time.Since(start))
 	})
 }
 
@@ -918,7 +920,7 @@ func TestIdempotentFailOpenRunsFn(t *testing.T) {
 	store.set(func(f *faultyStore) { f.claimErr = errors.New("down") })
 	calls := 0
 	v, err := retry.DoValue(context.Background(), func(context.Context) (int, error) { calls++; return 7, nil },
-		retry.WithIdempotency(store, "k"), retry.WithIdempotencyFailOpen(true))
+		retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailOpen: true}))
 	require.NoError(t, err)
 	assert.Equal(t, 7, v)
 	assert.Equal(t, 1, calls)
@@ -929,7 +931,7 @@ func TestIdempotentPanicReleasesTheClaim(t *testing.T) {
 	store := newFaulty()
 	func() {
 		defer func() { assert.Equal(t, "boom", recover()) }()
-		_ = retry.Do(context.Background(), func(context.Context) error { panic("boom") }, retry.WithIdempotency(store, "k"))
+		_ = retry.Do(context.Background(), func(context.Context) error { panic("boom") }, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 	}()
 	assert.Equal(t, [4]int{1, 0, 0, 1}, store.counts())
 	assert.True(t, claimFree(t, store, "k"), "the key is free at once after the panic")
@@ -941,7 +943,7 @@ func TestIdempotentCompleteIsRetriedOnTransientStoreErrors(t *testing.T) {
 		store.set(func(f *faultyStore) { f.completeErr, f.completeFails = errors.New("connection reset"), 3 })
 		calls := 0
 		fn := func(context.Context) (int, error) { calls++; return 5, nil }
-		opts := []retry.Option{retry.WithIdempotency(store, "k")}
+		opts := []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})}
 		start := time.Now()
 		v, err := retry.DoValue(context.Background(), fn, opts...)
 		require.NoError(t, err, "the fourth try records the outcome")
@@ -966,9 +968,9 @@ func TestIdempotentCompleteWhoseReplyWasLostIsFoundRecorded(t *testing.T) {
 		})
 		calls := 0
 		fn := func(context.Context) error { calls++; return nil }
-		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, "k")),
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})),
 			"the lookup after the refused retry finds this call's outcome")
-		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, "k")))
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})))
 		assert.Equal(t, 1, calls)
 	})
 }
@@ -982,8 +984,8 @@ func TestIdempotentOutcomeNotRecordedIsNotPlainSuccess(t *testing.T) {
 		calls := 0
 		fn := func(context.Context) (int, error) { calls++; return 5, nil }
 		lease := 2 * time.Second
-		opts := []retry.Option{retry.WithIdempotency(store, "order-42"), retry.WithIdempotencyLease(lease),
-			retry.WithDeadLetter(sink), retry.WithObserver(&obs)}
+		opts := []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-42", Lease: lease}),
+			retry.WithDeadLetter(sink, nil), retry.WithObserver(&obs)}
 		start := time.Now()
 		v, err := retry.DoValue(context.Background(), fn, opts...)
 		assert.Equal(t, 5, v, "DoValue still returns the value")
@@ -1003,7 +1005,8 @@ func TestIdempotentOutcomeNotRecordedIsNotPlainSuccess(t *testing.T) {
 
 		// The claim is not released: until its lease ends nobody runs
 		// the work again.
-		_, err = retry.DoValue(context.Background(), fn, append(opts, retry.WithIdempotencyWait(false), retry.WithMaxAttempts(1))...)
+		_, err = retry.DoValue(context.Background(), fn, append(opts, retry.WithMaxAttempts(1),
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-42", Lease: lease, FailWhileHeld: true}))...)
 		require.ErrorIs(t, err, retry.ErrInProgress)
 		assert.Equal(t, 1, calls)
 	})
@@ -1017,7 +1020,7 @@ func TestIdempotentOuterDoDoesNotRepeatAnUnrecordedSuccess(t *testing.T) {
 		outer := 0
 		err := retry.Do(context.Background(), func(ctx context.Context) error {
 			outer++
-			return retry.Do(ctx, func(context.Context) error { calls++; return nil }, retry.WithIdempotency(store, "k"))
+			return retry.Do(ctx, func(context.Context) error { calls++; return nil }, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 		}, retry.WithMaxAttempts(5))
 		require.ErrorIs(t, err, retry.ErrOutcomeNotRecorded)
 		assert.Equal(t, 1, outer)
@@ -1030,7 +1033,7 @@ func TestIdempotentUnencodableValueIsNotRepeated(t *testing.T) {
 	sink := retry.NewMemoryDeadLetterSink()
 	calls := 0
 	fn := func(context.Context) (func(), error) { calls++; return func() {}, nil }
-	v, err := retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, "order-42"), retry.WithDeadLetter(sink))
+	v, err := retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-42"}), retry.WithDeadLetter(sink, nil))
 	require.Error(t, err)
 	assert.NotNil(t, v, "DoValue still returns the value")
 	assert.Contains(t, err.Error(), "could not be encoded")
@@ -1042,7 +1045,7 @@ func TestIdempotentUnencodableValueIsNotRepeated(t *testing.T) {
 	var unsupported *json.UnsupportedTypeError
 	assert.ErrorAs(t, err, &unsupported, "the codec's error is reachable")
 	assert.Zero(t, sink.Len(), "fn succeeded: not dead-lettered")
-	_, err = retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, "order-42"))
+	_, err = retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-42"}))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, retry.ErrReplayed)
 	assert.Equal(t, 1, calls)
@@ -1050,9 +1053,9 @@ func TestIdempotentUnencodableValueIsNotRepeated(t *testing.T) {
 
 func TestIdempotencyOnWithLeavesTheBaseRetrierAlone(t *testing.T) {
 	store := newFaulty()
-	base, err := retry.New(retry.WithIdempotency(store, "k"))
+	base, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 	require.NoError(t, err)
-	waiting, err := base.With(retry.WithIdempotencyLease(time.Minute), retry.WithAttemptTimeout(45*time.Second))
+	waiting, err := base.With(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: time.Minute}), retry.WithAttemptTimeout(45*time.Second))
 	require.NoError(t, err)
 	_, err = base.With(retry.WithAttemptTimeout(45 * time.Second))
 	require.ErrorIs(t, err, retry.ErrInvalidOption, "the base keeps its 30s lease")
@@ -1091,7 +1094,7 @@ func TestIdempotentAbandonedClaimIsTakenOverAfterItsLease(t *testing.T) {
 
 		calls := 0
 		fn := func(context.Context) (int, error) { calls++; return 7, nil }
-		opts := []retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(false), retry.WithIdempotencyLease(5 * time.Minute), retry.WithMaxAttempts(1)}
+		opts := []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true, Lease: 5 * time.Minute}), retry.WithMaxAttempts(1)}
 
 		time.Sleep(5*time.Minute - time.Nanosecond)
 		_, err = retry.DoValue(context.Background(), fn, opts...)
@@ -1103,7 +1106,7 @@ func TestIdempotentAbandonedClaimIsTakenOverAfterItsLease(t *testing.T) {
 		require.NoError(t, err, "the expired lease is taken over")
 		assert.Equal(t, 7, v)
 		assert.Equal(t, 1, calls)
-		assert.ErrorIs(t, store.Complete(context.Background(), "k", cl.Token, retry.Record{}, time.Hour), retry.ErrLeaseLost,
+		assert.ErrorIs(t, store.Complete(context.Background(), "k", cl.Token, retry.StoredOutcome{}, time.Hour), retry.ErrLeaseLost,
 			"the crashed worker cannot overwrite the outcome")
 
 		time.Sleep(24*time.Hour - time.Nanosecond)
@@ -1130,7 +1133,7 @@ func TestIdempotentWaitModeFailsClosedWhenTheStoreFailsWhileWaiting(t *testing.T
 		err = retry.Do(context.Background(), func(context.Context) error {
 			t.Error("fn called although the store failed")
 			return nil
-		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(true),
+		}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
 		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
 		assert.Equal(t, 4, store.counts()[0], "looked at t=0,1,2,3s")
@@ -1147,7 +1150,7 @@ func TestIdempotentFailOpenKeepsGoingWhenRenewFails(t *testing.T) {
 			return errors.New("503")
 		}
 		return nil
-	}, append([]retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyFailOpen(true)}, noWait...)...)
+	}, append([]retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailOpen: true})}, noWait...)...)
 	require.NoError(t, err)
 	assert.Equal(t, 3, calls)
 	assert.Equal(t, [4]int{1, 2, 1, 0}, store.counts(), "the outcome is still stored under the claim")
@@ -1160,14 +1163,14 @@ func TestIdempotentObserverSeesInProgressAttempts(t *testing.T) {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(150 * time.Millisecond)
 				return nil
-			}, retry.WithIdempotency(store, "k"))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 		}()
 		synctest.Wait()
 		var obs recorder
 		require.NoError(t, retry.Do(context.Background(), func(context.Context) error {
 			t.Error("fn called although the holder completed")
 			return nil
-		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(false), retry.WithObserver(&obs),
+		}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}), retry.WithObserver(&obs),
 			retry.WithBackoff(retry.Constant(100*time.Millisecond)), retry.WithJitter(retry.NoJitter)))
 		obs.mu.Lock()
 		defer obs.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 
 // Jitter randomizes a wait so that callers that failed together do not
 // retry together. It is applied to the [Backoff]'s delay before the
-// [WithMaxDelay] cap, and never to a server-supplied [RetryAfter] delay.
+// [WithMaxDelay] cap, and never to a server-supplied [After] delay.
 //
 // A Jitter is a small comparable value; the zero value is [NoJitter]. The
 // Retrier draws the random sample; [Jitter.Apply] itself is pure.

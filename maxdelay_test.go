@@ -38,20 +38,20 @@ func TestDo_explicitBackoffIsNotCappedByTheDefaultMaxDelay(t *testing.T) {
 }
 
 func TestDo_defaultMaxDelayCapsOnlyServerSuppliedDelays(t *testing.T) {
-	hinted := func() error { return retry.RetryAfter(errTransient, time.Hour) }
-	assert.Equal(t, []time.Duration{retry.DefaultMaxDelay, retry.DefaultMaxDelay},
+	hinted := func() error { return retry.After(errTransient, time.Hour) }
+	assert.Equal(t, []time.Duration{(30 * time.Second), (30 * time.Second)},
 		delaysOf(t, hinted, retry.WithBackoff(retry.Constant(2*time.Minute))),
 		"a Retry-After of 1h is still capped at DefaultMaxDelay")
 }
 
 func TestDo_explicitMaxDelayCapsBackoffAndHints(t *testing.T) {
 	transient := func() error { return errTransient }
-	hinted := func() error { return retry.RetryAfter(errTransient, time.Hour) }
+	hinted := func() error { return retry.After(errTransient, time.Hour) }
 	assert.Equal(t, []time.Duration{time.Minute, time.Minute},
 		delaysOf(t, transient, retry.WithBackoff(retry.Constant(2*time.Minute)), retry.WithMaxDelay(time.Minute)))
 	assert.Equal(t, []time.Duration{time.Minute, time.Minute},
 		delaysOf(t, hinted, retry.WithMaxDelay(time.Minute)))
 	assert.Equal(t, []time.Duration{2 * time.Hour},
-		delaysOf(t, func() error { return retry.RetryAfter(errTransient, 2*time.Hour) }, retry.WithMaxDelay(3*time.Hour), retry.WithMaxAttempts(2)),
+		delaysOf(t, func() error { return retry.After(errTransient, 2*time.Hour) }, retry.WithMaxDelay(3*time.Hour), retry.WithMaxAttempts(2)),
 		"an explicit cap above the default lets a longer hint through")
 }

@@ -87,7 +87,7 @@ type Observer interface {
 	OnAttemptEnd(ctx context.Context, e AttemptEnd)
 	// OnRetry is called when Do has decided to try again, before it
 	// waits e.Delay (which may be 0: then no wait follows).
-	OnRetry(ctx context.Context, e RetryScheduled)
+	OnRetry(ctx context.Context, e Scheduled)
 	// OnDone is called once per call, just before Do returns.
 	OnDone(ctx context.Context, e Done)
 }
@@ -110,9 +110,9 @@ type AttemptEnd struct {
 	Duration time.Duration // how long the attempt ran, on the Retrier's clock
 }
 
-// RetryScheduled is passed to [Observer.OnRetry] when an attempt failed
+// Scheduled is passed to [Observer.OnRetry] when an attempt failed
 // and Do is about to wait Delay before the next one.
-type RetryScheduled struct {
+type Scheduled struct {
 	Name    string        // the operation's name, from WithName
 	Attempt int           // the attempt that failed
 	Delay   time.Duration // the wait before attempt Attempt+1; may be 0
@@ -131,10 +131,13 @@ type Done struct {
 	// progress can be kept exactly: +1 at OnRetry with Delay > 0, -1 at
 	// OnAttemptStart with Wait > 0 or at OnDone with Waited.
 	Waited bool
-	// DeadLetter says whether the call was dead-lettered, and if so
-	// whether a sink stored the record.
-	DeadLetter DeadLetterStatus
-	Err        error // what Do returns; nil on success
+	// DeadLettered is true when a sink stored the call's dead letter.
+	DeadLettered bool
+	// DeadLetterFailed is true when the call should have been
+	// dead-lettered but no sink stored it; Err then matches
+	// [ErrDeadLetterNotRecorded].
+	DeadLetterFailed bool
+	Err              error // what Do returns; nil on success
 }
 
 // observers fans events out to several Observers, in the order given.
@@ -152,7 +155,7 @@ func (os observers) OnAttemptEnd(ctx context.Context, e AttemptEnd) {
 	}
 }
 
-func (os observers) OnRetry(ctx context.Context, e RetryScheduled) {
+func (os observers) OnRetry(ctx context.Context, e Scheduled) {
 	for _, o := range os {
 		o.OnRetry(ctx, e)
 	}

@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"testing"
 
@@ -26,22 +27,22 @@ func TestNew_rejectsNilFuncsAndTypedNilsWithoutCallingFn(t *testing.T) {
 	}{
 		{name: "nil_backoff_func", opts: []retry.Option{retry.WithBackoff(retry.BackoffFunc(nil))},
 			want: "WithBackoff((retry.BackoffFunc)(nil)): the backoff must not be nil"},
-		{name: "nil_dead_letter_func", opts: []retry.Option{retry.WithDeadLetter(retry.DeadLetterFunc(nil))},
-			want: "WithDeadLetter((retry.DeadLetterFunc)(nil)): the sink must not be nil"},
-		{name: "nil_dead_letter_pointer", opts: []retry.Option{retry.WithDeadLetter((*retry.FileSink)(nil))},
-			want: "WithDeadLetter((*retry.FileSink)(nil))"},
-		{name: "nil_fallback_func", opts: []retry.Option{retry.WithDeadLetter(retry.NewMemoryDeadLetterSink()), retry.WithDeadLetterFallback(retry.DeadLetterFunc(nil))},
-			want: "WithDeadLetterFallback((retry.DeadLetterFunc)(nil)): the sink must not be nil"},
+		{name: "nil_dead_letter_func", opts: []retry.Option{retry.WithDeadLetter(sinkFunc(nil), nil)},
+			want: "WithDeadLetter((retry_test.sinkFunc)(nil), opts): the sink must not be nil"},
+		{name: "nil_dead_letter_pointer", opts: []retry.Option{retry.WithDeadLetter((*retry.FileSink)(nil), nil)},
+			want: "WithDeadLetter((*retry.FileSink)(nil), opts)"},
+		{name: "nil_fallback_func", opts: []retry.Option{retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{Fallback: sinkFunc(nil)})},
+			want: "DeadLetterOptions.Fallback is (retry_test.sinkFunc)(nil)"},
 		{name: "nil_observer_pointer", opts: []retry.Option{retry.WithObserver((*retry.Stats)(nil))},
 			want: "WithObserver((*retry.Stats)(nil)): the observer must not be nil"},
 		{name: "nil_clock_pointer", opts: []retry.Option{retry.WithClock((*clock.Mock)(nil))},
 			want: "WithClock((*clock.Mock)(nil)): the clock must not be nil"},
 		{name: "nil_random_pointer", opts: []retry.Option{retry.WithRandom((*rand.PCG)(nil))},
 			want: "WithRandom((*rand.PCG)(nil)): the source must not be nil"},
-		{name: "nil_store_pointer", opts: []retry.Option{retry.WithIdempotency((*retry.MemoryIdempotencyStore)(nil), "order-4711")},
-			want: "WithIdempotency((*retry.MemoryIdempotencyStore)(nil), key): the store must not be nil"},
-		{name: "nil_codec_pointer", opts: []retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyCodec((*retry.JSONCodec)(nil))},
-			want: "WithIdempotencyCodec((*retry.JSONCodec)(nil)): the codec must not be nil"},
+		{name: "nil_store_pointer", opts: []retry.Option{retry.WithIdempotency((*retry.MemoryIdempotencyStore)(nil), &retry.IdempotencyOptions{Key: "order-4711"})},
+			want: "WithIdempotency((*retry.MemoryIdempotencyStore)(nil), opts): the store must not be nil"},
+		{name: "marshal_without_unmarshal", opts: []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Marshal: json.Marshal})},
+			want: "set both IdempotencyOptions.Marshal and Unmarshal, or neither"},
 		{name: "nil_redrive_source_pointer", redrive: (*retry.MemoryDeadLetterSink)(nil),
 			want: "Redrive: the source is nil"},
 	}

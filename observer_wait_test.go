@@ -30,7 +30,7 @@ func (r *waitRecorder) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
 	r.add("start %d wait=%v", e.Attempt, e.Wait)
 }
 func (r *waitRecorder) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
-func (r *waitRecorder) OnRetry(_ context.Context, e retry.RetryScheduled) {
+func (r *waitRecorder) OnRetry(_ context.Context, e retry.Scheduled) {
 	r.add("retry %d delay=%v", e.Attempt, e.Delay)
 }
 func (r *waitRecorder) OnDone(_ context.Context, e retry.Done) {

@@ -2,7 +2,6 @@ package retry
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -15,28 +14,23 @@ import (
 // Defaults used when an option is not given. They are also what the zero
 // [Retrier] does.
 const (
-	// DefaultMaxAttempts is the number of attempts, the first call
+	// defaultMaxAttempts is the number of attempts, the first call
 	// included: one call and two retries, as the SRE book and the AWS SDKs
 	// use, so a failing dependency sees at most 3x its normal load.
-	DefaultMaxAttempts = 3
-	// DefaultMaxDelay caps server-supplied waits ([RetryAfter]) when
+	defaultMaxAttempts = 3
+	// defaultMaxServerDelay caps server-supplied waits ([After]) when
 	// [WithMaxDelay] is not given, so a misbehaving Retry-After cannot
 	// park a caller for hours. It does not cap the [Backoff]'s waits: the
 	// schedule given to [WithBackoff] is honoured as configured.
-	DefaultMaxDelay = 30 * time.Second
-	// DefaultInitialDelay is the first wait of the default backoff,
+	defaultMaxServerDelay = 30 * time.Second
+	// defaultInitialDelay is the first wait of the default backoff,
 	// Exponential(100ms, 2, 10s) with FullJitter.
-	DefaultInitialDelay = 100 * time.Millisecond
-	// DefaultMultiplier is the growth factor of the default backoff.
-	DefaultMultiplier = 2.0
-	// DefaultBackoffMax caps the waits of the default backoff.
-	DefaultBackoffMax = 10 * time.Second
+	defaultInitialDelay = 100 * time.Millisecond
+	// defaultMultiplier is the growth factor of the default backoff.
+	defaultMultiplier = 2.0
+	// defaultBackoffMax caps the waits of the default backoff.
+	defaultBackoffMax = 10 * time.Second
 )
-
-// Unlimited removes the limit on attempts when given to [WithMaxAttempts]:
-// Do then stops only on success, an error that is not retried, the context
-// or the [WithMaxElapsed] budget.
-const Unlimited = math.MaxInt
 
 // Option configures a [Retrier]. Options are applied once, in order, by
 // [New] or [Retrier.With] (or by the package-level [Do] and [DoValue]); a
@@ -60,7 +54,8 @@ type config struct {
 	retryIf        func(error) bool
 	rand           *lockedSource
 	observer       Observer
-	waitArmed      func(time.Duration)
+	waitArmed      func(time.Duration) // the clock's WaitArmed, if it has one; set by apply
+	testWaitArmed  func(time.Duration) // set by this package's tests only
 	name           string
 	payload        []byte
 	dl             *deadLetterConfig // nil without dead-letter options
@@ -87,12 +82,15 @@ func nilArg(v any) (string, bool) {
 }
 
 // WithMaxAttempts sets how many attempts a call may make in all, the first
-// included: WithMaxAttempts(1) never retries. n must be at least 1, or
-// [Unlimited]. Default: [DefaultMaxAttempts].
+// included: WithMaxAttempts(1) never retries. n must be at least 1;
+// math.MaxInt removes the limit, so that Do stops only on success, an
+// error that is not retried, the context or the [WithMaxElapsed] budget.
+// Default: 3, one call and two retries, as the SRE book and the AWS SDKs
+// use, so a failing dependency sees at most 3x its normal load.
 func WithMaxAttempts(n int) Option {
 	return func(c *config) {
 		if n < 1 {
-			c.fail("WithMaxAttempts(%d): attempts must be at least 1, or Unlimited", n)
+			c.fail("WithMaxAttempts(%d): attempts must be at least 1 (math.MaxInt for no limit)", n)
 			return
 		}
 		c.maxAttempts = n
@@ -135,11 +133,11 @@ func WithJitter(j Jitter) Option {
 }
 
 // WithMaxDelay caps every wait, the backoff's after jitter and
-// server-supplied [RetryAfter] delays alike. d must be positive: a zero
+// server-supplied [After] delays alike. d must be positive: a zero
 // cap would silently turn every schedule into no wait at all, so it is
 // refused; for no waits use WithBackoff(Constant(0)). Default: no cap on
 // the backoff's waits (the schedule's own max applies), and
-// [DefaultMaxDelay] on server-supplied ones.
+// [defaultMaxServerDelay] on server-supplied ones.
 func WithMaxDelay(d time.Duration) Option {
 	return func(c *config) {
 		switch {
@@ -157,7 +155,7 @@ func WithMaxDelay(d time.Duration) Option {
 // WithMaxElapsed sets a time budget for the whole call, attempts and waits
 // together, measured on the Retrier's clock from the start of Do. Before
 // each wait Do checks that the wait ends before the budget runs out; if
-// not, it stops at once with [ErrMaxElapsed] (which matches [ErrExhausted]) instead
+// not, it stops at once with [OutcomeMaxElapsed] (cause [ErrExhausted]) instead
 // of sleeping. It does not interrupt a running attempt: use a context
 // deadline or [WithAttemptTimeout] for that. d must not be negative; 0
 // means no budget. Default: no budget.
@@ -189,9 +187,16 @@ func WithAttemptTimeout(d time.Duration) Option {
 	}
 }
 
-// WithClock sets the clock for waits, the time budget, attempt timeouts and
-// observer durations. Tests pass a *clock.Mock (see [WithWaitArmed] for the
-// recipe). Default: real time.
+// WithClock sets the clock for waits, the time budget, attempt timeouts,
+// store and sink timeouts, and observer durations. Default: real time.
+//
+// Tests pass a *clock.Mock, or the retrytest package's Clock, which also
+// says when Do has armed a wait: advancing a mock before Do has armed its
+// timer would leave Do waiting forever. Do finds that out through a method
+// WaitArmed(d time.Duration) on c, if c has one: it calls it once per wait
+// between attempts, after arming the timer for a wait of d and before
+// blocking on it, and with d = 0 for a zero wait (which arms no timer),
+// on Do's goroutine. It is not called when Do stops instead of waiting.
 //
 // Context deadlines are compared with the clock's Now, so with a mock
 // clock build them with mock.WithTimeout or mock.WithDeadline. c must not
@@ -208,7 +213,7 @@ func WithClock(c clock.Clock) Option {
 
 // WithRetryIf sets which errors are worth another attempt: when f returns
 // false, Do stops with [OutcomePermanent]. f is not asked about errors
-// marked [Permanent] (never retried) or [RetryAfter] (always retried),
+// marked [Permanent] (never retried) or [After] (always retried),
 // nor about context.Canceled (never retried), nor when Do's context is
 // done. f must be safe for concurrent use. Default: every error is
 // retried.
@@ -256,26 +261,6 @@ func WithObserver(o Observer) Option {
 		default:
 			c.observer = observers{prev, o}
 		}
-	}
-}
-
-// WithWaitArmed sets a function that Do calls once per wait between
-// attempts: after it has armed the timer for a wait of d and before it
-// blocks on it. A zero wait (Constant(0), a jittered 0, a RetryAfter of 0)
-// arms no timer, and f is called with d = 0 before the next attempt, so
-// that every wait of every schedule is seen exactly once. It exists for
-// tests with a mock clock: advancing the mock before the timer is armed
-// would leave Do waiting forever, so a test waits for this call and then
-// advances the clock by d (mock.Add(0) is harmless). f is not called when
-// Do stops instead of waiting. f runs on Do's goroutine and must not block
-// for long. f must not be nil. Default: none.
-func WithWaitArmed(f func(d time.Duration)) Option {
-	return func(c *config) {
-		if f == nil {
-			c.fail("WithWaitArmed(nil): the function must not be nil")
-			return
-		}
-		c.waitArmed = f
 	}
 }
 

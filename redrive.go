@@ -61,9 +61,8 @@ type RedriveReport struct {
 // A replay runs with r's policy, named and with the payload of the record.
 // A replay that fails for any reason, even a cancelled ctx, is
 // dead-lettered as a new record with Redrives one higher and RedriveOf set
-// to the old ID, by r's sink or, when r has none, by src. To tune those
-// records (WithDeadLetterErrors, WithDeadLetterTimeout), give r
-// WithDeadLetter(src) as well: without a sink New refuses them. When no sink
+// to the old ID, by r's sink or, when r has none, by src (see
+// [Retrier.ForRedrive]). When no sink
 // stores it, the replay's error (matching [ErrDeadLetterNotRecorded]) is
 // joined into Redrive's error and the next record is replayed.
 //
@@ -117,7 +116,7 @@ func Redrive(ctx context.Context, src RedriveSource, r *Retrier, handler func(co
 
 // replay runs one claimed record through r.
 func replay(ctx context.Context, src RedriveSource, r *Retrier, handler func(context.Context, DeadLetter) error, dl DeadLetter) error {
-	rr, err := r.With(WithName(dl.Name), WithPayload(dl.Payload), redriveOf(dl, src))
+	rr, err := r.ForRedrive(dl, src)
 	if err != nil {
 		return err
 	}
@@ -129,22 +128,33 @@ func replay(ctx context.Context, src RedriveSource, r *Retrier, handler func(con
 	return rr.Do(ctx, func(ctx context.Context) error { return handler(ctx, dl) })
 }
 
-// redriveOf makes a replay of dl dead-letter every failure, into src when
-// no sink is configured, as a record that points back to dl. A record
-// without an idempotency key is replayed without idempotency: sharing r's
-// default key among unrelated records would be wrong. It drops all of
-// r's idempotency settings, not just the store, so that they are not
-// taken for tuning options without a store.
-func redriveOf(dl DeadLetter, src RedriveSource) Option {
-	return func(c *config) {
-		d := c.deadLetters()
+// ForRedrive returns a Retrier for replaying dl, a dead letter, with r's
+// policy: named and with the payload of dl, and dead-lettering every
+// failure, whatever the outcome, as a new record with Redrives one higher
+// and RedriveOf set to dl.ID. That record goes to r's sink, or to src when
+// r has none. A record without an idempotency key is replayed without
+// idempotency: r's default key, shared among unrelated records, would be
+// wrong. Give the replay dl's key with [ContextWithIdempotencyKey]. It is
+// what the deadletter package's Redrive uses; use it to write your own.
+// src must not be nil when r has no sink.
+func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error) {
+	return r.With(WithName(dl.Name), WithPayload(dl.Payload), func(c *config) {
+		d := &deadLetterConfig{timeout: defaultDeadLetterTimeout, maxErrors: defaultDeadLetterErrors}
+		if c.dl != nil {
+			*d = *c.dl
+		}
 		if d.sink == nil {
+			if s, isNil := nilArg(src); isNil {
+				c.fail("ForRedrive(dl, %s): the Retrier has no sink, so the source must not be nil", s)
+				return
+			}
 			d.sink = src
 		}
-		d.on, d.onSet = 1<<OutcomePermanent|1<<OutcomeExhausted|1<<OutcomeMaxElapsed|1<<OutcomeDeadline|1<<OutcomeCanceled, true
+		d.on = 1<<OutcomePermanent | 1<<OutcomeExhausted | 1<<OutcomeMaxElapsed | 1<<OutcomeDeadline | 1<<OutcomeCanceled
 		d.origin = &dl
+		c.dl = d
 		if dl.IdempotencyKey == "" {
 			c.idem = nil
 		}
-	}
+	})
 }

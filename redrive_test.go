@@ -181,7 +181,7 @@ func TestRedriveUsesTheRetriersSink(t *testing.T) {
 	putRecords(t, src, 1)
 	other := retry.NewMemoryDeadLetterSink()
 	var c replayCounter
-	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithDeadLetter(other), retry.WithMaxAttempts(1)), c.handler(errDead), nil)
+	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithDeadLetter(other, nil), retry.WithMaxAttempts(1)), c.handler(errDead), nil)
 	require.NoError(t, err)
 	assert.Equal(t, retry.RedriveReport{Pending: 1, Failed: 1}, rep)
 	assert.Equal(t, 1, src.Len())
@@ -216,7 +216,7 @@ func TestRedriveNotRecorded(t *testing.T) {
 	src := retry.NewMemoryDeadLetterSink()
 	putRecords(t, src, 2)
 	errSink := errors.New("sink down")
-	r := redriver(t, retry.WithMaxAttempts(1), retry.WithDeadLetter(retry.DeadLetterFunc(func(context.Context, retry.DeadLetter) error { return errSink })))
+	r := redriver(t, retry.WithMaxAttempts(1), retry.WithDeadLetter(sinkFunc(func(context.Context, retry.DeadLetter) error { return errSink }), nil))
 	var c replayCounter
 	rep, err := retry.Redrive(t.Context(), src, r, c.handler(errDead), nil)
 	assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
@@ -297,7 +297,7 @@ func TestRedriveWithIdempotencyStore(t *testing.T) {
 	t.Parallel()
 	store := retry.NewMemoryIdempotencyStore()
 	sink := retry.NewMemoryDeadLetterSink()
-	r := redriver(t, retry.WithIdempotency(store, ""), retry.WithDeadLetter(sink), retry.WithMaxAttempts(2))
+	r := redriver(t, retry.WithIdempotency(store, nil), retry.WithDeadLetter(sink, nil), retry.WithMaxAttempts(2))
 	ctxFor := func(key string) context.Context { return retry.ContextWithIdempotencyKey(t.Context(), key) }
 	for _, key := range []string{"order-1", "order-2"} {
 		err := r.Do(ctxFor(key), func(context.Context) error { return errDead })
@@ -335,7 +335,7 @@ func TestRedriveKeylessRecordSkipsTheStore(t *testing.T) {
 		require.NoError(t, src.Put(t.Context(), dl))
 	}
 	var c replayCounter
-	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithIdempotency(store, "shared")), c.handler(nil), nil)
+	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "shared"})), c.handler(nil), nil)
 	require.NoError(t, err)
 	assert.Equal(t, retry.RedriveReport{Pending: 2, Succeeded: 2}, rep)
 	assert.Len(t, c.snapshot(), 2, "both ran: no shared key")

@@ -7,8 +7,8 @@
 //
 // Between attempts Do waits as a [Backoff] says, randomized by a [Jitter]
 // and capped by [WithMaxDelay] if given. An error marked [Permanent] stops
-// at once; one marked [RetryAfter] sets the next wait, capped by
-// [WithMaxDelay] or else [DefaultMaxDelay]. Do never sleeps past its
+// at once; one marked [After] sets the next wait, capped by
+// [WithMaxDelay] or else [defaultMaxServerDelay]. Do never sleeps past its
 // context's deadline or its [WithMaxElapsed] budget: when the next wait
 // would end at or after either, it returns at once. Whenever no attempt
 // succeeds, errors.As finds an [*Error] in the returned error, and
@@ -64,7 +64,10 @@ func (c *config) apply(opts []Option) error {
 		o(c)
 	}
 	c.checkIdem()
-	c.checkDeadLetters()
+	c.waitArmed = c.testWaitArmed
+	if a, ok := c.clock.(interface{ WaitArmed(time.Duration) }); ok {
+		c.waitArmed = a.WaitArmed
+	}
 	// Everything that needs the loop's state from the first attempt on
 	// sends calls down the slow path.
 	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil || c.dl.active()
@@ -135,12 +138,12 @@ func badCall(nilRetrier, nilContext bool) error {
 	}
 }
 
-// DoValueWith is [Retrier.Do] for a function that returns a value (a
+// DoValueOn is [Retrier.Do] for a function that returns a value (a
 // method cannot have type parameters). On success it returns the value of
 // the call that succeeded, or the stored value replayed by
 // [WithIdempotency]; otherwise the zero value and the error (see
 // [WithIdempotencyCodec] for the one exception).
-func DoValueWith[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
+func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
 	if r == nil || ctx == nil || fn == nil {
 		var zero T
 		return zero, badCall(r == nil, ctx == nil)
@@ -167,20 +170,20 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 }
 
 // DoValue calls fn with a Retrier built from opts and returns the value of
-// the call that succeeded; see [Retrier.Do] and [DoValueWith].
+// the call that succeeded; see [Retrier.Do] and [DoValueOn].
 func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
 	var r Retrier
 	if err := r.c.apply(opts); err != nil {
 		var zero T
 		return zero, err
 	}
-	return DoValueWith(ctx, &r, fn)
+	return DoValueOn(ctx, &r, fn)
 }
 
 // run is the slow path: every call whose first attempt needs more than a
 // plain call of fn.
 func run[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
-	if cfg.idem != nil && cfg.idem.store != nil {
+	if cfg.idem != nil {
 		return runIdempotent(ctx, cfg, fn)
 	}
 	return loop(ctx, cfg, fn, nil, time.Time{})
@@ -199,7 +202,7 @@ type call struct {
 }
 
 // loop is the retry engine. If firstErr is not nil, the first attempt has
-// already run (on the fast path of Do or DoValueWith) and failed with it.
+// already run (on the fast path of Do or DoValueOn) and failed with it.
 // start is the call's start when the caller has read it already (an
 // idempotent call's store work comes before the loop); when it is zero,
 // loop reads the clock itself if anything needs elapsed time.
@@ -217,7 +220,7 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 	}
 	maxAttempts := cfg.maxAttempts
 	if maxAttempts == 0 {
-		maxAttempts = DefaultMaxAttempts
+		maxAttempts = defaultMaxAttempts
 	}
 	err := firstErr
 	if err != nil {
@@ -283,13 +286,13 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 
 		d := cfg.wait(c.attempts, c.prevWait, hint, hinted)
 		if cfg.maxElapsed > 0 && d >= cfg.maxElapsed-cfg.now().Sub(c.start) {
-			return zero, c.stop(OutcomeMaxElapsed, ErrMaxElapsed, nil, false)
+			return zero, c.stop(OutcomeMaxElapsed, ErrExhausted, nil, false)
 		}
 		if deadline, ok := ctx.Deadline(); ok && d >= cfg.until(deadline) {
 			return zero, c.stopBeforeDeadline()
 		}
 		if obs != nil {
-			obs.OnRetry(ctx, RetryScheduled{Name: cfg.name, Attempt: c.attempts, Delay: d, Err: err})
+			obs.OnRetry(ctx, Scheduled{Name: cfg.name, Attempt: c.attempts, Delay: d, Err: err})
 		}
 		c.prevWait = d
 		if !c.sleep(d) {
@@ -327,14 +330,15 @@ func (c *call) stop(o Outcome, cause, ctxErr error, waited bool) error {
 func (c *call) end(e *Error, waited bool) error {
 	c.timer.stop()
 	var err error = e
-	dl := DeadLetterNone
+	var stored, failed bool
 	if c.cfg.dl.active() && !notFailedWork(e.Last) {
-		err, dl = c.deadLetter(e)
+		err, stored, failed = c.deadLetter(e)
 	}
 	if obs := c.cfg.observer; obs != nil {
 		obs.OnDone(c.ctx, Done{
 			Name: c.cfg.name, Outcome: e.Outcome, Attempts: c.attempts,
-			Elapsed: c.cfg.now().Sub(c.start), Waited: waited, DeadLetter: dl, Err: err,
+			Elapsed: c.cfg.now().Sub(c.start), Waited: waited,
+			DeadLettered: stored, DeadLetterFailed: failed, Err: err,
 		})
 	}
 	return err
@@ -458,18 +462,18 @@ func (cfg *config) until(t time.Time) time.Duration {
 
 // wait computes the wait after attempt failed: jitter(backoff(attempt)),
 // or hint for a server-supplied delay, capped by WithMaxDelay. Without
-// one, DefaultMaxDelay caps hints only: the backoff is the caller's own
+// one, defaultMaxServerDelay caps hints only: the backoff is the caller's own
 // choice, a hint is the server's.
 func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time.Duration {
 	if hinted {
 		if !cfg.maxDelaySet {
-			return min(hint, DefaultMaxDelay)
+			return min(hint, defaultMaxServerDelay)
 		}
 		return min(hint, cfg.maxDelay)
 	}
 	b := cfg.backoff
 	if b == nil {
-		b = exponential{initial: DefaultInitialDelay, multiplier: DefaultMultiplier, max: DefaultBackoffMax}
+		b = exponential{initial: defaultInitialDelay, multiplier: defaultMultiplier, max: defaultBackoffMax}
 	}
 	d := max(b.Delay(attempt, prev, cfg.random()), 0)
 	j := cfg.jitter

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -43,7 +44,7 @@ type recorder struct {
 	events  []string // "start", "end", "retry", "done", in order
 	starts  []int
 	ends    []retry.AttemptEnd
-	retries []retry.RetryScheduled
+	retries []retry.Scheduled
 	done    []retry.Done
 }
 
@@ -61,7 +62,7 @@ func (r *recorder) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
 	r.ends = append(r.ends, e)
 }
 
-func (r *recorder) OnRetry(_ context.Context, e retry.RetryScheduled) {
+func (r *recorder) OnRetry(_ context.Context, e retry.Scheduled) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, "retry")
@@ -154,7 +155,7 @@ func TestDoValue_failureReturnsZeroValue(t *testing.T) {
 func TestDoValueWith_usesThePrebuiltRetrier(t *testing.T) {
 	r := mustNew(t, retry.WithMaxAttempts(1))
 	calls := 0
-	_, err := retry.DoValueWith(t.Context(), r, func(context.Context) (int, error) {
+	_, err := retry.DoValueOn(t.Context(), r, func(context.Context) (int, error) {
 		calls++
 		return 0, errTransient
 	})
@@ -179,7 +180,7 @@ func TestDo_neverReturnsNilWithoutASuccessfulCall(t *testing.T) {
 			},
 			"max_elapsed": func() error {
 				return retry.Do(t.Context(), func(context.Context) error { return errTransient },
-					retry.WithMaxElapsed(time.Nanosecond), retry.WithMaxAttempts(retry.Unlimited))
+					retry.WithMaxElapsed(time.Nanosecond), retry.WithMaxAttempts(math.MaxInt))
 			},
 		}
 		for name, do := range cases {
@@ -196,8 +197,8 @@ func TestDo_permanentErrorStopsAtOnce(t *testing.T) {
 		{"bare", retry.Permanent(errFatal)},
 		{"wrapped_twice", fmt.Errorf("ctx: %w", fmt.Errorf("more: %w", retry.Permanent(errFatal)))},
 		{"joined", errors.Join(errors.New("other"), retry.Permanent(errFatal))},
-		{"retry_after_inside_permanent", retry.Permanent(retry.RetryAfter(errFatal, time.Second))},
-		{"permanent_inside_retry_after", retry.RetryAfter(retry.Permanent(errFatal), time.Second)},
+		{"retry_after_inside_permanent", retry.Permanent(retry.After(errFatal, time.Second))},
+		{"permanent_inside_retry_after", retry.After(retry.Permanent(errFatal), time.Second)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -223,7 +224,7 @@ func TestDo_permanentErrorStopsAtOnce(t *testing.T) {
 
 func TestPermanent_nilAndDetection(t *testing.T) {
 	assert.NoError(t, retry.Permanent(nil))
-	assert.NoError(t, retry.RetryAfter(nil, time.Second))
+	assert.NoError(t, retry.After(nil, time.Second))
 	assert.False(t, retry.IsPermanent(nil))
 	assert.False(t, retry.IsPermanent(errFatal))
 	assert.True(t, retry.IsPermanent(fmt.Errorf("x: %w", retry.Permanent(errFatal))))
@@ -376,13 +377,13 @@ func TestDo_stopsBeforeAWaitThatWouldPassMaxElapsed(t *testing.T) {
 			time.Sleep(time.Second) // each attempt takes 1s of fake time
 			return errTransient
 		}, retry.WithBackoff(retry.Constant(3*time.Second)), retry.WithJitter(retry.NoJitter),
-			retry.WithMaxElapsed(10*time.Second), retry.WithMaxAttempts(retry.Unlimited))
+			retry.WithMaxElapsed(10*time.Second), retry.WithMaxAttempts(math.MaxInt))
 
 		// Attempts run 0-1s, 4-5s, 8-9s; the wait after would end at 12s.
 		assert.Equal(t, 3, calls)
 		assert.Equal(t, 9*time.Second, time.Since(start))
 		assert.ErrorIs(t, err, retry.ErrExhausted)
-		assert.ErrorIs(t, err, retry.ErrMaxElapsed)
+		assert.ErrorIs(t, err, retry.ErrExhausted)
 		assert.ErrorIs(t, err, errTransient)
 		var re *retry.Error
 		require.ErrorAs(t, err, &re)
@@ -415,7 +416,7 @@ func TestDo_stopsBeforeAWaitThatWouldEndExactlyAtTheLimit(t *testing.T) {
 				start := time.Now()
 				err := retry.Do(ctx, func(context.Context) error { calls++; return errTransient },
 					append(tc.opts, retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
-						retry.WithMaxAttempts(retry.Unlimited))...)
+						retry.WithMaxAttempts(math.MaxInt))...)
 
 				// Attempts at 0s and 1s; the wait after the second would end at 2s.
 				assert.Equal(t, 2, calls)
@@ -491,11 +492,11 @@ func TestDo_retryAfterReplacesBackoffAndIsCapped(t *testing.T) {
 			calls++
 			switch calls {
 			case 1:
-				return retry.RetryAfter(errTransient, 3*time.Second)
+				return retry.After(errTransient, 3*time.Second)
 			case 2:
-				return retry.RetryAfter(errTransient, time.Hour)
+				return retry.After(errTransient, time.Hour)
 			case 3:
-				return retry.RetryAfter(errTransient, -time.Second)
+				return retry.After(errTransient, -time.Second)
 			case 4:
 				return errTransient
 			}
@@ -516,7 +517,7 @@ func TestDo_retryAfterIsRetriedEvenWhenRetryIfRefuses(t *testing.T) {
 		err := retry.Do(t.Context(), func(context.Context) error {
 			calls++
 			if calls == 1 {
-				return retry.RetryAfter(errFatal, time.Second)
+				return retry.After(errFatal, time.Second)
 			}
 			return errFatal
 		}, retry.WithRetryIf(func(error) bool { return false }), retry.WithMaxAttempts(5))
@@ -612,7 +613,7 @@ func TestNew_rejectsBadInputWithoutCallingFn(t *testing.T) {
 		opt  retry.Option
 		want string
 	}{
-		{"zero_attempts", retry.WithMaxAttempts(0), "WithMaxAttempts(0): attempts must be at least 1, or Unlimited"},
+		{"zero_attempts", retry.WithMaxAttempts(0), "WithMaxAttempts(0): attempts must be at least 1 (math.MaxInt for no limit)"},
 		{"negative_attempts", retry.WithMaxAttempts(-3), "WithMaxAttempts(-3)"},
 		{"nil_backoff", retry.WithBackoff(nil), "WithBackoff(nil)"},
 		{"negative_constant", retry.WithBackoff(retry.Constant(-time.Second)), "Constant(-1s): the delay must not be negative"},
@@ -636,7 +637,6 @@ func TestNew_rejectsBadInputWithoutCallingFn(t *testing.T) {
 		{"nil_retry_if", retry.WithRetryIf(nil), "WithRetryIf(nil)"},
 		{"nil_random", retry.WithRandom(nil), "WithRandom(nil)"},
 		{"nil_observer", retry.WithObserver(nil), "WithObserver(nil)"},
-		{"nil_wait_armed", retry.WithWaitArmed(nil), "WithWaitArmed(nil)"},
 		{"nil_option", nil, "option 0 is nil"},
 	}
 	for _, tc := range cases {
@@ -664,7 +664,7 @@ func TestDo_rejectsNilFnRetrierAndContext(t *testing.T) {
 		"nil_fn":               retry.Do(t.Context(), nil),
 		"nil_value_fn":         func() error { _, err := retry.DoValue[int](t.Context(), nil); return err }(),
 		"nil_retrier":          nilRetrier.Do(t.Context(), func(context.Context) error { return nil }),
-		"nil_retrier_value":    func() error { _, err := retry.DoValueWith(t.Context(), nilRetrier, okValue); return err }(),
+		"nil_retrier_value":    func() error { _, err := retry.DoValueOn(t.Context(), nilRetrier, okValue); return err }(),
 		"nil_retrier_with":     func() error { _, err := nilRetrier.With(); return err }(),
 		"nil_context":          retry.Do(nilContext(), func(context.Context) error { return nil }),
 		"with_invalid_options": func() error { _, err := mustNew(t).With(retry.WithMaxAttempts(0)); return err }(),
@@ -680,7 +680,7 @@ func TestRetrier_zeroValueUsesDefaults(t *testing.T) {
 		fn, calls := failing(100, errTransient)
 		err := r.Do(t.Context(), fn)
 		require.ErrorIs(t, err, retry.ErrExhausted)
-		assert.Equal(t, int64(retry.DefaultMaxAttempts), calls.Load())
+		assert.Equal(t, int64(3), calls.Load())
 	})
 }
 
@@ -734,7 +734,7 @@ func TestDo_observerSeesEveryEventInOrder(t *testing.T) {
 			assert.ErrorIs(t, r.ends[0].Err, errTransient)
 			assert.NoError(t, r.ends[1].Err)
 			require.Len(t, r.retries, 1)
-			assert.Equal(t, retry.RetryScheduled{Name: "charge", Attempt: 1, Delay: time.Second, Err: errTransient}, r.retries[0])
+			assert.Equal(t, retry.Scheduled{Name: "charge", Attempt: 1, Delay: time.Second, Err: errTransient}, r.retries[0])
 			require.Len(t, r.done, 1)
 			assert.Equal(t, retry.Done{Name: "charge", Outcome: retry.OutcomeSuccess, Attempts: 2, Elapsed: time.Second}, r.done[0])
 		}

@@ -61,7 +61,7 @@ type slogObserver struct {
 func (o *slogObserver) OnAttemptStart(context.Context, AttemptStart) {}
 func (o *slogObserver) OnAttemptEnd(context.Context, AttemptEnd)     {}
 
-func (o *slogObserver) OnRetry(ctx context.Context, e RetryScheduled) {
+func (o *slogObserver) OnRetry(ctx context.Context, e Scheduled) {
 	if !o.log.Enabled(ctx, o.opts.RetryLevel) {
 		return
 	}
@@ -87,7 +87,7 @@ func (o *slogObserver) OnDone(ctx context.Context, e Done) {
 	default:
 		level = slog.LevelError
 	}
-	if e.DeadLetter == DeadLetterFailed {
+	if e.DeadLetterFailed {
 		level = max(level, slog.LevelError)
 	}
 	if !o.log.Enabled(ctx, level) {
@@ -99,10 +99,10 @@ func (o *slogObserver) OnDone(ctx context.Context, e Done) {
 		slog.Int("attempts", e.Attempts),
 		slog.Duration("elapsed", e.Elapsed),
 	}
-	switch e.DeadLetter {
-	case DeadLetterRecorded:
+	switch {
+	case e.DeadLettered:
 		attrs = append(attrs, slog.String("dead_letter", "recorded"))
-	case DeadLetterFailed:
+	case e.DeadLetterFailed:
 		attrs = append(attrs, slog.String("dead_letter", "failed"))
 	}
 	if e.Err != nil {

@@ -146,8 +146,8 @@ func TestSlogObserver_deadLetterFailedIsError(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	obs := retry.NewSlogObserver(slog.New(slog.NewTextHandler(&buf, nil)), nil)
-	obs.OnDone(t.Context(), retry.Done{Name: "x", Outcome: retry.OutcomePermanent, Attempts: 1, DeadLetter: retry.DeadLetterFailed})
-	obs.OnDone(t.Context(), retry.Done{Name: "y", Outcome: retry.OutcomePermanent, Attempts: 1, DeadLetter: retry.DeadLetterRecorded})
+	obs.OnDone(t.Context(), retry.Done{Name: "x", Outcome: retry.OutcomePermanent, Attempts: 1, DeadLetterFailed: true})
+	obs.OnDone(t.Context(), retry.Done{Name: "y", Outcome: retry.OutcomePermanent, Attempts: 1, DeadLettered: true})
 	out := buf.String()
 	assert.Contains(t, out, `level=ERROR msg="retry: gave up" operation=x outcome=permanent attempts=1 elapsed=0s dead_letter=failed`)
 	assert.Contains(t, out, `level=WARN msg="retry: gave up" operation=y outcome=permanent attempts=1 elapsed=0s dead_letter=recorded`)

@@ -65,7 +65,7 @@ func (s *Stats) OnAttemptStart(_ context.Context, e AttemptStart) {
 func (s *Stats) OnAttemptEnd(context.Context, AttemptEnd) {}
 
 // OnRetry counts a wait in progress when the retry has a delay.
-func (s *Stats) OnRetry(_ context.Context, e RetryScheduled) {
+func (s *Stats) OnRetry(_ context.Context, e Scheduled) {
 	if e.Delay > 0 {
 		s.waiting.Add(1)
 	}
@@ -85,10 +85,10 @@ func (s *Stats) OnDone(_ context.Context, e Done) {
 	if int(e.Outcome) < numOutcomes {
 		s.calls[e.Outcome].Add(1)
 	}
-	switch e.DeadLetter {
-	case DeadLetterRecorded:
+	switch {
+	case e.DeadLettered:
 		s.dlRecorded.Add(1)
-	case DeadLetterFailed:
+	case e.DeadLetterFailed:
 		s.dlFailed.Add(1)
 	}
 	s.perCall[bucketOf(attemptBounds[:], e.Attempts)].Add(1)

@@ -85,5 +85,5 @@ type noopObserver struct{}
 
 func (noopObserver) OnAttemptStart(context.Context, retry.AttemptStart) {}
 func (noopObserver) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
-func (noopObserver) OnRetry(context.Context, retry.RetryScheduled)      {}
+func (noopObserver) OnRetry(context.Context, retry.Scheduled)           {}
 func (noopObserver) OnDone(context.Context, retry.Done)                 {}

@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -151,7 +152,7 @@ func randomCall(t *testing.T, rng *rand.Rand, stats *retry.Stats, tr *truth) {
 		opts = append(opts, retry.WithMaxElapsed(time.Duration(1+rng.IntN(4))*time.Second))
 	}
 	if rng.IntN(20) == 0 {
-		opts = append(opts, retry.WithMaxAttempts(retry.Unlimited))
+		opts = append(opts, retry.WithMaxAttempts(math.MaxInt))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -245,8 +246,8 @@ func TestStats_deadLettersAndBuckets(t *testing.T) {
 	t.Parallel()
 	s := retry.NewStats()
 	ctx := t.Context()
-	s.OnDone(ctx, retry.Done{Outcome: retry.OutcomeExhausted, Attempts: 1000, Elapsed: time.Minute, DeadLetter: retry.DeadLetterRecorded})
-	s.OnDone(ctx, retry.Done{Outcome: retry.OutcomePermanent, Attempts: 1001, Elapsed: time.Minute + 1, DeadLetter: retry.DeadLetterFailed})
+	s.OnDone(ctx, retry.Done{Outcome: retry.OutcomeExhausted, Attempts: 1000, Elapsed: time.Minute, DeadLettered: true})
+	s.OnDone(ctx, retry.Done{Outcome: retry.OutcomePermanent, Attempts: 1001, Elapsed: time.Minute + 1, DeadLetterFailed: true})
 	s.OnDone(ctx, retry.Done{Outcome: retry.OutcomeCanceled, Attempts: 0, Elapsed: 0})
 	s.OnDone(ctx, retry.Done{Outcome: retry.OutcomeSuccess, Attempts: 6, Elapsed: time.Millisecond + 1})
 	snap := s.Snapshot()

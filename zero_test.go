@@ -22,7 +22,7 @@ func TestZeroMeansNoLimit(t *testing.T) {
 			var re *retry.Error
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, retry.OutcomeExhausted, re.Outcome, "no budget: the hour-long waits are taken")
-			assert.Equal(t, retry.DefaultMaxAttempts, re.Attempts)
+			assert.Equal(t, 3, re.Attempts)
 		})
 	})
 	t.Run("attempt_timeout", func(t *testing.T) {

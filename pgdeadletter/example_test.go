@@ -30,7 +30,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	r, err := retry.New(retry.WithDeadLetter(sink), retry.WithName("charge-card"))
+	r, err := retry.New(retry.WithDeadLetter(sink, nil), retry.WithName("charge-card"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 func BenchmarkClaimComplete(b *testing.B) {
 	store, _, _ := newStore(b)
 	ctx := context.Background()
-	rec := retry.Record{Value: []byte(`{"id":12345,"status":"ok"}`)}
+	rec := retry.StoredOutcome{Value: []byte(`{"id":12345,"status":"ok"}`)}
 	var n atomic.Int64 // keys stay fresh across the runs of each sub-benchmark
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
@@ -40,8 +40,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 
 func claimComplete(b *testing.B, ctx context.Context, store interface {
 	Claim(context.Context, string, string, time.Duration) (retry.Claim, error)
-	Complete(context.Context, string, string, retry.Record, time.Duration) error
-}, key string, rec retry.Record) {
+	Complete(context.Context, string, string, retry.StoredOutcome, time.Duration) error
+}, key string, rec retry.StoredOutcome) {
 	c, err := store.Claim(ctx, key, "fp", time.Minute)
 	if err != nil || c.Status != retry.ClaimAcquired {
 		b.Fatalf("claim %s: %v %v", key, c.Status, err)
@@ -60,7 +60,7 @@ func BenchmarkClaimCompleted(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := store.Complete(ctx, "k", c.Token, retry.Record{Value: []byte("v")}, time.Hour); err != nil {
+	if err := store.Complete(ctx, "k", c.Token, retry.StoredOutcome{Value: []byte("v")}, time.Hour); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

@@ -58,25 +58,25 @@ func TestExactlyOnceDo(t *testing.T) {
 func TestDoKeyReuse(t *testing.T) {
 	store, _, _ := newStore(t)
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "order-7")
-	r, err := retry.New(retry.WithIdempotency(store, ""), retry.WithPayload([]byte(`{"amount":100}`)))
+	r, err := retry.New(retry.WithIdempotency(store, nil), retry.WithPayload([]byte(`{"amount":100}`)))
 	require.NoError(t, err)
 	var calls atomic.Int32
 	fn := func(context.Context) (string, error) {
 		calls.Add(1)
 		return "charged", nil
 	}
-	v, err := retry.DoValueWith(ctx, r, fn)
+	v, err := retry.DoValueOn(ctx, r, fn)
 	require.NoError(t, err)
 	assert.Equal(t, "charged", v)
 
 	other, err := r.With(retry.WithPayload([]byte(`{"amount":999}`)))
 	require.NoError(t, err)
-	v, err = retry.DoValueWith(ctx, other, fn)
+	v, err = retry.DoValueOn(ctx, other, fn)
 	assert.ErrorIs(t, err, retry.ErrKeyReuse)
 	assert.Empty(t, v)
 	assert.Equal(t, int32(1), calls.Load(), "fn is not called for a reused key")
 
-	v, err = retry.DoValueWith(ctx, r, fn)
+	v, err = retry.DoValueOn(ctx, r, fn)
 	require.NoError(t, err)
 	assert.Equal(t, "charged", v, "the stored outcome is unchanged")
 	assert.Equal(t, int32(1), calls.Load())
@@ -90,7 +90,7 @@ func TestDoStoreDown(t *testing.T) {
 	err = retry.Do(context.Background(), func(context.Context) error {
 		called = true
 		return nil
-	}, retry.WithIdempotency(store, "order-1"), retry.WithIdempotencyStoreTimeout(time.Second))
+	}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-1", StoreTimeout: time.Second}))
 	require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
 	assert.False(t, called, "fn must not run when the store cannot say whether it ran")
 	assert.ErrorContains(t, err, "pgstore: claim", "the store's error is kept")

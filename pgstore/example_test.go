@@ -27,12 +27,12 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	r, err := retry.New(retry.WithIdempotency(store, ""))
+	r, err := retry.New(retry.WithIdempotency(store, nil))
 	if err != nil {
 		log.Fatal(err)
 	}
 	ctx = retry.ContextWithIdempotencyKey(ctx, "charge:order-42")
-	receipt, err := retry.DoValueWith(ctx, r, func(ctx context.Context) (string, error) {
+	receipt, err := retry.DoValueOn(ctx, r, func(ctx context.Context) (string, error) {
 		return "receipt-1", nil // the side effect, run once per key
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -40,11 +41,10 @@ func TestChildDo(t *testing.T) {
 	require.NoError(t, err)
 	prefix := os.Getenv(prefixEnv)
 	r, err := retry.New(
-		retry.WithIdempotency(store, ""),
-		retry.WithIdempotencyWait(true),
+		retry.WithIdempotency(store, nil),
 		retry.WithBackoff(retry.Constant(time.Millisecond)),
 		retry.WithJitter(retry.NoJitter),
-		retry.WithMaxAttempts(retry.Unlimited),
+		retry.WithMaxAttempts(math.MaxInt),
 	)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -62,7 +62,7 @@ func TestChildDo(t *testing.T) {
 			for i := range keys {
 				key := fmt.Sprintf("%s%d", prefix, i)
 				runner := fmt.Sprintf("pid %d goroutine %d", pid, g)
-				v, err := retry.DoValueWith(retry.ContextWithIdempotencyKey(ctx, key), r, func(ctx context.Context) (string, error) {
+				v, err := retry.DoValueOn(retry.ContextWithIdempotencyKey(ctx, key), r, func(ctx context.Context) (string, error) {
 					if err := fx.insert(ctx, key, runner); err != nil {
 						return "", err
 					}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -90,7 +91,7 @@ func TestChildHoldClaim(t *testing.T) {
 		os.Stdout.WriteString("\nclaimed\n")
 		time.Sleep(time.Hour) // killed long before
 		return nil
-	}, retry.WithIdempotency(store, "order-1"), retry.WithIdempotencyLease(time.Minute))
+	}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-1", Lease: time.Minute}))
 	t.Errorf("Do returned %v; the process should have been killed", err)
 }
 
@@ -115,9 +116,7 @@ func TestKilledHolder(t *testing.T) {
 	store, err := pgstore.New(pool, pgstore.WithTable(table), pgstore.WithClock(mock))
 	require.NoError(t, err)
 	r, err := retry.New(
-		retry.WithIdempotency(store, "order-1"),
-		retry.WithIdempotencyWait(false),
-		retry.WithIdempotencyLease(time.Minute),
+		retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-1", FailWhileHeld: true, Lease: time.Minute}),
 		retry.WithBackoff(retry.Constant(time.Millisecond)),
 		retry.WithJitter(retry.NoJitter),
 	)
@@ -130,17 +129,17 @@ func TestKilledHolder(t *testing.T) {
 	ctx := context.Background()
 
 	mock.Add(time.Minute - time.Microsecond)
-	_, err = retry.DoValueWith(ctx, r, fn)
+	_, err = retry.DoValueOn(ctx, r, fn)
 	assert.ErrorIs(t, err, retry.ErrInProgress, "the dead holder's lease still runs")
 	assert.Equal(t, int32(0), runs.Load())
 
 	mock.Add(time.Microsecond)
-	waiting, err := r.With(retry.WithIdempotencyWait(true), retry.WithMaxAttempts(retry.Unlimited))
+	waiting, err := r.With(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-1", Lease: time.Minute}), retry.WithMaxAttempts(math.MaxInt))
 	require.NoError(t, err)
 	values := make(chan string, 8)
 	for range cap(values) {
 		go func() {
-			v, err := retry.DoValueWith(ctx, waiting, fn)
+			v, err := retry.DoValueOn(ctx, waiting, fn)
 			assert.NoError(t, err)
 			values <- v
 		}()

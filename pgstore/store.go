@@ -98,11 +98,11 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 		case !completed:
 			return retry.Claim{Status: retry.ClaimHeld, Fingerprint: string(fp)}, nil
 		}
-		rec := retry.Record{Permanent: permanent, Value: value}
+		rec := retry.StoredOutcome{Permanent: permanent, Value: value}
 		if msg != nil {
 			rec.Error = *msg
 		}
-		return retry.Claim{Status: retry.ClaimCompleted, Fingerprint: string(fp), Record: rec}, nil
+		return retry.Claim{Status: retry.ClaimCompleted, Fingerprint: string(fp), Outcome: rec}, nil
 	}
 	return retry.Claim{}, fmt.Errorf("pgstore: claim: the row changed under %d reads in a row; try again", maxClaimReads)
 }
@@ -129,7 +129,7 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 // It returns an error matching [retry.ErrLeaseLost], storing nothing, when
 // token no longer holds key. retention must not be negative; 0 stores an
 // outcome that expires at once.
-func (s *Store) Complete(ctx context.Context, key, token string, rec retry.Record, retention time.Duration) error {
+func (s *Store) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
 	if retention < 0 {
 		return fmt.Errorf("%w: pgstore: complete: the retention is %v; it must not be negative", retry.ErrInvalidOption, retention)
 	}

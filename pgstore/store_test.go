@@ -27,16 +27,16 @@ func TestClaimCompleteReplay(t *testing.T) {
 	assert.Equal(t, retry.Claim{Status: retry.ClaimHeld, Fingerprint: "fp1"}, held)
 
 	require.NoError(t, store.Renew(ctx, "k", c.Token, time.Minute))
-	rec := retry.Record{Value: []byte(`{"id":7}`)}
+	rec := retry.StoredOutcome{Value: []byte(`{"id":7}`)}
 	require.NoError(t, store.Complete(ctx, "k", c.Token, rec, time.Hour))
 
 	done, err := store.Claim(ctx, "k", "fp2", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp1", Record: rec}, done)
+	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp1", Outcome: rec}, done)
 
 	// The token ended with the outcome.
 	assert.ErrorIs(t, store.Renew(ctx, "k", c.Token, time.Minute), retry.ErrLeaseLost)
-	assert.ErrorIs(t, store.Complete(ctx, "k", c.Token, retry.Record{Value: []byte("other")}, time.Hour), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Complete(ctx, "k", c.Token, retry.StoredOutcome{Value: []byte("other")}, time.Hour), retry.ErrLeaseLost)
 	require.NoError(t, store.Release(ctx, "k", c.Token))
 	again, err := store.Claim(ctx, "k", "fp1", time.Minute)
 	require.NoError(t, err)
@@ -48,12 +48,12 @@ func TestPermanentFailureRecord(t *testing.T) {
 	ctx := context.Background()
 	c, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	rec := retry.Record{Permanent: true, Error: "card declined"}
+	rec := retry.StoredOutcome{Permanent: true, Error: "card declined"}
 	require.NoError(t, store.Complete(ctx, "k", c.Token, rec, time.Hour))
 
 	got, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp", Record: rec}, got)
+	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp", Outcome: rec}, got)
 }
 
 func TestFencing(t *testing.T) {
@@ -64,7 +64,7 @@ func TestFencing(t *testing.T) {
 	const forged = "00000000000000000000000000000000"
 
 	assert.ErrorIs(t, store.Renew(ctx, "k", forged, time.Minute), retry.ErrLeaseLost)
-	assert.ErrorIs(t, store.Complete(ctx, "k", forged, retry.Record{Value: []byte("x")}, time.Hour), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Complete(ctx, "k", forged, retry.StoredOutcome{Value: []byte("x")}, time.Hour), retry.ErrLeaseLost)
 	require.NoError(t, store.Release(ctx, "k", forged))
 	assert.ErrorIs(t, store.Renew(ctx, "other", c.Token, time.Minute), retry.ErrLeaseLost, "a token holds only its own key")
 
@@ -113,13 +113,13 @@ func TestLeaseExpiryTakeover(t *testing.T) {
 
 	// The first holder woke up late: it is fenced off.
 	assert.ErrorIs(t, store.Renew(ctx, "k", a.Token, time.Minute), retry.ErrLeaseLost)
-	assert.ErrorIs(t, store.Complete(ctx, "k", a.Token, retry.Record{Value: []byte("a")}, time.Hour), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Complete(ctx, "k", a.Token, retry.StoredOutcome{Value: []byte("a")}, time.Hour), retry.ErrLeaseLost)
 	require.NoError(t, store.Release(ctx, "k", a.Token))
 
-	require.NoError(t, store.Complete(ctx, "k", b.Token, retry.Record{Value: []byte("b")}, time.Hour))
+	require.NoError(t, store.Complete(ctx, "k", b.Token, retry.StoredOutcome{Value: []byte("b")}, time.Hour))
 	got, err := store.Claim(ctx, "k", "fp-b", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp-b", Record: retry.Record{Value: []byte("b")}}, got)
+	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp-b", Outcome: retry.StoredOutcome{Value: []byte("b")}}, got)
 }
 
 func TestRenewExtendsLease(t *testing.T) {
@@ -151,13 +151,13 @@ func TestRetentionExpiry(t *testing.T) {
 
 	a, err := store.Claim(ctx, "k", "fp-a", time.Minute)
 	require.NoError(t, err)
-	rec := retry.Record{Value: []byte("v")}
+	rec := retry.StoredOutcome{Value: []byte("v")}
 	require.NoError(t, store.Complete(ctx, "k", a.Token, rec, 24*time.Hour))
 
 	mock.Add(24*time.Hour - time.Microsecond)
 	got, err := store.Claim(ctx, "k", "fp-b", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp-a", Record: rec}, got)
+	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp-a", Outcome: rec}, got)
 
 	mock.Add(time.Microsecond)
 	b, err := store.Claim(ctx, "k", "fp-b", time.Minute)
@@ -181,16 +181,16 @@ func TestServerClock(t *testing.T) {
 	require.Equal(t, retry.ClaimHeld, held.Status)
 	require.NoError(t, store.Renew(ctx, "lease", a.Token, time.Millisecond))
 	b := pollAcquired(t, store, "lease")
-	assert.ErrorIs(t, store.Complete(ctx, "lease", a.Token, retry.Record{}, time.Hour), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Complete(ctx, "lease", a.Token, retry.StoredOutcome{}, time.Hour), retry.ErrLeaseLost)
 
-	require.NoError(t, store.Complete(ctx, "lease", b.Token, retry.Record{Value: []byte("v")}, time.Hour))
+	require.NoError(t, store.Complete(ctx, "lease", b.Token, retry.StoredOutcome{Value: []byte("v")}, time.Hour))
 	done, err := store.Claim(ctx, "lease", "fp", time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, retry.ClaimCompleted, done.Status)
 
 	c, err := store.Claim(ctx, "retention", "fp", time.Hour)
 	require.NoError(t, err)
-	require.NoError(t, store.Complete(ctx, "retention", c.Token, retry.Record{Value: []byte("v")}, time.Millisecond))
+	require.NoError(t, store.Complete(ctx, "retention", c.Token, retry.StoredOutcome{Value: []byte("v")}, time.Millisecond))
 	pollAcquired(t, store, "retention")
 }
 
@@ -226,11 +226,11 @@ func TestAnyBytesInKeyAndFingerprint(t *testing.T) {
 	held, err := store.Claim(ctx, key, "x", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, fp, held.Fingerprint)
-	rec := retry.Record{Value: []byte{0, 1, 2, 255}}
+	rec := retry.StoredOutcome{Value: []byte{0, 1, 2, 255}}
 	require.NoError(t, store.Complete(ctx, key, c.Token, rec, time.Hour))
 	done, err := store.Claim(ctx, key, "x", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec}, done)
+	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Outcome: rec}, done)
 }
 
 // TestConcurrentClaims races goroutines for the same keys: exactly one
@@ -259,10 +259,10 @@ func TestConcurrentClaims(t *testing.T) {
 					acquired[key]++
 					mu.Unlock()
 					if g%2 == 0 {
-						assert.NoError(t, store.Complete(ctx, key, c.Token, retry.Record{Value: []byte(key)}, time.Hour))
+						assert.NoError(t, store.Complete(ctx, key, c.Token, retry.StoredOutcome{Value: []byte(key)}, time.Hour))
 					}
 				case retry.ClaimCompleted:
-					assert.Equal(t, []byte(key), c.Record.Value)
+					assert.Equal(t, []byte(key), c.Outcome.Value)
 					assert.Equal(t, "fp", c.Fingerprint)
 				default:
 					assert.Equal(t, retry.ClaimHeld, c.Status)
@@ -291,9 +291,9 @@ func TestCleanupDeletesExpiredRows(t *testing.T) {
 	abandoned := claim("abandoned", time.Minute)
 	claim("running", time.Hour)
 	old := claim("old", time.Minute)
-	require.NoError(t, store.Complete(ctx, "old", old.Token, retry.Record{}, time.Minute))
+	require.NoError(t, store.Complete(ctx, "old", old.Token, retry.StoredOutcome{}, time.Minute))
 	kept := claim("kept", time.Minute)
-	require.NoError(t, store.Complete(ctx, "kept", kept.Token, retry.Record{Value: []byte("v")}, time.Hour))
+	require.NoError(t, store.Complete(ctx, "kept", kept.Token, retry.StoredOutcome{Value: []byte("v")}, time.Hour))
 
 	mock.Add(time.Minute)
 	n, err := store.Cleanup(ctx)
@@ -310,7 +310,7 @@ func TestCleanupDeletesExpiredRows(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	assert.Equal(t, []string{"kept", "running"}, left)
-	assert.ErrorIs(t, store.Complete(ctx, "abandoned", abandoned.Token, retry.Record{}, time.Hour), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Complete(ctx, "abandoned", abandoned.Token, retry.StoredOutcome{}, time.Hour), retry.ErrLeaseLost)
 
 	n, err = store.Cleanup(ctx)
 	require.NoError(t, err)
@@ -335,7 +335,7 @@ func TestInvalidDurations(t *testing.T) {
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.ErrorContains(t, err, "lease")
 	assert.ErrorIs(t, store.Renew(ctx, "k", "t", -time.Second), retry.ErrInvalidOption)
-	err = store.Complete(ctx, "k", "t", retry.Record{}, -time.Second)
+	err = store.Complete(ctx, "k", "t", retry.StoredOutcome{}, -time.Second)
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.ErrorContains(t, err, "retention")
 }
@@ -350,7 +350,7 @@ func TestStoreDown(t *testing.T) {
 	assert.NotErrorIs(t, err, retry.ErrLeaseLost)
 	assert.ErrorContains(t, err, "pgstore: claim")
 	assert.Error(t, store.Renew(ctx, "k", "t", time.Minute))
-	assert.Error(t, store.Complete(ctx, "k", "t", retry.Record{}, time.Minute))
+	assert.Error(t, store.Complete(ctx, "k", "t", retry.StoredOutcome{}, time.Minute))
 	assert.Error(t, store.Release(ctx, "k", "t"))
 	assert.Error(t, store.Migrate(ctx))
 	_, err = store.Cleanup(ctx)

@@ -15,7 +15,7 @@ import (
 func BenchmarkClaimComplete(b *testing.B) {
 	s, rt := newCountedStore(b, 1)
 	ctx := context.Background()
-	rec := retry.Record{Value: []byte(`{"id":42,"status":"ok"}`)}
+	rec := retry.StoredOutcome{Value: []byte(`{"id":42,"status":"ok"}`)}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -38,7 +38,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 func BenchmarkClaimCompleteParallel(b *testing.B) {
 	s, rt := newCountedStore(b, 0)
 	ctx := context.Background()
-	rec := retry.Record{Value: []byte(`{"id":42,"status":"ok"}`)}
+	rec := retry.StoredOutcome{Value: []byte(`{"id":42,"status":"ok"}`)}
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -63,7 +63,7 @@ func BenchmarkClaimCompleteParallel(b *testing.B) {
 // whose fn succeeds at once: claim, fn, complete.
 func BenchmarkDo(b *testing.B) {
 	s, rt := newCountedStore(b, 1)
-	r, err := retry.New(retry.WithIdempotency(s, ""))
+	r, err := retry.New(retry.WithIdempotency(s, nil))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func BenchmarkDo(b *testing.B) {
 	for b.Loop() {
 		ctx := retry.ContextWithIdempotencyKey(context.Background(), strconv.Itoa(i))
 		i++
-		if _, err := retry.DoValueWith(ctx, r, fn); err != nil {
+		if _, err := retry.DoValueOn(ctx, r, fn); err != nil {
 			b.Fatal(err)
 		}
 	}

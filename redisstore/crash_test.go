@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -63,7 +64,7 @@ func runHelperProcess(role string) int {
 				running <- fmt.Sprintf("%d %d", i, before.UnixNano())
 				time.Sleep(time.Minute) // the parent kills us long before
 				return nil
-			}, retry.WithIdempotency(s, crashKey(i)), retry.WithIdempotencyLease(lease), retry.WithPayload(crashPayload))
+			}, retry.WithIdempotency(s, &retry.IdempotencyOptions{Key: crashKey(i), Lease: lease}), retry.WithPayload(crashPayload))
 			fmt.Fprintln(os.Stderr, "helper was not killed:", err)
 			os.Exit(3)
 		}()
@@ -137,9 +138,9 @@ func TestKilledHolderBlocksUntilLeaseExpires(t *testing.T) {
 			}
 		}
 	)
-	r, err := retry.New(retry.WithIdempotency(s, ""), retry.WithIdempotencyWait(false), retry.WithPayload(crashPayload),
+	r, err := retry.New(retry.WithIdempotency(s, &retry.IdempotencyOptions{FailWhileHeld: true}), retry.WithPayload(crashPayload),
 		retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter),
-		retry.WithMaxAttempts(retry.Unlimited), retry.WithMaxElapsed(10*time.Second),
+		retry.WithMaxAttempts(math.MaxInt), retry.WithMaxElapsed(10*time.Second),
 		retry.WithObserver(inProgressObserver(heldBefore)))
 	require.NoError(t, err)
 	for i := range crashKeys {
@@ -195,5 +196,5 @@ func (o inProgressObserver) OnAttemptEnd(ctx context.Context, e retry.AttemptEnd
 	}
 }
 func (inProgressObserver) OnAttemptStart(context.Context, retry.AttemptStart) {}
-func (inProgressObserver) OnRetry(context.Context, retry.RetryScheduled)      {}
+func (inProgressObserver) OnRetry(context.Context, retry.Scheduled)           {}
 func (inProgressObserver) OnDone(context.Context, retry.Done)                 {}

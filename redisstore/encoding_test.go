@@ -22,7 +22,7 @@ func TestTokenLengthMatchesScripts(t *testing.T) {
 }
 
 // completed is what completeSrc makes of a claimed value.
-func completed(claimed, id string, rec retry.Record) string {
+func completed(claimed, id string, rec retry.StoredOutcome) string {
 	state, suffix := encodeOutcome(rec)
 	return state + id + claimed[1+tokenLen:] + suffix
 }
@@ -34,7 +34,7 @@ func TestEncodingRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, decoded{state: stateClaimed, token: token, fingerprint: f}, c)
 
-		for _, rec := range []retry.Record{
+		for _, rec := range []retry.StoredOutcome{
 			{}, {Value: []byte{}}, {Value: []byte("-")}, {Value: []byte("5:abc")},
 			{Permanent: true, Error: "boom"}, {Permanent: true, Value: []byte("1:"), Error: "-"},
 		} {
@@ -66,8 +66,8 @@ func TestDecodeRejectsForeignValues(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	token := rand.Text()
 	f.Add(encodeClaim(token, "fp"))
-	f.Add(completed(encodeClaim(token, "fp"), rand.Text(), retry.Record{Value: []byte("v")}))
-	f.Add(completed(encodeClaim(token, ""), rand.Text(), retry.Record{Permanent: true, Error: "e"}))
+	f.Add(completed(encodeClaim(token, "fp"), rand.Text(), retry.StoredOutcome{Value: []byte("v")}))
+	f.Add(completed(encodeClaim(token, ""), rand.Text(), retry.StoredOutcome{Permanent: true, Error: "e"}))
 	f.Fuzz(func(t *testing.T, v string) {
 		d, err := decode(v)
 		if err != nil {

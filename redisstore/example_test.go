@@ -22,13 +22,13 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	r, err := retry.New(retry.WithIdempotency(store, "")) // one Retrier, shared
+	r, err := retry.New(retry.WithIdempotency(store, nil)) // one Retrier, shared
 	if err != nil {
 		panic(err)
 	}
 
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "charge:order-42")
-	receipt, err := retry.DoValueWith(ctx, r, func(ctx context.Context) (string, error) {
+	receipt, err := retry.DoValueOn(ctx, r, func(ctx context.Context) (string, error) {
 		return "receipt-1", nil // the call to the payment provider
 	})
 	fmt.Println(receipt, err)

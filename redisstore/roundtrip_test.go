@@ -86,7 +86,7 @@ func newCountedStore(tb testing.TB, poolSize int) (*redisstore.Store, *roundTrip
 	require.NoError(tb, s.Release(ctx, "warm", cl.Token))
 	cl, err = s.Claim(ctx, "warm", fp, time.Minute)
 	require.NoError(tb, err)
-	require.NoError(tb, s.Complete(ctx, "warm", cl.Token, retry.Record{}, time.Minute))
+	require.NoError(tb, s.Complete(ctx, "warm", cl.Token, retry.StoredOutcome{}, time.Minute))
 	rt.reset()
 	return s, rt
 }
@@ -102,7 +102,7 @@ func TestRoundTrips(t *testing.T) {
 		cl, err := s.Claim(ctx, key, fp, time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, retry.ClaimAcquired, cl.Status)
-		require.NoError(t, s.Complete(ctx, key, cl.Token, retry.Record{Value: []byte("v")}, time.Minute))
+		require.NoError(t, s.Complete(ctx, key, cl.Token, retry.StoredOutcome{Value: []byte("v")}, time.Minute))
 	}
 	assert.Equal(t, int64(2*keys), rt.writes.Load(), "round trips for %d first-time keys", keys)
 	assert.Equal(t, int64(2*keys), rt.commands.Load())
@@ -124,7 +124,7 @@ func TestRoundTrips(t *testing.T) {
 // each retry one more (renew).
 func TestRoundTripsThroughDo(t *testing.T) {
 	s, rt := newCountedStore(t, 1)
-	r, err := retry.New(retry.WithIdempotency(s, ""), retry.WithBackoff(retry.Constant(0)))
+	r, err := retry.New(retry.WithIdempotency(s, nil), retry.WithBackoff(retry.Constant(0)))
 	require.NoError(t, err)
 	ok := func(context.Context) (string, error) { return "receipt", nil }
 	failOnce := func() func(context.Context) (string, error) {
@@ -151,7 +151,7 @@ func TestRoundTripsThroughDo(t *testing.T) {
 	for _, tc := range cases {
 		rt.reset()
 		ctx := retry.ContextWithIdempotencyKey(context.Background(), tc.key)
-		v, err := retry.DoValueWith(ctx, r, tc.fn)
+		v, err := retry.DoValueOn(ctx, r, tc.fn)
 		require.NoError(t, err)
 		require.Equal(t, "receipt", v)
 		assert.Equal(t, tc.want, rt.writes.Load(), "round trips: %s", tc.name)

@@ -98,7 +98,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 	}
 	switch {
 	case d.state != stateClaimed:
-		return retry.Claim{Status: retry.ClaimCompleted, Fingerprint: d.fingerprint, Record: d.record}, nil
+		return retry.Claim{Status: retry.ClaimCompleted, Fingerprint: d.fingerprint, Outcome: d.record}, nil
 	case d.token == token:
 		// Our own claim: the client re-sent the script after losing the
 		// reply to the first send, which had claimed the key.
@@ -128,7 +128,7 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 // Complete implements [retry.IdempotencyStore]: it replaces the claim by
 // rec, kept for retention (the key's new PX), if token still holds the
 // claim, and returns retry.ErrLeaseLost if not.
-func (s *Store) Complete(ctx context.Context, key, token string, rec retry.Record, retention time.Duration) error {
+func (s *Store) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
 	ms, err := millis("complete", "retention", retention)
 	if err != nil {
 		return err

@@ -65,7 +65,7 @@ func TestBadDurationsAreRejectedWithoutWriting(t *testing.T) {
 	err = s.Renew(ctx, "k", cl.Token, 0)
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "renew: the lease must be positive")
-	err = s.Complete(ctx, "k", cl.Token, retry.Record{Value: []byte("v")}, -1)
+	err = s.Complete(ctx, "k", cl.Token, retry.StoredOutcome{Value: []byte("v")}, -1)
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "complete: the retention must be positive")
 	// Still claimed by cl: nothing was written.
@@ -143,7 +143,7 @@ func TestSubMillisecondDurationsRoundUpToOneMillisecond(t *testing.T) {
 			cl, err = s.Claim(ctx, "complete", fp, long)
 			require.NoError(t, err)
 			h.take()
-			require.NoError(t, s.Complete(ctx, "complete", cl.Token, retry.Record{Value: []byte("v")}, d))
+			require.NoError(t, s.Complete(ctx, "complete", cl.Token, retry.StoredOutcome{Value: []byte("v")}, d))
 			requirePX1(t, h, "complete")
 
 			// Redis holds each key for that millisecond, then drops it.
@@ -190,7 +190,7 @@ func TestClaimOfHeldKeyReturnsStoredFingerprint(t *testing.T) {
 }
 
 func TestCompleteStoresRecordForRetention(t *testing.T) {
-	cases := map[string]retry.Record{
+	cases := map[string]retry.StoredOutcome{
 		"value":             {Value: []byte(`{"id":42}`)},
 		"empty value":       {Value: []byte{}},
 		"nil value":         {},
@@ -212,7 +212,7 @@ func TestCompleteStoresRecordForRetention(t *testing.T) {
 			assert.Greater(t, ttl, time.Hour, "retention replaced the lease")
 			got, err := s.Claim(ctx, "k", "other", time.Minute)
 			require.NoError(t, err)
-			assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fingerprint, Record: rec}, got)
+			assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fingerprint, Outcome: rec}, got)
 		})
 	}
 }
@@ -244,14 +244,14 @@ func TestWrongTokenIsFenced(t *testing.T) {
 
 	for _, token := range []string{"", "short", cl.Token[:25] + "X", cl.Token + "X"} {
 		assert.ErrorIs(t, s.Renew(ctx, "k", token, long), retry.ErrLeaseLost, "renew %q", token)
-		assert.ErrorIs(t, s.Complete(ctx, "k", token, retry.Record{Value: []byte("stale")}, long), retry.ErrLeaseLost, "complete %q", token)
+		assert.ErrorIs(t, s.Complete(ctx, "k", token, retry.StoredOutcome{Value: []byte("stale")}, long), retry.ErrLeaseLost, "complete %q", token)
 		assert.NoError(t, s.Release(ctx, "k", token), "release %q", token)
 	}
 	after, err := c.Get(ctx, prefix+"k").Result()
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "nothing changed")
 	assert.ErrorIs(t, s.Renew(ctx, "absent", cl.Token, long), retry.ErrLeaseLost)
-	assert.ErrorIs(t, s.Complete(ctx, "absent", cl.Token, retry.Record{}, long), retry.ErrLeaseLost)
+	assert.ErrorIs(t, s.Complete(ctx, "absent", cl.Token, retry.StoredOutcome{}, long), retry.ErrLeaseLost)
 	assert.NoError(t, s.Release(ctx, "absent", cl.Token))
 	n, err := c.Exists(ctx, prefix+"absent").Result()
 	require.NoError(t, err)
@@ -277,27 +277,27 @@ func TestReleaseFreesKeyAtOnce(t *testing.T) {
 func TestReleaseAfterCompleteKeepsRecord(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := context.Background()
-	rec := retry.Record{Value: []byte("done")}
+	rec := retry.StoredOutcome{Value: []byte("done")}
 	token := completeKey(t, s, "k", rec)
 	require.NoError(t, s.Release(ctx, "k", token))
 	assert.ErrorIs(t, s.Renew(ctx, "k", token, long), retry.ErrLeaseLost, "a completed key has no lease")
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec})
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Outcome: rec})
 }
 
 // A second Complete under the same token is refused: the claim ended
 // with the first.
 func TestCompleteTwiceIsRefused(t *testing.T) {
 	s, _, _ := newStore(t)
-	rec := retry.Record{Value: []byte("first")}
+	rec := retry.StoredOutcome{Value: []byte("first")}
 	token := completeKey(t, s, "k", rec)
-	err := s.Complete(context.Background(), "k", token, retry.Record{Value: []byte("second")}, long)
+	err := s.Complete(context.Background(), "k", token, retry.StoredOutcome{Value: []byte("second")}, long)
 	assert.ErrorIs(t, err, retry.ErrLeaseLost)
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec})
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Outcome: rec})
 }
 
 // completeKey claims key under fp, completes it with rec and returns the
 // claim's token.
-func completeKey(t *testing.T, s *redisstore.Store, key string, rec retry.Record) string {
+func completeKey(t *testing.T, s *redisstore.Store, key string, rec retry.StoredOutcome) string {
 	t.Helper()
 	ctx := context.Background()
 	cl, err := s.Claim(ctx, key, fp, long)
@@ -342,7 +342,7 @@ func TestResentCommandsKeepTheirMeaning(t *testing.T) {
 	warm, err := s.Claim(ctx, "warm", fp, long)
 	require.NoError(t, err)
 	require.NoError(t, s.Renew(ctx, "warm", warm.Token, long))
-	require.NoError(t, s.Complete(ctx, "warm", warm.Token, retry.Record{}, long))
+	require.NoError(t, s.Complete(ctx, "warm", warm.Token, retry.StoredOutcome{}, long))
 	require.NoError(t, s.Release(ctx, "warm", warm.Token))
 
 	c.AddHook(resendHook{})
@@ -350,9 +350,9 @@ func TestResentCommandsKeepTheirMeaning(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, retry.ClaimAcquired, cl.Status, "the re-sent claim finds its own token")
 	require.NoError(t, s.Renew(ctx, "k", cl.Token, long))
-	rec := retry.Record{Value: []byte("v")}
+	rec := retry.StoredOutcome{Value: []byte("v")}
 	require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, long))
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec})
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Outcome: rec})
 
 	other, err := s.Claim(ctx, "k2", fp, long)
 	require.NoError(t, err)
@@ -382,13 +382,13 @@ func TestLeaseExpiryLetsAnotherCallerTakeOver(t *testing.T) {
 	// The stale holder is fenced off: it can neither renew, complete nor
 	// release the new holder's claim.
 	assert.ErrorIs(t, s.Renew(ctx, "k", stale.Token, long), retry.ErrLeaseLost)
-	assert.ErrorIs(t, s.Complete(ctx, "k", stale.Token, retry.Record{Value: []byte("stale")}, long), retry.ErrLeaseLost)
+	assert.ErrorIs(t, s.Complete(ctx, "k", stale.Token, retry.StoredOutcome{Value: []byte("stale")}, long), retry.ErrLeaseLost)
 	require.NoError(t, s.Release(ctx, "k", stale.Token))
 	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: "fp-2"})
 
-	rec := retry.Record{Value: []byte("fresh")}
+	rec := retry.StoredOutcome{Value: []byte("fresh")}
 	require.NoError(t, s.Complete(ctx, "k", fresh.Token, rec, long))
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp-2", Record: rec})
+	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp-2", Outcome: rec})
 }
 
 func TestRetentionExpiryFreesKey(t *testing.T) {
@@ -396,14 +396,14 @@ func TestRetentionExpiryFreesKey(t *testing.T) {
 	ctx := context.Background()
 	cl, err := s.Claim(ctx, "k", fp, long)
 	require.NoError(t, err)
-	rec := retry.Record{Value: []byte("v")}
+	rec := retry.StoredOutcome{Value: []byte("v")}
 	require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, 5*time.Millisecond))
 
 	eventually(t, "the 5ms retention to expire", func() bool {
 		got, err := s.Claim(ctx, "k", "fp-2", long)
 		require.NoError(t, err)
 		if got.Status != retry.ClaimAcquired {
-			require.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Record: rec}, got)
+			require.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Outcome: rec}, got)
 		}
 		return got.Status == retry.ClaimAcquired
 	})
@@ -504,7 +504,7 @@ func TestUnreachableServerGivesErrors(t *testing.T) {
 	_, err = s.Claim(ctx, "k", fp, long)
 	assertStoreError(t, "redisstore: claim: ", err)
 	assertStoreError(t, "redisstore: renew: ", s.Renew(ctx, "k", "token", long))
-	assertStoreError(t, "redisstore: complete: ", s.Complete(ctx, "k", "token", retry.Record{}, long))
+	assertStoreError(t, "redisstore: complete: ", s.Complete(ctx, "k", "token", retry.StoredOutcome{}, long))
 	assertStoreError(t, "redisstore: release: ", s.Release(ctx, "k", "token"))
 }
 

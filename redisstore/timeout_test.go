@@ -67,7 +67,7 @@ func TestDoFailsClosedWhenRedisHangs(t *testing.T) {
 	called := false
 	start := time.Now()
 	err = retry.Do(ctx, func(context.Context) error { called = true; return nil },
-		retry.WithIdempotency(s, ""), retry.WithIdempotencyStoreTimeout(20*time.Millisecond))
+		retry.WithIdempotency(s, &retry.IdempotencyOptions{StoreTimeout: 20 * time.Millisecond}))
 	require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.False(t, called)

@@ -205,7 +205,7 @@ func (o *Observer) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 
 // OnRetry counts a wait in progress when the retry has a delay, and adds a
 // "retry" event to the span in ctx.
-func (o *Observer) OnRetry(ctx context.Context, e retry.RetryScheduled) {
+func (o *Observer) OnRetry(ctx context.Context, e retry.Scheduled) {
 	if e.Delay > 0 {
 		o.waiting.Add(ctx, 1, o.ops.Get(e.Name).add...)
 	}
@@ -235,10 +235,10 @@ func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
 	if e.Waited {
 		o.waiting.Add(ctx, -1, s.add...)
 	}
-	switch e.DeadLetter {
-	case retry.DeadLetterRecorded:
+	switch {
+	case e.DeadLettered:
 		o.deadLetters.Add(ctx, 1, s.recorded...)
-	case retry.DeadLetterFailed:
+	case e.DeadLetterFailed:
 		o.deadLetters.Add(ctx, 1, s.failed...)
 	}
 	o.perCall.Record(ctx, int64(e.Attempts), s.record...)
@@ -251,10 +251,10 @@ func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
 			attribute.Int("retry.attempts", e.Attempts),
 			attribute.Float64("retry.elapsed", e.Elapsed.Seconds()),
 		}
-		switch e.DeadLetter {
-		case retry.DeadLetterRecorded:
+		switch {
+		case e.DeadLettered:
 			attrs = append(attrs, attribute.String("retry.dead_letter", "recorded"))
-		case retry.DeadLetterFailed:
+		case e.DeadLetterFailed:
 			attrs = append(attrs, attribute.String("retry.dead_letter", "failed"))
 		}
 		if e.Err != nil {

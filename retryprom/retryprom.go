@@ -230,7 +230,7 @@ func (o *Observer) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
 func (o *Observer) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 
 // OnRetry counts a wait in progress when the retry has a delay.
-func (o *Observer) OnRetry(_ context.Context, e retry.RetryScheduled) {
+func (o *Observer) OnRetry(_ context.Context, e retry.Scheduled) {
 	if e.Delay > 0 {
 		o.lookup(e.Name).waiting.Inc()
 	}
@@ -248,10 +248,10 @@ func (o *Observer) OnDone(_ context.Context, e retry.Done) {
 	if e.Waited {
 		s.waiting.Dec()
 	}
-	switch e.DeadLetter {
-	case retry.DeadLetterRecorded:
+	switch {
+	case e.DeadLettered:
 		s.dlRecorded.Inc()
-	case retry.DeadLetterFailed:
+	case e.DeadLetterFailed:
 		s.dlFailed.Inc()
 	}
 	s.perCall.Observe(float64(e.Attempts))

@@ -198,9 +198,9 @@ func TestObserver_deadLetters(t *testing.T) {
 	t.Parallel()
 	obs, _ := newObserver(t, retryprom.Options{})
 	ctx := t.Context()
-	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 3, DeadLetter: retry.DeadLetterRecorded})
-	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 3, DeadLetter: retry.DeadLetterRecorded})
-	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomePermanent, Attempts: 1, DeadLetter: retry.DeadLetterFailed})
+	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 3, DeadLettered: true})
+	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 3, DeadLettered: true})
+	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomePermanent, Attempts: 1, DeadLetterFailed: true})
 	want := `
 # HELP retry_dead_letters_total Dead letters of failed calls, by result: recorded by a sink, or failed in every sink.
 # TYPE retry_dead_letters_total counter

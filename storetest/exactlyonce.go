@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,12 +63,11 @@ func TestExactlyOnce(t *testing.T, c ExactlyOnce) {
 		keys[i] = fmt.Sprintf("%sorder-%d", prefix, i)
 	}
 	opts := append([]retry.Option{
-		retry.WithIdempotencyWait(true),
 		retry.WithBackoff(retry.Constant(time.Millisecond)),
 		retry.WithJitter(retry.NoJitter),
-		retry.WithMaxAttempts(retry.Unlimited),
+		retry.WithMaxAttempts(math.MaxInt),
 	}, c.Options...)
-	r, err := retry.New(append(opts, retry.WithIdempotency(c.Store, ""))...)
+	r, err := retry.New(append(opts, retry.WithIdempotency(c.Store, nil))...)
 	if err != nil {
 		t.Fatalf("storetest: retry.New: %v", err)
 	}
@@ -83,7 +83,7 @@ func TestExactlyOnce(t *testing.T, c ExactlyOnce) {
 		go func() {
 			defer wg.Done()
 			for i, key := range keys {
-				v, err := retry.DoValueWith(retry.ContextWithIdempotencyKey(ctx, key), r, func(ctx context.Context) (string, error) {
+				v, err := retry.DoValueOn(retry.ContextWithIdempotencyKey(ctx, key), r, func(ctx context.Context) (string, error) {
 					calls[i].Add(1)
 					if c.SideEffect != nil {
 						if err := c.SideEffect(ctx, key); err != nil {

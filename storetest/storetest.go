@@ -107,7 +107,7 @@ func (f *fixture) expect(key, fp string, want retry.ClaimStatus, wantFP string) 
 	return cl
 }
 
-func (f *fixture) complete(key, token string, rec retry.Record, retention time.Duration) {
+func (f *fixture) complete(key, token string, rec retry.StoredOutcome, retention time.Duration) {
 	f.t.Helper()
 	if err := f.store.Complete(context.Background(), key, token, rec, retention); err != nil {
 		f.t.Fatalf("Complete(%q) with the holding token: %v", key, err)
@@ -121,7 +121,7 @@ func (f *fixture) wantLeaseLost(op string, err error) {
 	}
 }
 
-func sameRecord(t *testing.T, got, want retry.Record) {
+func sameRecord(t *testing.T, got, want retry.StoredOutcome) {
 	t.Helper()
 	if got.Permanent != want.Permanent || got.Error != want.Error || !bytes.Equal(got.Value, want.Value) {
 		t.Errorf("stored record: got {Permanent:%v Value:%q Error:%q}, want {Permanent:%v Value:%q Error:%q}",
@@ -160,34 +160,34 @@ var contract = []struct {
 	}},
 	{"complete-stores-value-and-fingerprint", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
-		rec := retry.Record{Value: []byte("{\"id\":42,\"bytes\":\"\\u0000\xff\"}")}
+		rec := retry.StoredOutcome{Value: []byte("{\"id\":42,\"bytes\":\"\\u0000\xff\"}")}
 		f.complete(f.key, tok, rec, long)
 		cl := f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1")
-		sameRecord(t, cl.Record, rec)
+		sameRecord(t, cl.Outcome, rec)
 		// A second look replays the same record: it is not consumed.
 		cl = f.expect(f.key, "fp2", retry.ClaimCompleted, "fp1")
-		sameRecord(t, cl.Record, rec)
+		sameRecord(t, cl.Outcome, rec)
 	}},
 	{"complete-stores-permanent-failure", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
-		rec := retry.Record{Permanent: true, Error: "card declined: insufficient funds"}
+		rec := retry.StoredOutcome{Permanent: true, Error: "card declined: insufficient funds"}
 		f.complete(f.key, tok, rec, long)
-		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Record, rec)
+		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Outcome, rec)
 	}},
 	{"completed-key-refuses-its-token", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
-		rec := retry.Record{Value: []byte("1")}
+		rec := retry.StoredOutcome{Value: []byte("1")}
 		f.complete(f.key, tok, rec, long)
 		f.wantLeaseLost("Renew after Complete", f.store.Renew(context.Background(), f.key, tok, long))
 		// A second Complete may be a re-sent call (its reply was lost), so
 		// nil is fine as well as ErrLeaseLost; the record must not change.
-		if err := f.store.Complete(context.Background(), f.key, tok, retry.Record{Value: []byte("2")}, long); err != nil && !errors.Is(err, retry.ErrLeaseLost) {
+		if err := f.store.Complete(context.Background(), f.key, tok, retry.StoredOutcome{Value: []byte("2")}, long); err != nil && !errors.Is(err, retry.ErrLeaseLost) {
 			t.Errorf("Complete after Complete: got %v, want nil or an error matching retry.ErrLeaseLost", err)
 		}
 		if err := f.store.Release(context.Background(), f.key, tok); err != nil {
 			t.Errorf("Release after Complete: got %v, want nil", err)
 		}
-		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Record, rec)
+		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Outcome, rec)
 	}},
 	{"release-frees-the-key", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
@@ -201,14 +201,14 @@ var contract = []struct {
 		tok := f.acquire(f.key, "fp1", long)
 		bad := tok + "x"
 		f.wantLeaseLost("Renew", f.store.Renew(context.Background(), f.key, bad, long))
-		f.wantLeaseLost("Complete", f.store.Complete(context.Background(), f.key, bad, retry.Record{Value: []byte("x")}, long))
+		f.wantLeaseLost("Complete", f.store.Complete(context.Background(), f.key, bad, retry.StoredOutcome{Value: []byte("x")}, long))
 		if err := f.store.Release(context.Background(), f.key, bad); err != nil {
 			t.Errorf("Release with a wrong token: got %v, want nil", err)
 		}
 		f.expect(f.key, "fp1", retry.ClaimHeld, "fp1")
 		f.wantLeaseLost("Renew of a never-claimed key", f.store.Renew(context.Background(), f.key+"/none", tok, long))
-		f.wantLeaseLost("Complete of a never-claimed key", f.store.Complete(context.Background(), f.key+"/none", tok, retry.Record{}, long))
-		f.complete(f.key, tok, retry.Record{Value: []byte("ok")}, long)
+		f.wantLeaseLost("Complete of a never-claimed key", f.store.Complete(context.Background(), f.key+"/none", tok, retry.StoredOutcome{}, long))
+		f.complete(f.key, tok, retry.StoredOutcome{Value: []byte("ok")}, long)
 	}},
 	{"lease-keeps-key-until-it-expires", func(t *testing.T, h Harness, f *fixture) {
 		f.acquire(f.key, "fp1", long)
@@ -223,14 +223,14 @@ var contract = []struct {
 			t.Fatalf("takeover reused the old token %q", old)
 		}
 		f.wantLeaseLost("Renew by the old holder", f.store.Renew(context.Background(), f.key, old, long))
-		f.wantLeaseLost("Complete by the old holder", f.store.Complete(context.Background(), f.key, old, retry.Record{Value: []byte("stale")}, long))
+		f.wantLeaseLost("Complete by the old holder", f.store.Complete(context.Background(), f.key, old, retry.StoredOutcome{Value: []byte("stale")}, long))
 		if err := f.store.Release(context.Background(), f.key, old); err != nil {
 			t.Errorf("Release by the old holder: got %v, want nil", err)
 		}
 		f.expect(f.key, "fp1", retry.ClaimHeld, "fp2")
-		rec := retry.Record{Value: []byte("fresh")}
+		rec := retry.StoredOutcome{Value: []byte("fresh")}
 		f.complete(f.key, tok, rec, long)
-		sameRecord(t, f.expect(f.key, "fp2", retry.ClaimCompleted, "fp2").Record, rec)
+		sameRecord(t, f.expect(f.key, "fp2", retry.ClaimCompleted, "fp2").Outcome, rec)
 	}},
 	{"renew-sets-lease-from-now", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
@@ -247,23 +247,23 @@ var contract = []struct {
 		}
 		h.Advance(t, 2*h.Short)
 		f.expect(f.key, "fp2", retry.ClaimHeld, "fp1")
-		f.complete(f.key, tok, retry.Record{Value: []byte("done")}, long)
+		f.complete(f.key, tok, retry.StoredOutcome{Value: []byte("done")}, long)
 	}},
 	{"retention-expiry-frees-the-key", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
-		f.complete(f.key, tok, retry.Record{Value: []byte("v1")}, h.Short)
+		f.complete(f.key, tok, retry.StoredOutcome{Value: []byte("v1")}, h.Short)
 		h.Advance(t, 2*h.Short)
 		tok2 := f.acquire(f.key, "fp2", long)
 		f.expect(f.key, "fp1", retry.ClaimHeld, "fp2")
-		f.wantLeaseLost("Complete by the first holder after retention", f.store.Complete(context.Background(), f.key, tok, retry.Record{Value: []byte("v1")}, long))
-		f.complete(f.key, tok2, retry.Record{Value: []byte("v2")}, long)
+		f.wantLeaseLost("Complete by the first holder after retention", f.store.Complete(context.Background(), f.key, tok, retry.StoredOutcome{Value: []byte("v1")}, long))
+		f.complete(f.key, tok2, retry.StoredOutcome{Value: []byte("v2")}, long)
 	}},
 	{"retention-keeps-record-until-it-expires", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
-		rec := retry.Record{Value: []byte("kept")}
+		rec := retry.StoredOutcome{Value: []byte("kept")}
 		f.complete(f.key, tok, rec, long)
 		h.Advance(t, 2*h.Short)
-		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Record, rec)
+		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Outcome, rec)
 	}},
 	{"keys-are-independent", func(t *testing.T, h Harness, f *fixture) {
 		f.acquire(f.key+"/a", "fp1", long)
@@ -271,12 +271,12 @@ var contract = []struct {
 		f.expect(f.key+"/a", "fp1", retry.ClaimHeld, "fp1")
 	}},
 	{"long-key", func(t *testing.T, h Harness, f *fixture) {
-		key := string(bytes.Repeat([]byte("k"), retry.MaxIdempotencyKeyLen-len(f.key)-1)) + "/" + f.key
-		if len(key) > retry.MaxIdempotencyKeyLen {
-			key = key[len(key)-retry.MaxIdempotencyKeyLen:]
+		key := string(bytes.Repeat([]byte("k"), 255-len(f.key)-1)) + "/" + f.key
+		if len(key) > 255 {
+			key = key[len(key)-255:]
 		}
 		tok := f.acquire(key, "fp1", long)
-		f.complete(key, tok, retry.Record{Value: []byte("v")}, long)
+		f.complete(key, tok, retry.StoredOutcome{Value: []byte("v")}, long)
 		f.expect(key, "fp1", retry.ClaimCompleted, "fp1")
 	}},
 	{"done-context-fails", func(t *testing.T, h Harness, f *fixture) {

@@ -58,7 +58,7 @@ func (l logAttempts) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
 	}
 	fmt.Fprintf(l.w, "  attempt %d: %s\n", e.Attempt, result)
 }
-func (l logAttempts) OnRetry(_ context.Context, e retry.RetryScheduled) {
+func (l logAttempts) OnRetry(_ context.Context, e retry.Scheduled) {
 	fmt.Fprintf(l.w, "  waiting %v\n", e.Delay.Round(time.Millisecond))
 }
 func (l logAttempts) OnDone(_ context.Context, e retry.Done) {
@@ -81,7 +81,7 @@ func run(ctx context.Context, w io.Writer, src rand.Source, deadLetterPath strin
 
 	fmt.Fprintln(w, "2. A server's Retry-After replaces the backoff:")
 	limited := &service{failures: 1, fail: func(int) error {
-		return retry.RetryAfter(errors.New("429 too many requests"), 250*time.Millisecond)
+		return retry.After(errors.New("429 too many requests"), 250*time.Millisecond)
 	}}
 	fmt.Fprintln(w, "  error:", r.Do(ctx, limited.call))
 
@@ -118,7 +118,7 @@ func deadLetters(ctx context.Context, w io.Writer, r *retry.Retrier, path string
 		return err
 	}
 	defer sink.Close()
-	invoices, err := r.With(retry.WithDeadLetter(sink), retry.WithName("send-invoice"),
+	invoices, err := r.With(retry.WithDeadLetter(sink, nil), retry.WithName("send-invoice"),
 		retry.WithPayload([]byte(`{"invoice":42}`)), retry.WithBackoff(retry.Constant(0)))
 	if err != nil {
 		return err

@@ -1,4 +1,6 @@
-package retry
+// Package retryhttp holds the HTTP side of retrying: reading a server's
+// Retry-After header.
+package retryhttp
 
 import (
 	"strconv"
@@ -11,8 +13,8 @@ import (
 // ("Wed, 21 Oct 2015 07:28:00 GMT"), which is taken relative to now. It
 // reports false for an empty, negative or malformed value, so that the
 // caller falls back to its backoff; a date in the past gives 0 and true.
-// Pass the result to [RetryAfter], whose wait is capped by [WithMaxDelay]
-// or [DefaultMaxDelay].
+// Pass the result to [retry.After], whose wait is capped by
+// [retry.WithMaxDelay] (30s when it is not given).
 func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 	value = strings.TrimSpace(value)
 	if value == "" {

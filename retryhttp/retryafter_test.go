@@ -1,12 +1,14 @@
-package retry_test
+package retryhttp_test
 
 import (
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retryhttp"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -24,8 +26,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"rfc850", "Sunday, 29-Nov-26 12:00:30 GMT", 30 * time.Second, true},
 		{"asctime", "Sun Nov 29 12:01:00 2026", time.Minute, true},
 		{"past_date", "Sun, 29 Nov 2026 11:00:00 GMT", 0, true},
-		{"huge", "99999999999999999999999", maxDuration, true},
-		{"beyond_duration", "9223372037", maxDuration, true},
+		{"huge", "99999999999999999999999", time.Duration(math.MaxInt64), true},
+		{"beyond_duration", "9223372037", time.Duration(math.MaxInt64), true},
 		{"negative", "-5", 0, false},
 		{"fraction", "1.5", 0, false},
 		{"garbage", "soon", 0, false},
@@ -34,9 +36,22 @@ func TestParseRetryAfter(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, ok := retry.ParseRetryAfter(tc.value, now)
+			got, ok := retryhttp.ParseRetryAfter(tc.value, now)
 			assert.Equal(t, tc.wantOK, ok)
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+func ExampleParseRetryAfter() {
+	now := time.Date(2015, 10, 21, 7, 27, 0, 0, time.UTC)
+	for _, v := range []string{"120", "Wed, 21 Oct 2015 07:28:00 GMT", "-5", "soon"} {
+		d, ok := retryhttp.ParseRetryAfter(v, now)
+		fmt.Printf("%q: %v %v\n", v, d, ok)
+	}
+	// Output:
+	// "120": 2m0s true
+	// "Wed, 21 Oct 2015 07:28:00 GMT": 1m0s true
+	// "-5": 0s false
+	// "soon": 0s false
 }
