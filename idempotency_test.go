@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retryslog"
 	"github.com/steadfast-go/retry/storetest"
 )
 
@@ -622,7 +623,7 @@ func TestIdempotencyKeysStayOutOfErrorsAndLogs(t *testing.T) {
 		const key = "charge:cust-8812:order-42"
 		var logs strings.Builder
 		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		obs := retry.NewSlogObserver(logger, nil)
+		obs := retryslog.New(logger, nil)
 		var errs []error
 		do := func(store retry.IdempotencyStore, opts ...retry.Option) {
 			_, err := retry.DoValue(context.Background(), func(context.Context) (string, error) { return "ok", nil },

@@ -1,4 +1,4 @@
-package retry_test
+package retryslog_test
 
 import (
 	"bytes"
@@ -16,11 +16,12 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/internal/adaptertest"
+	"github.com/steadfast-go/retry/retryslog"
 )
 
 // logged runs a call through a slog observer writing JSON at handlerLevel
 // and returns the records, without their time.
-func logged(t *testing.T, handlerLevel slog.Level, opts *retry.SlogOptions, fn func(context.Context) error, extra ...retry.Option) []map[string]any {
+func logged(t *testing.T, handlerLevel slog.Level, opts *retryslog.Options, fn func(context.Context) error, extra ...retry.Option) []map[string]any {
 	t.Helper()
 	var buf bytes.Buffer
 	h := slog.NewJSONHandler(&buf, &slog.HandlerOptions{
@@ -35,7 +36,7 @@ func logged(t *testing.T, handlerLevel slog.Level, opts *retry.SlogOptions, fn f
 	synctest.Test(t, func(t *testing.T) {
 		opts := append([]retry.Option{
 			retry.WithName("charge-card"),
-			retry.WithObserver(retry.NewSlogObserver(slog.New(h), opts)),
+			retry.WithObserver(retryslog.New(slog.New(h), opts)),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
 		}, extra...)
 		_ = retry.Do(t.Context(), fn, opts...)
@@ -74,7 +75,7 @@ func TestSlogObserver_levels(t *testing.T) {
 		level   string
 		outcome string
 	}{
-		{name: "permanent", fn: adaptertest.Failing(2, retry.Permanent(errFlaky)), level: "WARN", outcome: "permanent"},
+		{name: "permanent", fn: adaptertest.Failing(2, retry.Permanent(adaptertest.ErrFlaky)), level: "WARN", outcome: "permanent"},
 		{name: "exhausted", fn: adaptertest.Failing(9, nil), level: "ERROR", outcome: "exhausted"},
 		{name: "max_elapsed", fn: adaptertest.Failing(9, nil), extra: []retry.Option{retry.WithMaxElapsed(1500 * time.Millisecond)}, level: "ERROR", outcome: "max-elapsed"},
 	}
@@ -95,7 +96,7 @@ func TestSlogObserver_contextEnds(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	obs := retry.NewSlogObserver(log, &retry.SlogOptions{RetryLevel: slog.LevelDebug})
+	obs := retryslog.New(log, &retryslog.Options{RetryLevel: slog.LevelDebug})
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 		defer cancel()
@@ -117,7 +118,7 @@ func TestSlogObserver_contextEnds(t *testing.T) {
 func TestSlogObserver_debugRetriesStayOut(t *testing.T) {
 	t.Parallel()
 	var called atomic.Int32
-	opts := &retry.SlogOptions{
+	opts := &retryslog.Options{
 		RetryLevel: slog.LevelDebug,
 		Attrs: func(context.Context) []slog.Attr {
 			called.Add(1)
@@ -145,7 +146,7 @@ func TestSlogObserver_noPayloadUnlessOptedIn(t *testing.T) {
 func TestSlogObserver_deadLetterFailedIsError(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	obs := retry.NewSlogObserver(slog.New(slog.NewTextHandler(&buf, nil)), nil)
+	obs := retryslog.New(slog.New(slog.NewTextHandler(&buf, nil)), nil)
 	obs.OnDone(t.Context(), retry.Done{Name: "x", Outcome: retry.OutcomePermanent, Attempts: 1, DeadLetterFailed: true})
 	obs.OnDone(t.Context(), retry.Done{Name: "y", Outcome: retry.OutcomePermanent, Attempts: 1, DeadLettered: true})
 	out := buf.String()

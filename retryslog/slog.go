@@ -1,13 +1,17 @@
-package retry
+// Package retryslog logs the calls of a [retry.Retrier] with log/slog:
+// retries, give-ups and dead letters that no sink stored.
+package retryslog
 
 import (
 	"context"
 	"log/slog"
+
+	"github.com/steadfast-go/retry"
 )
 
-// SlogOptions configures [NewSlogObserver]. The zero value logs retries at
-// Info and adds no caller attributes.
-type SlogOptions struct {
+// Options configures [New]. The zero value, like a nil *Options, logs
+// retries at Info and adds no caller attributes.
+type Options struct {
 	// RetryLevel is the level of the record for each retry, for a success
 	// that took more than one attempt, and for a cancelled call. Default
 	// (the zero value): slog.LevelInfo. Use slog.LevelDebug to keep
@@ -24,7 +28,7 @@ type SlogOptions struct {
 	Attrs func(ctx context.Context) []slog.Attr
 }
 
-// NewSlogObserver returns an [Observer] that logs to logger:
+// New returns a [retry.Observer] that logs to logger:
 //
 //   - each retry at opts.RetryLevel: "retry: attempt failed, retrying",
 //     with operation, attempt, delay and error;
@@ -39,10 +43,10 @@ type SlogOptions struct {
 //
 // A first-try success logs nothing. Errors are logged with their text as
 // is: keep secrets out of error messages. A nil logger means
-// slog.Default() as it is when NewSlogObserver is called; opts may be nil.
+// slog.Default() as it is when New is called; opts may be nil.
 // The observer is safe for concurrent use; it checks logger.Enabled before
 // building a record.
-func NewSlogObserver(logger *slog.Logger, opts *SlogOptions) Observer {
+func New(logger *slog.Logger, opts *Options) retry.Observer {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -55,13 +59,13 @@ func NewSlogObserver(logger *slog.Logger, opts *SlogOptions) Observer {
 
 type slogObserver struct {
 	log  *slog.Logger
-	opts SlogOptions
+	opts Options
 }
 
-func (o *slogObserver) OnAttemptStart(context.Context, AttemptStart) {}
-func (o *slogObserver) OnAttemptEnd(context.Context, AttemptEnd)     {}
+func (o *slogObserver) OnAttemptStart(context.Context, retry.AttemptStart) {}
+func (o *slogObserver) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
 
-func (o *slogObserver) OnRetry(ctx context.Context, e Scheduled) {
+func (o *slogObserver) OnRetry(ctx context.Context, e retry.Scheduled) {
 	if !o.log.Enabled(ctx, o.opts.RetryLevel) {
 		return
 	}
@@ -72,17 +76,17 @@ func (o *slogObserver) OnRetry(ctx context.Context, e Scheduled) {
 		slog.Any("error", e.Err))
 }
 
-func (o *slogObserver) OnDone(ctx context.Context, e Done) {
+func (o *slogObserver) OnDone(ctx context.Context, e retry.Done) {
 	level, msg := o.opts.RetryLevel, "retry: gave up"
 	switch e.Outcome {
-	case OutcomeSuccess:
+	case retry.OutcomeSuccess:
 		if e.Attempts <= 1 {
 			return
 		}
 		msg = "retry: succeeded"
-	case OutcomeCanceled:
+	case retry.OutcomeCanceled:
 		msg = "retry: cancelled"
-	case OutcomePermanent, OutcomeDeadline:
+	case retry.OutcomePermanent, retry.OutcomeDeadline:
 		level = slog.LevelWarn
 	default:
 		level = slog.LevelError
