@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrystats"
 )
 
 // TestNew_rejectsNilFuncsAndTypedNilsWithoutCallingFn covers every
@@ -33,8 +34,8 @@ func TestNew_rejectsNilFuncsAndTypedNilsWithoutCallingFn(t *testing.T) {
 			want: "WithDeadLetter((*retry.FileSink)(nil), opts)"},
 		{name: "nil_fallback_func", opts: []retry.Option{retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{Fallback: sinkFunc(nil)})},
 			want: "DeadLetterOptions.Fallback is (retry_test.sinkFunc)(nil)"},
-		{name: "nil_observer_pointer", opts: []retry.Option{retry.WithObserver((*retry.Stats)(nil))},
-			want: "WithObserver((*retry.Stats)(nil)): the observer must not be nil"},
+		{name: "nil_observer_pointer", opts: []retry.Option{retry.WithObserver((*retrystats.Stats)(nil))},
+			want: "WithObserver((*retrystats.Stats)(nil)): the observer must not be nil"},
 		{name: "nil_clock_pointer", opts: []retry.Option{retry.WithClock((*clock.Mock)(nil))},
 			want: "WithClock((*clock.Mock)(nil)): the clock must not be nil"},
 		{name: "nil_random_pointer", opts: []retry.Option{retry.WithRandom((*rand.PCG)(nil))},

@@ -1,4 +1,4 @@
-package retry_test
+package retrystats_test
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/internal/adaptertest"
+	"github.com/steadfast-go/retry/retrystats"
 )
 
 var errFlaky = adaptertest.ErrFlaky
@@ -50,14 +52,14 @@ func (t *truth) add(o truth) {
 // makes the full 100,000 calls.
 func TestStats_conservation(t *testing.T) {
 	calls := 100_000
-	if raceEnabled {
+	if adaptertest.RaceEnabled {
 		calls = 10_000
 	}
 	const callers = 8
 	perCaller := calls / callers
 	const seed = 20261129
 	synctest.Test(t, func(t *testing.T) {
-		stats := retry.NewStats()
+		stats := new(retrystats.Stats)
 		var mu sync.Mutex
 		total := truth{perCall: map[int]uint64{}}
 		var wg sync.WaitGroup
@@ -140,7 +142,7 @@ func TestStats_conservation(t *testing.T) {
 
 // randomCall makes one call of Do with a random policy and fate, and
 // records what happened in tr.
-func randomCall(t *testing.T, rng *rand.Rand, stats *retry.Stats, tr *truth) {
+func randomCall(t *testing.T, rng *rand.Rand, stats *retrystats.Stats, tr *truth) {
 	delay := time.Duration(rng.IntN(3)) * time.Second // 0 half the time: zero-delay retries
 	opts := []retry.Option{
 		retry.WithObserver(stats),
@@ -204,7 +206,7 @@ func randomCall(t *testing.T, rng *rand.Rand, stats *retry.Stats, tr *truth) {
 // both return to 0.
 func TestStats_gauges(t *testing.T) {
 	t.Parallel()
-	stats := retry.NewStats()
+	stats := new(retrystats.Stats)
 	adaptertest.Gauges(t, stats,
 		func() float64 { return float64(stats.Snapshot().InFlight) },
 		func() float64 { return float64(stats.Snapshot().Waiting) })
@@ -220,7 +222,7 @@ func TestStats_gauges(t *testing.T) {
 // the top of the loop, after the wait).
 func TestStats_sameInstant(t *testing.T) {
 	t.Parallel()
-	stats := retry.NewStats()
+	stats := new(retrystats.Stats)
 	for range 200 {
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
@@ -228,10 +230,10 @@ func TestStats_sameInstant(t *testing.T) {
 			err := retry.Do(ctx, func(context.Context) error { return errFlaky },
 				retry.WithObserver(stats), retry.WithMaxAttempts(2),
 				retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
-				retry.WithWaitArmed(func(d time.Duration) {
+				retry.WithClock(armedClock{clock.New(), func(d time.Duration) {
 					cancel()
 					time.Sleep(d) // the timer has fired too
-				}))
+				}}))
 			require.ErrorIs(t, err, context.Canceled)
 		})
 	}
@@ -242,9 +244,18 @@ func TestStats_sameInstant(t *testing.T) {
 	assert.Equal(t, uint64(200), s.Attempts)
 }
 
+// armedClock is the real clock (synctest's fake time in a bubble) with a
+// WaitArmed hook, which Do calls once it has armed each wait.
+type armedClock struct {
+	clock.Clock
+	armed func(d time.Duration)
+}
+
+func (c armedClock) WaitArmed(d time.Duration) { c.armed(d) }
+
 func TestStats_deadLettersAndBuckets(t *testing.T) {
 	t.Parallel()
-	s := retry.NewStats()
+	s := new(retrystats.Stats)
 	ctx := t.Context()
 	s.OnDone(ctx, retry.Done{Outcome: retry.OutcomeExhausted, Attempts: 1000, Elapsed: time.Minute, DeadLettered: true})
 	s.OnDone(ctx, retry.Done{Outcome: retry.OutcomePermanent, Attempts: 1001, Elapsed: time.Minute + 1, DeadLetterFailed: true})
@@ -262,7 +273,7 @@ func TestStats_deadLettersAndBuckets(t *testing.T) {
 }
 
 func TestStats_noAllocation(t *testing.T) {
-	stats := retry.NewStats()
+	stats := new(retrystats.Stats)
 	adaptertest.NoAllocation(t, stats)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = stats.Snapshot() }))
 }

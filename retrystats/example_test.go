@@ -1,4 +1,4 @@
-package retry_test
+package retrystats_test
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"fmt"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrystats"
 )
 
 // Stats counts every call made through the Retriers it observes.
-func ExampleNewStats() {
-	stats := retry.NewStats()
-	r, err := retry.New(retry.WithObserver(stats), retry.WithBackoff(retry.Constant(0)))
+func ExampleStats() {
+	var stats retrystats.Stats // the zero Stats is ready to use
+	r, err := retry.New(retry.WithObserver(&stats), retry.WithBackoff(retry.Constant(0)))
 	if err != nil {
 		panic(err)
 	}

@@ -1,4 +1,4 @@
-package retry_test
+package retrystats_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrystats"
 )
 
 // BenchmarkObserverCost measures a first-try success through a prebuilt
@@ -27,7 +28,7 @@ func BenchmarkObserverCost(b *testing.B) {
 		fn   func(context.Context) error
 	}{
 		{name: "none"},
-		{name: "stats", opts: []retry.Option{retry.WithObserver(retry.NewStats())}},
+		{name: "stats", opts: []retry.Option{retry.WithObserver(new(retrystats.Stats))}},
 		{name: "noop", opts: []retry.Option{retry.WithObserver(noopObserver{})}},
 		{name: "floor=one-counter", fn: func(context.Context) error {
 			counter.Add(1)
@@ -67,7 +68,7 @@ func BenchmarkObserverCost(b *testing.B) {
 // BenchmarkStatsParallel is a first-try success with Stats from every
 // CPU at once: the counters are shared, so this shows their contention.
 func BenchmarkStatsParallel(b *testing.B) {
-	r, err := retry.New(retry.WithObserver(retry.NewStats()))
+	r, err := retry.New(retry.WithObserver(new(retrystats.Stats)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,14 +1,18 @@
-package retry
+// Package retrystats counts the calls of [retry.Retrier]s in memory: an
+// observer for a health page or a test.
+package retrystats
 
 import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/steadfast-go/retry"
 )
 
-// Stats is an [Observer] that counts calls, attempts, retries, waits and
+// Stats is a [retry.Observer] that counts calls, attempts, retries, waits and
 // dead letters in memory, for a health page or a test. Pass it to
-// [WithObserver] and read it with [Stats.Snapshot]. For per-operation
+// [retry.WithObserver] and read it with [Stats.Snapshot]. For per-operation
 // metrics use the retryprom or retryotel modules instead: Stats adds up
 // every call it observes, whatever its name.
 //
@@ -30,9 +34,9 @@ type Stats struct {
 	durationSum atomic.Int64
 }
 
-// numOutcomes is the number of Outcome values, OutcomeSuccess to
-// OutcomeCanceled.
-const numOutcomes = int(OutcomeCanceled) + 1
+// numOutcomes is the number of Outcome values, retry.OutcomeSuccess to
+// retry.OutcomeCanceled.
+const numOutcomes = int(retry.OutcomeCanceled) + 1
 
 // attemptBounds are the upper bounds of the attempts-per-call histogram.
 var attemptBounds = [...]int{1, 2, 3, 4, 5, 10, 100, 1000}
@@ -46,11 +50,8 @@ var durationBounds = [...]time.Duration{
 	30 * time.Second, time.Minute,
 }
 
-// NewStats returns an empty Stats. It is the same as new(Stats).
-func NewStats() *Stats { return new(Stats) }
-
 // OnAttemptStart counts the attempt, and ends the wait before it.
-func (s *Stats) OnAttemptStart(_ context.Context, e AttemptStart) {
+func (s *Stats) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
 	if e.Attempt > 1 {
 		s.retries.Add(1)
 	} else {
@@ -62,17 +63,17 @@ func (s *Stats) OnAttemptStart(_ context.Context, e AttemptStart) {
 }
 
 // OnAttemptEnd does nothing: Stats counts attempts as they start.
-func (s *Stats) OnAttemptEnd(context.Context, AttemptEnd) {}
+func (s *Stats) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 
 // OnRetry counts a wait in progress when the retry has a delay.
-func (s *Stats) OnRetry(_ context.Context, e Scheduled) {
+func (s *Stats) OnRetry(_ context.Context, e retry.Scheduled) {
 	if e.Delay > 0 {
 		s.waiting.Add(1)
 	}
 }
 
 // OnDone counts the call's outcome, attempts, duration and dead letter.
-func (s *Stats) OnDone(_ context.Context, e Done) {
+func (s *Stats) OnDone(_ context.Context, e retry.Done) {
 	// The wait ends and noAttempt counts before calls does, and Snapshot
 	// reads them the other way round, so that a snapshot never shows more
 	// calls ended than started, nor more calls waiting than in flight.
@@ -107,7 +108,7 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 	return len(bounds)
 }
 
-// StatsSnapshot is what a [Stats] has counted, as plain numbers. Counters
+// Snapshot is what a [Stats] has counted, as plain numbers. Counters
 // only grow; InFlight and Waiting go up and down.
 //
 // Once no call is running, the fields agree exactly:
@@ -119,15 +120,15 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 // While calls run, Snapshot reads the counters one by one, so a snapshot
 // may show a call half counted; it never shows InFlight or Waiting below
 // 0, nor Waiting above InFlight.
-type StatsSnapshot struct {
-	// Calls that ended, by outcome (see [Outcome]).
+type Snapshot struct {
+	// Calls that ended, by outcome (see [retry.Outcome]).
 	Success, Permanent, Exhausted, MaxElapsed, Deadline, Canceled uint64
 	// BudgetDenied is reserved for calls refused by a retry budget. No
 	// budget exists yet, so it is always 0; it is here so that dashboards
 	// and the identity above need no change when one comes.
 	BudgetDenied uint64
 	// NoAttempt counts calls that ended before their first attempt: the
-	// context was already done, or, with [WithIdempotency], the store
+	// context was already done, or, with [retry.WithIdempotency], the store
 	// replayed an outcome, refused the call, or another caller held the
 	// key for as long as the call could wait. They count in Calls but
 	// make no attempt.
@@ -165,25 +166,25 @@ type StatsSnapshot struct {
 }
 
 // Calls returns the number of calls that ended: the sum of the outcomes.
-func (s StatsSnapshot) Calls() uint64 {
+func (s Snapshot) Calls() uint64 {
 	return s.Success + s.Permanent + s.Exhausted + s.MaxElapsed + s.Deadline + s.Canceled + s.BudgetDenied
 }
 
 // Outcome returns the number of calls that ended with o, or 0 for an
 // unknown outcome.
-func (s StatsSnapshot) Outcome(o Outcome) uint64 {
+func (s Snapshot) Outcome(o retry.Outcome) uint64 {
 	switch o {
-	case OutcomeSuccess:
+	case retry.OutcomeSuccess:
 		return s.Success
-	case OutcomePermanent:
+	case retry.OutcomePermanent:
 		return s.Permanent
-	case OutcomeExhausted:
+	case retry.OutcomeExhausted:
 		return s.Exhausted
-	case OutcomeMaxElapsed:
+	case retry.OutcomeMaxElapsed:
 		return s.MaxElapsed
-	case OutcomeDeadline:
+	case retry.OutcomeDeadline:
 		return s.Deadline
-	case OutcomeCanceled:
+	case retry.OutcomeCanceled:
 		return s.Canceled
 	default:
 		return 0
@@ -192,16 +193,16 @@ func (s StatsSnapshot) Outcome(o Outcome) uint64 {
 
 // Snapshot returns the current counts. It is safe to call while calls
 // run, and makes no allocation.
-func (s *Stats) Snapshot() StatsSnapshot {
+func (s *Stats) Snapshot() Snapshot {
 	// Ends are read before starts, so that InFlight is never negative.
 	// Go's atomics are sequentially consistent.
-	snap := StatsSnapshot{
-		Success:             s.calls[OutcomeSuccess].Load(),
-		Permanent:           s.calls[OutcomePermanent].Load(),
-		Exhausted:           s.calls[OutcomeExhausted].Load(),
-		MaxElapsed:          s.calls[OutcomeMaxElapsed].Load(),
-		Deadline:            s.calls[OutcomeDeadline].Load(),
-		Canceled:            s.calls[OutcomeCanceled].Load(),
+	snap := Snapshot{
+		Success:             s.calls[retry.OutcomeSuccess].Load(),
+		Permanent:           s.calls[retry.OutcomePermanent].Load(),
+		Exhausted:           s.calls[retry.OutcomeExhausted].Load(),
+		MaxElapsed:          s.calls[retry.OutcomeMaxElapsed].Load(),
+		Deadline:            s.calls[retry.OutcomeDeadline].Load(),
+		Canceled:            s.calls[retry.OutcomeCanceled].Load(),
 		NoAttempt:           s.noAttempt.Load(),
 		Waiting:             s.waiting.Load(),
 		DeadLettersRecorded: s.dlRecorded.Load(),
