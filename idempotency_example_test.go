@@ -6,10 +6,11 @@ import (
 	"fmt"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 )
 
 func ExampleWithIdempotency() {
-	store := retry.NewMemoryIdempotencyStore() // shared by every caller in the process
+	store := memstore.New(nil) // shared by every caller in the process
 	r, err := retry.New(
 		retry.WithIdempotency(store, nil), // each call brings its key in its context
 		retry.WithBackoff(retry.Constant(0)),

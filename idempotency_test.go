@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retryslog"
 	"github.com/steadfast-go/retry/storetest"
 )
@@ -37,7 +38,7 @@ type faultyStore struct {
 }
 
 func newFaulty() *faultyStore {
-	return &faultyStore{IdempotencyStore: retry.NewMemoryIdempotencyStore()}
+	return &faultyStore{IdempotencyStore: memstore.New(nil)}
 }
 
 func (f *faultyStore) enter(ctx context.Context, n *int, inject error) error {
@@ -328,7 +329,7 @@ func TestIdempotentCancelledWorkIsReleased(t *testing.T) {
 
 func TestIdempotentKeyHeldByAnotherIsRetriedAsInProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		release := make(chan struct{})
 		go func() {
 			_ = retry.Do(context.Background(), func(context.Context) error {
@@ -360,7 +361,7 @@ func TestIdempotentKeyHeldByAnotherIsRetriedAsInProgress(t *testing.T) {
 
 func TestIdempotentInProgressThenCompletedReplays(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		go func() {
 			_, _ = retry.DoValue(context.Background(), func(context.Context) (string, error) {
 				time.Sleep(150 * time.Millisecond)
@@ -381,7 +382,7 @@ func TestIdempotentInProgressThenCompletedReplays(t *testing.T) {
 
 func TestIdempotentWaitModeWaitsForTheHoldersOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		go func() {
 			_, _ = retry.DoValue(context.Background(), func(context.Context) (string, error) {
 				time.Sleep(time.Minute - time.Second/2) // between two polls
@@ -406,7 +407,7 @@ func TestIdempotentWaitModeWaitsForTheHoldersOutcome(t *testing.T) {
 
 func TestIdempotentWaitModeRunsFnWhenTheHolderReleases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		go func() {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(time.Second)
@@ -441,7 +442,7 @@ func (c *claimCounter) Claim(ctx context.Context, key, fp string, lease time.Dur
 
 func TestIdempotentWaitModePollsAtMostEveryMillisecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := retry.NewMemoryIdempotencyStore()
+		mem := memstore.New(nil)
 		// Another caller holds the key until 100.5ms, between two looks.
 		_, err := mem.Claim(context.Background(), "k", "", 100*time.Millisecond+500*time.Microsecond)
 		require.NoError(t, err)
@@ -473,7 +474,7 @@ func TestIdempotentCallTimesCountFromItsStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := retry.NewMemoryIdempotencyStore()
+				store := memstore.New(nil)
 				go func() {
 					_ = retry.Do(context.Background(), func(context.Context) error {
 						time.Sleep(1500 * time.Millisecond) // frees the key between two polls
@@ -508,7 +509,7 @@ func TestIdempotentCallTimesCountFromItsStart(t *testing.T) {
 
 func TestIdempotentWaitModeCountsTheWaitInTheTimeBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		go func() {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(2500 * time.Millisecond)
@@ -534,7 +535,7 @@ func TestIdempotentWaitModeCountsTheWaitInTheTimeBudget(t *testing.T) {
 
 func TestIdempotentWaitModeRespectsTheContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		release := make(chan struct{})
 		go func() {
 			_ = retry.Do(context.Background(), func(context.Context) error { <-release; return nil },
@@ -575,7 +576,7 @@ func TestIdempotentWaitModeRespectsTheContext(t *testing.T) {
 
 func TestIdempotentLostLeaseStopsWithoutCallingFn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		calls := 0
 		done := make(chan error)
 		go func() {
@@ -630,7 +631,7 @@ func TestIdempotencyKeysStayOutOfErrorsAndLogs(t *testing.T) {
 				append([]retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: key, Lease: time.Second}), retry.WithObserver(obs)}, opts...)...)
 			errs = append(errs, err)
 		}
-		mem := retry.NewMemoryIdempotencyStore()
+		mem := memstore.New(nil)
 		do(mem, retry.WithPayload([]byte("a")))
 		do(mem, retry.WithPayload([]byte("b"))) // key reuse
 		down := newFaulty()
@@ -664,7 +665,7 @@ func (failingCodec) Marshal(v any) ([]byte, error) {
 func (failingCodec) Unmarshal([]byte, any) error { return errors.New("cannot decode") }
 
 func TestIdempotentReplayedPermanentFailureStopsAnOuterDo(t *testing.T) {
-	store := retry.NewMemoryIdempotencyStore()
+	store := memstore.New(nil)
 	inner := func(ctx context.Context) error {
 		return retry.Do(ctx, func(context.Context) error { return retry.Permanent(errors.New("card declined")) },
 			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
@@ -680,7 +681,7 @@ func TestIdempotentReplayedPermanentFailureStopsAnOuterDo(t *testing.T) {
 
 func TestIdempotentReplayFoundInsideTheLoopIsNotDeadLetteredAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		sink := retry.NewMemoryDeadLetterSink()
 		go func() {
 			_ = retry.Do(context.Background(), func(context.Context) error {
@@ -703,7 +704,7 @@ func TestIdempotentReplayFoundInsideTheLoopIsNotDeadLetteredAgain(t *testing.T) 
 
 func TestIdempotentCallersWaitForTheHolderByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		sink := retry.NewMemoryDeadLetterSink()
 		go func() {
 			_ = retry.Do(context.Background(), func(context.Context) error {
@@ -741,7 +742,7 @@ func TestIdempotentCallersWaitForTheHolderByDefault(t *testing.T) {
 }
 
 func TestIdempotentKeyReuseWhileHeld(t *testing.T) {
-	store := retry.NewMemoryIdempotencyStore()
+	store := memstore.New(nil)
 	cl, err := store.Claim(context.Background(), "k", "another fingerprint", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, retry.ClaimAcquired, cl.Status)
@@ -756,7 +757,7 @@ func TestIdempotentKeyReuseWhileHeld(t *testing.T) {
 
 func TestIdempotentRetentionExpiryRunsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		calls := 0
 		fn := func(context.Context) (int, error) { calls++; return calls, nil }
 		opts := []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Retention: time.Hour})}
@@ -775,7 +776,7 @@ func TestIdempotentRetentionExpiryRunsAgain(t *testing.T) {
 
 func TestIdempotentDefaultRetentionIs24h(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		calls := 0
 		fn := func(context.Context) error { calls++; return nil }
 		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})))
@@ -1066,7 +1067,7 @@ func TestIdempotencyOnWithLeavesTheBaseRetrierAlone(t *testing.T) {
 func TestIdempotentExactlyOnceUnderContention(t *testing.T) {
 	// 64 callers x 200 keys, every key with its own side-effect counter.
 	defer goleak.VerifyNone(t)
-	store := retry.NewMemoryIdempotencyStore()
+	store := memstore.New(nil)
 	var effects sync.Map
 	counter := func(key string) *atomic.Int32 {
 		c, _ := effects.LoadOrStore(key, new(atomic.Int32))
@@ -1087,7 +1088,7 @@ func TestIdempotentExactlyOnceUnderContention(t *testing.T) {
 
 func TestIdempotentAbandonedClaimIsTakenOverAfterItsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		// A worker claims the key and crashes: nobody releases it.
 		cl, err := store.Claim(context.Background(), "k", "", 5*time.Minute)
 		require.NoError(t, err)
@@ -1159,7 +1160,7 @@ func TestIdempotentFailOpenKeepsGoingWhenRenewFails(t *testing.T) {
 
 func TestIdempotentObserverSeesInProgressAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := retry.NewMemoryIdempotencyStore()
+		store := memstore.New(nil)
 		go func() {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(150 * time.Millisecond)

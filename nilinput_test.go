@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retrystats"
 )
 
@@ -19,7 +20,7 @@ import (
 // pointer inside an interface is as nil as a nil interface, and must be
 // refused up front rather than panic at the first retry.
 func TestNew_rejectsNilFuncsAndTypedNilsWithoutCallingFn(t *testing.T) {
-	store := retry.NewMemoryIdempotencyStore()
+	store := memstore.New(nil)
 	cases := []struct {
 		name    string
 		opts    []retry.Option
@@ -40,8 +41,8 @@ func TestNew_rejectsNilFuncsAndTypedNilsWithoutCallingFn(t *testing.T) {
 			want: "WithClock((*clock.Mock)(nil)): the clock must not be nil"},
 		{name: "nil_random_pointer", opts: []retry.Option{retry.WithRandom((*rand.PCG)(nil))},
 			want: "WithRandom((*rand.PCG)(nil)): the source must not be nil"},
-		{name: "nil_store_pointer", opts: []retry.Option{retry.WithIdempotency((*retry.MemoryIdempotencyStore)(nil), &retry.IdempotencyOptions{Key: "order-4711"})},
-			want: "WithIdempotency((*retry.MemoryIdempotencyStore)(nil), opts): the store must not be nil"},
+		{name: "nil_store_pointer", opts: []retry.Option{retry.WithIdempotency((*memstore.Store)(nil), &retry.IdempotencyOptions{Key: "order-4711"})},
+			want: "WithIdempotency((*memstore.Store)(nil), opts): the store must not be nil"},
 		{name: "marshal_without_unmarshal", opts: []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Marshal: json.Marshal})},
 			want: "set both IdempotencyOptions.Marshal and Unmarshal, or neither"},
 		{name: "nil_redrive_source_pointer", redrive: (*retry.MemoryDeadLetterSink)(nil),

@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 )
 
 // TestRedrive_keylessRecordWithTunedIdempotency: a keyless record is
 // replayed without the store even when the Retrier tunes idempotency, and
 // that is not mistaken for tuning options without a store.
 func TestRedrive_keylessRecordWithTunedIdempotency(t *testing.T) {
-	store := retry.NewMemoryIdempotencyStore()
+	store := memstore.New(nil)
 	src := retry.NewMemoryDeadLetterSink()
 	dl := testRecord(0)
 	dl.IdempotencyKey = ""

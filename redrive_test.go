@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 )
 
 // replayCounter counts the handler's calls per record ID.
@@ -295,7 +296,7 @@ func TestRedriveBadArguments(t *testing.T) {
 // succeeded after it was dead-lettered.
 func TestRedriveWithIdempotencyStore(t *testing.T) {
 	t.Parallel()
-	store := retry.NewMemoryIdempotencyStore()
+	store := memstore.New(nil)
 	sink := retry.NewMemoryDeadLetterSink()
 	r := redriver(t, retry.WithIdempotency(store, nil), retry.WithDeadLetter(sink, nil), retry.WithMaxAttempts(2))
 	ctxFor := func(key string) context.Context { return retry.ContextWithIdempotencyKey(t.Context(), key) }
@@ -327,7 +328,7 @@ func TestRedriveWithIdempotencyStore(t *testing.T) {
 // replayed under the Retrier's default key.
 func TestRedriveKeylessRecordSkipsTheStore(t *testing.T) {
 	t.Parallel()
-	store := retry.NewMemoryIdempotencyStore()
+	store := memstore.New(nil)
 	src := retry.NewMemoryDeadLetterSink()
 	for i := range 2 {
 		dl := testRecord(i)

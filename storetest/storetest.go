@@ -6,7 +6,7 @@
 //		mock := clock.NewMock()
 //		storetest.TestIdempotencyStore(t, storetest.Harness{
 //			New: func(t *testing.T) retry.IdempotencyStore {
-//				return retry.NewMemoryIdempotencyStore(retry.WithStoreClock(mock))
+//				return memstore.New(&memstore.Options{Clock: mock})
 //			},
 //			Advance: func(t *testing.T, d time.Duration) { mock.Add(d) },
 //		})

@@ -1,4 +1,4 @@
-package retry_test
+package memstore_test
 
 import (
 	"context"
@@ -12,23 +12,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/storetest"
 )
 
-func TestMemoryIdempotencyStoreContract(t *testing.T) {
+func TestStoreContract(t *testing.T) {
 	mock := clock.NewMock()
 	storetest.TestIdempotencyStore(t, storetest.Harness{
 		New: func(*testing.T) retry.IdempotencyStore {
-			return retry.NewMemoryIdempotencyStore(retry.WithStoreClock(mock))
+			return memstore.New(&memstore.Options{Clock: mock})
 		},
 		Advance: func(_ *testing.T, d time.Duration) { mock.Add(d) },
 		Short:   time.Minute,
 	})
 }
 
-func TestMemoryIdempotencyStoreSweepsExpiredKeys(t *testing.T) {
+func TestStoreSweepsExpiredKeys(t *testing.T) {
 	mock := clock.NewMock()
-	s := retry.NewMemoryIdempotencyStore(retry.WithStoreClock(mock))
+	s := memstore.New(&memstore.Options{Clock: mock})
 	ctx := context.Background()
 	for i := range 1000 {
 		cl, err := s.Claim(ctx, fmt.Sprint("old-", i), "", time.Second)
@@ -44,8 +45,8 @@ func TestMemoryIdempotencyStoreSweepsExpiredKeys(t *testing.T) {
 	assert.LessOrEqual(t, s.Len(), 100+64, "expired keys were not swept when the store grew")
 }
 
-func TestMemoryIdempotencyStoreRejectsBadArguments(t *testing.T) {
-	s := retry.NewMemoryIdempotencyStore()
+func TestStoreRejectsBadArguments(t *testing.T) {
+	s := memstore.New(nil)
 	ctx := context.Background()
 	_, err := s.Claim(ctx, "", "", time.Second)
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
@@ -57,8 +58,8 @@ func TestMemoryIdempotencyStoreRejectsBadArguments(t *testing.T) {
 	assert.ErrorIs(t, s.Renew(ctx, "k", cl.Token, 0), retry.ErrInvalidOption)
 }
 
-func TestMemoryIdempotencyStoreCompleteKeepsItsOwnCopy(t *testing.T) {
-	s := retry.NewMemoryIdempotencyStore()
+func TestStoreCompleteKeepsItsOwnCopy(t *testing.T) {
+	s := memstore.New(nil)
 	ctx := context.Background()
 	cl, err := s.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
@@ -72,16 +73,16 @@ func TestMemoryIdempotencyStoreCompleteKeepsItsOwnCopy(t *testing.T) {
 	assert.Equal(t, want, got)
 }
 
-// BenchmarkMemoryIdempotencyStore measures one claim and one completion
+// BenchmarkStore measures one claim and one completion
 // of a fresh key. Keys cycle through a fixed set whose records expire at
 // once, so the store stays small.
-func BenchmarkMemoryIdempotencyStore(b *testing.B) {
+func BenchmarkStore(b *testing.B) {
 	const nKeys = 1 << 16
 	keys := make([]string, nKeys)
 	for i := range keys {
 		keys[i] = fmt.Sprint("charge:order-", i)
 	}
-	s := retry.NewMemoryIdempotencyStore()
+	s := memstore.New(nil)
 	ctx := context.Background()
 	rec := retry.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}
 	b.ReportAllocs()
@@ -105,7 +106,7 @@ func BenchmarkIdempotentDo(b *testing.B) {
 	for i := range ctxs {
 		ctxs[i] = retry.ContextWithIdempotencyKey(context.Background(), fmt.Sprint("charge:order-", i))
 	}
-	r, err := retry.New(retry.WithIdempotency(retry.NewMemoryIdempotencyStore(), &retry.IdempotencyOptions{Retention: time.Nanosecond}))
+	r, err := retry.New(retry.WithIdempotency(memstore.New(nil), &retry.IdempotencyOptions{Retention: time.Nanosecond}))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,11 +119,11 @@ func BenchmarkIdempotentDo(b *testing.B) {
 	}
 }
 
-// BenchmarkMemoryIdempotencyStoreParallel is the same from GOMAXPROCS
+// BenchmarkStoreParallel is the same from GOMAXPROCS
 // goroutines at once, each on its own keys: the cost of the store's lock.
-func BenchmarkMemoryIdempotencyStoreParallel(b *testing.B) {
+func BenchmarkStoreParallel(b *testing.B) {
 	const nKeys = 1 << 14
-	s := retry.NewMemoryIdempotencyStore()
+	s := memstore.New(nil)
 	rec := retry.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}
 	var worker atomic.Int32
 	b.ReportAllocs()

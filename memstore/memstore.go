@@ -1,4 +1,6 @@
-package retry
+// Package memstore is a [retry.IdempotencyStore] in process memory, for
+// one process and for tests.
+package memstore
 
 import (
 	"context"
@@ -8,9 +10,11 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/steadfast-go/retry"
 )
 
-// MemoryIdempotencyStore is an [IdempotencyStore] in process memory: it
+// Store is a [retry.IdempotencyStore] in process memory: it
 // makes calls idempotent across the goroutines of one process, and is
 // what tests use. Its records do not survive a restart and are not shared
 // between processes; use a Redis or PostgreSQL store for that.
@@ -18,9 +22,8 @@ import (
 // It is safe for concurrent use. It starts no goroutine: expired leases
 // and records are ignored when met and swept out when the store grows,
 // so memory stays within about twice what the live keys need.
-// Build one with [NewMemoryIdempotencyStore]; the zero value is not
-// usable.
-type MemoryIdempotencyStore struct {
+// Build one with [New]; the zero value is not usable.
+type Store struct {
 	clock clock.Clock
 
 	mu      sync.Mutex // guards the fields below
@@ -35,28 +38,25 @@ type memEntry struct {
 	fingerprint string
 	token       string
 	expires     time.Time
-	rec         StoredOutcome
+	rec         retry.StoredOutcome
 }
 
-// MemoryStoreOption configures a [MemoryIdempotencyStore].
-type MemoryStoreOption func(*MemoryIdempotencyStore)
-
-// WithStoreClock sets the clock on which a [MemoryIdempotencyStore]
-// measures leases and retention, such as a *clock.Mock in tests. nil
-// means real time, the default.
-func WithStoreClock(c clock.Clock) MemoryStoreOption {
-	return func(m *MemoryIdempotencyStore) { m.clock = c }
+// Options configures [New]. The zero value, like a nil *Options, gives
+// the defaults.
+type Options struct {
+	// Clock is the clock on which the store measures leases and
+	// retention, such as a *clock.Mock in tests. Default (nil): real
+	// time.
+	Clock clock.Clock
 }
 
 const minSweep = 64
 
-// NewMemoryIdempotencyStore returns an empty in-memory store.
-func NewMemoryIdempotencyStore(opts ...MemoryStoreOption) *MemoryIdempotencyStore {
-	m := &MemoryIdempotencyStore{entries: make(map[string]memEntry), sweepAt: minSweep}
-	for _, o := range opts {
-		if o != nil {
-			o(m)
-		}
+// New returns an empty store. opts may be nil.
+func New(opts *Options) *Store {
+	m := &Store{entries: make(map[string]memEntry), sweepAt: minSweep}
+	if opts != nil {
+		m.clock = opts.Clock
 	}
 	if m.clock == nil {
 		m.clock = clock.New()
@@ -64,20 +64,20 @@ func NewMemoryIdempotencyStore(opts ...MemoryStoreOption) *MemoryIdempotencyStor
 	return m
 }
 
-// Claim implements [IdempotencyStore]. Tokens are increasing decimal
+// Claim implements [retry.IdempotencyStore]. Tokens are increasing decimal
 // numbers, unique within the store.
-func (m *MemoryIdempotencyStore) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error) {
+func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (retry.Claim, error) {
 	if err := checkStoreArgs(ctx, key, lease); err != nil {
-		return Claim{}, err
+		return retry.Claim{}, err
 	}
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.entries[key]; ok && now.Before(e.expires) {
 		if e.token != "" {
-			return Claim{Status: ClaimHeld, Fingerprint: e.fingerprint}, nil
+			return retry.Claim{Status: retry.ClaimHeld, Fingerprint: e.fingerprint}, nil
 		}
-		return Claim{Status: ClaimCompleted, Fingerprint: e.fingerprint, Outcome: copyOutcome(e.rec)}, nil
+		return retry.Claim{Status: retry.ClaimCompleted, Fingerprint: e.fingerprint, Outcome: copyOutcome(e.rec)}, nil
 	}
 	if len(m.entries) >= m.sweepAt {
 		m.sweep(now)
@@ -85,20 +85,20 @@ func (m *MemoryIdempotencyStore) Claim(ctx context.Context, key, fingerprint str
 	m.tokens++
 	token := strconv.FormatUint(m.tokens, 10)
 	m.entries[key] = memEntry{fingerprint: fingerprint, token: token, expires: now.Add(lease)}
-	return Claim{Status: ClaimAcquired, Token: token}, nil
+	return retry.Claim{Status: retry.ClaimAcquired, Token: token}, nil
 }
 
-// Renew implements [IdempotencyStore]. A token whose lease expired is
+// Renew implements [retry.IdempotencyStore]. A token whose lease expired is
 // still honoured until another Claim takes the key over.
-func (m *MemoryIdempotencyStore) Renew(ctx context.Context, key, token string, lease time.Duration) error {
+func (m *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
 	return m.update(ctx, key, token, lease, func(e memEntry, until time.Time) memEntry {
 		e.expires = until
 		return e
 	})
 }
 
-// Complete implements [IdempotencyStore]. It keeps a copy of rec.Value.
-func (m *MemoryIdempotencyStore) Complete(ctx context.Context, key, token string, rec StoredOutcome, retention time.Duration) error {
+// Complete implements [retry.IdempotencyStore]. It keeps a copy of rec.Value.
+func (m *Store) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
 	rec = copyOutcome(rec)
 	return m.update(ctx, key, token, retention, func(e memEntry, until time.Time) memEntry {
 		return memEntry{fingerprint: e.fingerprint, expires: until, rec: rec}
@@ -106,8 +106,8 @@ func (m *MemoryIdempotencyStore) Complete(ctx context.Context, key, token string
 }
 
 // update replaces the entry that token holds with f(entry, now+d), or
-// returns ErrLeaseLost.
-func (m *MemoryIdempotencyStore) update(ctx context.Context, key, token string, d time.Duration, f func(memEntry, time.Time) memEntry) error {
+// returns retry.ErrLeaseLost.
+func (m *Store) update(ctx context.Context, key, token string, d time.Duration, f func(memEntry, time.Time) memEntry) error {
 	if err := checkStoreArgs(ctx, key, d); err != nil {
 		return err
 	}
@@ -116,14 +116,14 @@ func (m *MemoryIdempotencyStore) update(ctx context.Context, key, token string, 
 	defer m.mu.Unlock()
 	e, ok := m.heldBy(key, token)
 	if !ok {
-		return ErrLeaseLost
+		return retry.ErrLeaseLost
 	}
 	m.entries[key] = f(e, now.Add(d))
 	return nil
 }
 
-// Release implements [IdempotencyStore].
-func (m *MemoryIdempotencyStore) Release(ctx context.Context, key, token string) error {
+// Release implements [retry.IdempotencyStore].
+func (m *Store) Release(ctx context.Context, key, token string) error {
 	if err := checkStoreArgs(ctx, key, 1); err != nil {
 		return err
 	}
@@ -136,14 +136,14 @@ func (m *MemoryIdempotencyStore) Release(ctx context.Context, key, token string)
 }
 
 // heldBy returns key's entry if token holds it. m.mu must be held.
-func (m *MemoryIdempotencyStore) heldBy(key, token string) (memEntry, bool) {
+func (m *Store) heldBy(key, token string) (memEntry, bool) {
 	e, ok := m.entries[key]
 	return e, ok && token != "" && e.token == token
 }
 
 // Len returns how many keys the store holds, held or completed, expired
 // ones not yet swept included.
-func (m *MemoryIdempotencyStore) Len() int {
+func (m *Store) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.entries)
@@ -151,7 +151,7 @@ func (m *MemoryIdempotencyStore) Len() int {
 
 // sweep drops expired entries and sets the next sweep at twice what is
 // left, so that sweeping costs O(1) per claim on average.
-func (m *MemoryIdempotencyStore) sweep(now time.Time) {
+func (m *Store) sweep(now time.Time) {
 	for k, e := range m.entries {
 		if !now.Before(e.expires) {
 			delete(m.entries, k)
@@ -165,15 +165,15 @@ func checkStoreArgs(ctx context.Context, key string, d time.Duration) error {
 		return err
 	}
 	if key == "" {
-		return fmt.Errorf("%w: the idempotency key is empty", ErrInvalidOption)
+		return fmt.Errorf("%w: the idempotency key is empty", retry.ErrInvalidOption)
 	}
 	if d <= 0 {
-		return fmt.Errorf("%w: the duration %v must be positive", ErrInvalidOption, d)
+		return fmt.Errorf("%w: the duration %v must be positive", retry.ErrInvalidOption, d)
 	}
 	return nil
 }
 
-func copyOutcome(r StoredOutcome) StoredOutcome {
+func copyOutcome(r retry.StoredOutcome) retry.StoredOutcome {
 	if r.Value != nil {
 		r.Value = append([]byte(nil), r.Value...)
 	}
