@@ -43,9 +43,9 @@ type DeadLetter struct {
 	// RedriveOf is the ID of the record whose replay failed and produced
 	// this one; "" when Redrives is 0.
 	RedriveOf string `json:"redrive_of,omitempty"`
-	// Redriven is when [Redrive] claimed this record for replay; the zero
-	// time while it is pending. Sinks fill it in when they read records
-	// back; Do leaves it zero.
+	// Redriven is when a redrive (deadletter.Redrive) marked this record
+	// for replay; the zero time while it is pending. Sinks fill it in when
+	// they read records back; Do leaves it zero.
 	Redriven time.Time `json:"redriven,omitzero"`
 }
 

@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 )
 
 // TestDeadLetterSuccessAllocatesNothing: with a sink configured, a call
 // that succeeds at once still makes no allocation.
 func TestDeadLetterSuccessAllocatesNothing(t *testing.T) {
-	r, err := retry.New(retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), nil))
+	r, err := retry.New(retry.WithDeadLetter(deadletter.NewMemorySink(), nil))
 	require.NoError(t, err)
 	ctx := context.Background()
 	fn := func(context.Context) error { return nil }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 )
 
 var errDead = errors.New("boom")
@@ -99,7 +101,7 @@ func TestDeadLetterEveryTerminalPath(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				sink := retry.NewMemoryDeadLetterSink()
+				sink := deadletter.NewMemorySink()
 				obs := &dlDoneRecorder{}
 				opts := []retry.Option{retry.WithDeadLetter(sink, &retry.DeadLetterOptions{On: tc.on}), retry.WithObserver(obs), retry.WithName("charge"), retry.WithPayload([]byte(`{"n":1}`))}
 				start := time.Now()
@@ -138,7 +140,7 @@ func TestDeadLetterEveryTerminalPath(t *testing.T) {
 func TestDeadLetterKeepsAttemptErrors(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		sink := retry.NewMemoryDeadLetterSink()
+		sink := deadletter.NewMemorySink()
 		// 21 attempts: the last 3 are kept in a ring of 3, and 21 leaves
 		// its start off index 0, so the order it is read in is checked
 		// (20 attempts would leave it at 0, where any order passes).
@@ -165,7 +167,7 @@ func TestDeadLetterKeepsAttemptErrors(t *testing.T) {
 
 func TestDeadLetterErrorsBoundZeroKeepsNone(t *testing.T) {
 	t.Parallel()
-	sink := retry.NewMemoryDeadLetterSink()
+	sink := deadletter.NewMemorySink()
 	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
 		retry.WithBackoff(retry.Constant(0)), retry.WithDeadLetter(sink, &retry.DeadLetterOptions{MaxErrors: -1}))
 	require.ErrorIs(t, err, errDead)
@@ -182,7 +184,7 @@ func TestDeadLetterSinkFailureIsNotSilent(t *testing.T) {
 	obs := &dlDoneRecorder{}
 	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
 		retry.WithBackoff(retry.Constant(0)), retry.WithObserver(obs),
-		retry.WithDeadLetter(sinkFunc(func(context.Context, retry.DeadLetter) error { return errSink }), nil))
+		retry.WithDeadLetter(deadletter.Func(func(context.Context, retry.DeadLetter) error { return errSink }), nil))
 
 	assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 	assert.ErrorIs(t, err, errDead)
@@ -201,12 +203,12 @@ func TestDeadLetterFallback(t *testing.T) {
 	t.Parallel()
 	errPrimary, errFallback := errors.New("primary down"), errors.New("fallback down")
 	failing := func(err error) retry.DeadLetterSink {
-		return sinkFunc(func(context.Context, retry.DeadLetter) error { return err })
+		return deadletter.Func(func(context.Context, retry.DeadLetter) error { return err })
 	}
 
 	t.Run("used_when_primary_fails", func(t *testing.T) {
 		t.Parallel()
-		fallback := retry.NewMemoryDeadLetterSink()
+		fallback := deadletter.NewMemorySink()
 		obs := &dlDoneRecorder{}
 		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
 			retry.WithObserver(obs), retry.WithDeadLetter(failing(errPrimary), &retry.DeadLetterOptions{Fallback: fallback}))
@@ -217,7 +219,7 @@ func TestDeadLetterFallback(t *testing.T) {
 	})
 	t.Run("not_used_when_primary_works", func(t *testing.T) {
 		t.Parallel()
-		primary, fallback := retry.NewMemoryDeadLetterSink(), retry.NewMemoryDeadLetterSink()
+		primary, fallback := deadletter.NewMemorySink(), deadletter.NewMemorySink()
 		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) },
 			retry.WithDeadLetter(primary, &retry.DeadLetterOptions{Fallback: fallback}))
 		assert.ErrorIs(t, err, errDead)
@@ -243,7 +245,7 @@ func TestDeadLetterHangingSink(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
-		hang := sinkFunc(func(ctx context.Context, _ retry.DeadLetter) error {
+		hang := deadletter.Func(func(ctx context.Context, _ retry.DeadLetter) error {
 			calls.Add(1)
 			<-ctx.Done()
 			return ctx.Err()
@@ -265,7 +267,7 @@ func TestDeadLetterDefaultTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var deadline time.Time
-		sink := sinkFunc(func(ctx context.Context, _ retry.DeadLetter) error {
+		sink := deadletter.Func(func(ctx context.Context, _ retry.DeadLetter) error {
 			deadline, _ = ctx.Deadline()
 			return nil
 		})
@@ -295,14 +297,17 @@ func nothingLost(t *testing.T, store string) {
 	var backend retry.DeadLetterSink
 	var stored func() (recs []retry.DeadLetter, lines int)
 	if store == "memory" {
-		mem := retry.NewMemoryDeadLetterSink()
+		mem := deadletter.NewMemorySink()
 		backend = mem
 		stored = func() ([]retry.DeadLetter, int) { recs := mem.Records(); return recs, len(recs) }
 	} else {
-		file, path := openFileSink(t, nil)
+		path := filepath.Join(t.TempDir(), "deadletters.jsonl")
+		file, err := deadletter.OpenFile(path, nil)
+		require.NoError(t, err)
+		defer file.Close()
 		backend = file
 		stored = func() ([]retry.DeadLetter, int) {
-			recs, err := retry.ReadDeadLetterFile(path)
+			recs, err := deadletter.ReadFile(path)
 			require.NoError(t, err)
 			data, err := os.ReadFile(path)
 			require.NoError(t, err)
@@ -312,7 +317,7 @@ func nothingLost(t *testing.T, store string) {
 	errDown := errors.New("sink down")
 	start := time.Now()
 	var failedPuts atomic.Int64
-	sink := sinkFunc(func(ctx context.Context, dl retry.DeadLetter) error {
+	sink := deadletter.Func(func(ctx context.Context, dl retry.DeadLetter) error {
 		if since := time.Since(start); since >= 3*time.Second && since < 8*time.Second {
 			failedPuts.Add(1)
 			return errDown
@@ -381,10 +386,10 @@ func TestDeadLetterOptionsValidate(t *testing.T) {
 		msg  string
 	}{
 		{"nil_sink", retry.WithDeadLetter(nil, nil), "WithDeadLetter(nil, opts)"},
-		{"nil_fallback", retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{Fallback: sinkFunc(nil)}), "Fallback is"},
-		{"success_outcome", retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{On: []retry.Outcome{retry.OutcomeExhausted, retry.OutcomeSuccess}}), "On holds success"},
-		{"unknown_outcome", retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{On: []retry.Outcome{42}}), "On holds unknown"},
-		{"negative_timeout", retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{Timeout: -time.Second}), "Timeout is -1s"},
+		{"nil_fallback", retry.WithDeadLetter(deadletter.NewMemorySink(), &retry.DeadLetterOptions{Fallback: deadletter.Func(nil)}), "Fallback is"},
+		{"success_outcome", retry.WithDeadLetter(deadletter.NewMemorySink(), &retry.DeadLetterOptions{On: []retry.Outcome{retry.OutcomeExhausted, retry.OutcomeSuccess}}), "On holds success"},
+		{"unknown_outcome", retry.WithDeadLetter(deadletter.NewMemorySink(), &retry.DeadLetterOptions{On: []retry.Outcome{42}}), "On holds unknown"},
+		{"negative_timeout", retry.WithDeadLetter(deadletter.NewMemorySink(), &retry.DeadLetterOptions{Timeout: -time.Second}), "Timeout is -1s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -400,7 +405,7 @@ func TestDeadLetterOptionsValidate(t *testing.T) {
 // dead-letter settings instead of sharing them.
 func TestDeadLetterWithDoesNotChangeParent(t *testing.T) {
 	t.Parallel()
-	parentSink, childSink := retry.NewMemoryDeadLetterSink(), retry.NewMemoryDeadLetterSink()
+	parentSink, childSink := deadletter.NewMemorySink(), deadletter.NewMemorySink()
 	parent, err := retry.New(retry.WithDeadLetter(parentSink, nil), retry.WithMaxAttempts(1))
 	require.NoError(t, err)
 	child, err := parent.With(retry.WithDeadLetter(childSink, &retry.DeadLetterOptions{On: []retry.Outcome{retry.OutcomeCanceled}}))
@@ -413,57 +418,12 @@ func TestDeadLetterWithDoesNotChangeParent(t *testing.T) {
 	assert.Zero(t, childSink.Len(), "exhausted is not dead-lettered by the child")
 }
 
-func TestMemoryDeadLetterSinkCopies(t *testing.T) {
-	t.Parallel()
-	sink := retry.NewMemoryDeadLetterSink()
-	payload := []byte("abc")
-	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "1", Payload: payload}))
-	payload[0] = 'X'
-	got := sink.Records()
-	require.Len(t, got, 1)
-	assert.Equal(t, []byte("abc"), got[0].Payload)
-	got[0].Payload[0] = 'Y'
-	assert.Equal(t, []byte("abc"), sink.Records()[0].Payload)
-}
-
-// TestMemoryDeadLetterSinkClaimsOnce: Claim returns true once per record,
-// as RedriveSource requires. (Redrive lists only pending records, so the
-// redrive tests never claim one twice.)
-func TestMemoryDeadLetterSinkClaimsOnce(t *testing.T) {
-	t.Parallel()
-	sink := retry.NewMemoryDeadLetterSink()
-	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "1"}))
-	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "2"}))
-	ok, err := sink.Claim(t.Context(), "1")
-	require.NoError(t, err)
-	assert.True(t, ok)
-	ok, err = sink.Claim(t.Context(), "1")
-	require.NoError(t, err)
-	assert.False(t, ok, "claimed twice")
-	ok, err = sink.Claim(t.Context(), "unknown")
-	require.NoError(t, err)
-	assert.False(t, ok, "claimed an unknown record")
-	pending, err := sink.Pending(t.Context())
-	require.NoError(t, err)
-	require.Len(t, pending, 1)
-	assert.Equal(t, "2", pending[0].ID)
-}
-
-func TestMemoryDeadLetterSinkHonoursContext(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	sink := retry.NewMemoryDeadLetterSink()
-	assert.ErrorIs(t, sink.Put(ctx, retry.DeadLetter{ID: "1"}), context.Canceled)
-	assert.Zero(t, sink.Len())
-}
-
 func TestDeadLetterIdempotentEarlyExits(t *testing.T) {
 	// A call refused before any attempt (store down, key reused) is work
 	// not done: it is dead-lettered like any permanent failure. A replayed
 	// permanent failure is not: the call that failed recorded it already.
 	synctest.Test(t, func(t *testing.T) {
-		sink := retry.NewMemoryDeadLetterSink()
+		sink := deadletter.NewMemorySink()
 		store := newFaulty()
 		run := func(payload string, fn func(context.Context) error) error {
 			return retry.Do(t.Context(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-1"}), retry.WithPayload([]byte(payload)),
@@ -501,8 +461,3 @@ func TestDeadLetterIdempotentEarlyExits(t *testing.T) {
 		assert.Equal(t, 1, calls, "fn ran only the first time")
 	})
 }
-
-// sinkFunc adapts a function to a retry.DeadLetterSink.
-type sinkFunc func(ctx context.Context, dl retry.DeadLetter) error
-
-func (f sinkFunc) Put(ctx context.Context, dl retry.DeadLetter) error { return f(ctx, dl) }

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retryslog"
 	"github.com/steadfast-go/retry/storetest"
@@ -341,7 +342,7 @@ func TestIdempotentKeyHeldByAnotherIsRetriedAsInProgress(t *testing.T) {
 
 		calls := 0
 		var obs recorder
-		sink := retry.NewMemoryDeadLetterSink()
+		sink := deadletter.NewMemorySink()
 		err := retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
 			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}), retry.WithMaxAttempts(3),
 			retry.WithObserver(&obs), retry.WithDeadLetter(sink, nil),
@@ -484,7 +485,7 @@ func TestIdempotentCallTimesCountFromItsStart(t *testing.T) {
 				synctest.Wait()
 
 				var obs recorder
-				sink := retry.NewMemoryDeadLetterSink()
+				sink := deadletter.NewMemorySink()
 				start := time.Now()
 				err := retry.Do(context.Background(), tc.fn,
 					retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}),
@@ -682,7 +683,7 @@ func TestIdempotentReplayedPermanentFailureStopsAnOuterDo(t *testing.T) {
 func TestIdempotentReplayFoundInsideTheLoopIsNotDeadLetteredAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New(nil)
-		sink := retry.NewMemoryDeadLetterSink()
+		sink := deadletter.NewMemorySink()
 		go func() {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(150 * time.Millisecond)
@@ -705,7 +706,7 @@ func TestIdempotentReplayFoundInsideTheLoopIsNotDeadLetteredAgain(t *testing.T) 
 func TestIdempotentCallersWaitForTheHolderByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New(nil)
-		sink := retry.NewMemoryDeadLetterSink()
+		sink := deadletter.NewMemorySink()
 		go func() {
 			_ = retry.Do(context.Background(), func(context.Context) error {
 				time.Sleep(10 * time.Minute) // far longer than the attempts' backoff
@@ -981,7 +982,7 @@ func TestIdempotentOutcomeNotRecordedIsNotPlainSuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newFaulty()
 		store.set(func(f *faultyStore) { f.completeErr = errors.New("connection refused") })
-		sink := retry.NewMemoryDeadLetterSink()
+		sink := deadletter.NewMemorySink()
 		var obs recorder
 		calls := 0
 		fn := func(context.Context) (int, error) { calls++; return 5, nil }
@@ -1032,7 +1033,7 @@ func TestIdempotentOuterDoDoesNotRepeatAnUnrecordedSuccess(t *testing.T) {
 
 func TestIdempotentUnencodableValueIsNotRepeated(t *testing.T) {
 	store := newFaulty()
-	sink := retry.NewMemoryDeadLetterSink()
+	sink := deadletter.NewMemorySink()
 	calls := 0
 	fn := func(context.Context) (func(), error) { calls++; return func() {}, nil }
 	v, err := retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-42"}), retry.WithDeadLetter(sink, nil))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retrystats"
 )
@@ -22,19 +23,18 @@ import (
 func TestNew_rejectsNilFuncsAndTypedNilsWithoutCallingFn(t *testing.T) {
 	store := memstore.New(nil)
 	cases := []struct {
-		name    string
-		opts    []retry.Option
-		redrive retry.RedriveSource // set: the case is a Redrive source, not options
-		want    string
+		name string
+		opts []retry.Option
+		want string
 	}{
 		{name: "nil_backoff_func", opts: []retry.Option{retry.WithBackoff(retry.BackoffFunc(nil))},
 			want: "WithBackoff((retry.BackoffFunc)(nil)): the backoff must not be nil"},
-		{name: "nil_dead_letter_func", opts: []retry.Option{retry.WithDeadLetter(sinkFunc(nil), nil)},
-			want: "WithDeadLetter((retry_test.sinkFunc)(nil), opts): the sink must not be nil"},
-		{name: "nil_dead_letter_pointer", opts: []retry.Option{retry.WithDeadLetter((*retry.FileSink)(nil), nil)},
-			want: "WithDeadLetter((*retry.FileSink)(nil), opts)"},
-		{name: "nil_fallback_func", opts: []retry.Option{retry.WithDeadLetter(retry.NewMemoryDeadLetterSink(), &retry.DeadLetterOptions{Fallback: sinkFunc(nil)})},
-			want: "DeadLetterOptions.Fallback is (retry_test.sinkFunc)(nil)"},
+		{name: "nil_dead_letter_func", opts: []retry.Option{retry.WithDeadLetter(deadletter.Func(nil), nil)},
+			want: "WithDeadLetter((deadletter.Func)(nil), opts): the sink must not be nil"},
+		{name: "nil_dead_letter_pointer", opts: []retry.Option{retry.WithDeadLetter((*deadletter.FileSink)(nil), nil)},
+			want: "WithDeadLetter((*deadletter.FileSink)(nil), opts)"},
+		{name: "nil_fallback_func", opts: []retry.Option{retry.WithDeadLetter(deadletter.NewMemorySink(), &retry.DeadLetterOptions{Fallback: deadletter.Func(nil)})},
+			want: "DeadLetterOptions.Fallback is (deadletter.Func)(nil)"},
 		{name: "nil_observer_pointer", opts: []retry.Option{retry.WithObserver((*retrystats.Stats)(nil))},
 			want: "WithObserver((*retrystats.Stats)(nil)): the observer must not be nil"},
 		{name: "nil_clock_pointer", opts: []retry.Option{retry.WithClock((*clock.Mock)(nil))},
@@ -45,19 +45,10 @@ func TestNew_rejectsNilFuncsAndTypedNilsWithoutCallingFn(t *testing.T) {
 			want: "WithIdempotency((*memstore.Store)(nil), opts): the store must not be nil"},
 		{name: "marshal_without_unmarshal", opts: []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Marshal: json.Marshal})},
 			want: "set both IdempotencyOptions.Marshal and Unmarshal, or neither"},
-		{name: "nil_redrive_source_pointer", redrive: (*retry.MemoryDeadLetterSink)(nil),
-			want: "Redrive: the source is nil"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
-			if tc.redrive != nil {
-				_, err := retry.Redrive(t.Context(), tc.redrive, mustNew(t), func(context.Context, retry.DeadLetter) error { calls++; return nil }, nil)
-				require.ErrorIs(t, err, retry.ErrInvalidOption)
-				assert.ErrorContains(t, err, tc.want)
-				assert.Zero(t, calls, "the handler must not be called")
-				return
-			}
 			r, err := retry.New(tc.opts...)
 			assert.Nil(t, r)
 			require.ErrorIs(t, err, retry.ErrInvalidOption)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/pgdeadletter"
 )
 
@@ -39,7 +40,7 @@ func Example() {
 		log.Print("the work is neither done nor recorded: keep it") // e.g. do not ack the message
 	}
 
-	recent, err := sink.List(ctx, pgdeadletter.Filter{
+	recent, err := sink.List(ctx, deadletter.Filter{
 		Name:    "charge-card",
 		Reasons: []retry.Outcome{retry.OutcomeExhausted},
 		Since:   time.Now().Add(-24 * time.Hour),
@@ -51,7 +52,7 @@ func Example() {
 
 	// Later: replay each pending record once, even with several
 	// redrivers at work.
-	rep, err := retry.Redrive(ctx, sink, r, func(ctx context.Context, dl retry.DeadLetter) error {
+	rep, err := deadletter.Redrive(ctx, sink, r, func(ctx context.Context, dl retry.DeadLetter) error {
 		return nil // charge again, with dl.Payload and dl.IdempotencyKey
 	}, nil)
 	fmt.Println(rep.Succeeded, "replayed", err)

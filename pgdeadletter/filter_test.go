@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/pgdeadletter"
 	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// seed stores six records an hour apart, t0 being the oldest, and claims
+// seed stores six records an hour apart, t0 being the oldest, and marks
 // r4 for redrive.
 func seed(t *testing.T, s *pgdeadletter.Sink) time.Time {
 	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
@@ -27,7 +28,7 @@ func seed(t *testing.T, s *pgdeadletter.Sink) time.Time {
 	for _, i := range []int{3, 0, 5, 1, 4, 2} {
 		require.NoError(t, s.Put(t.Context(), recs[i]))
 	}
-	ok, err := s.Claim(t.Context(), "r4")
+	ok, err := s.MarkRedriven(t.Context(), "r4")
 	require.NoError(t, err)
 	require.True(t, ok)
 	return t0
@@ -44,29 +45,29 @@ func ids(recs []retry.DeadLetter) []string {
 func TestListFilters(t *testing.T) {
 	s := pgdltest.Sink(t, pgdltest.Pool(t))
 	t0 := seed(t, s)
-	all, err := s.List(t.Context(), pgdeadletter.Filter{})
+	all, err := s.List(t.Context(), deadletter.Filter{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5"}, ids(all))
 
 	cases := []struct {
 		name string
-		f    pgdeadletter.Filter
+		f    deadletter.Filter
 		want []string
 	}{
-		{"name", pgdeadletter.Filter{Name: "charge"}, []string{"r0", "r1", "r4"}},
-		{"unknown name", pgdeadletter.Filter{Name: "nope"}, []string{}},
-		{"one reason", pgdeadletter.Filter{Reasons: []retry.Outcome{retry.OutcomeExhausted}}, []string{"r0", "r2", "r4"}},
-		{"two reasons", pgdeadletter.Filter{Reasons: []retry.Outcome{retry.OutcomeDeadline, retry.OutcomePermanent}}, []string{"r1", "r3"}},
-		{"since is inclusive", pgdeadletter.Filter{Since: t0.Add(4 * time.Hour)}, []string{"r4", "r5"}},
-		{"until is exclusive", pgdeadletter.Filter{Until: t0.Add(2 * time.Hour)}, []string{"r0", "r1"}},
-		{"range", pgdeadletter.Filter{Since: t0.Add(time.Hour), Until: t0.Add(3 * time.Hour)}, []string{"r1", "r2"}},
-		{"pending", pgdeadletter.Filter{State: pgdeadletter.Pending}, []string{"r0", "r1", "r2", "r3", "r5"}},
-		{"redriven", pgdeadletter.Filter{State: pgdeadletter.Redriven}, []string{"r4"}},
-		{"ids", pgdeadletter.Filter{IDs: []string{"r5", "r2", "zz"}}, []string{"r2", "r5"}},
-		{"empty ids select nothing", pgdeadletter.Filter{IDs: []string{}}, []string{}},
-		{"empty reasons select nothing", pgdeadletter.Filter{Reasons: []retry.Outcome{}}, []string{}},
-		{"limit keeps the oldest", pgdeadletter.Filter{Limit: 2}, []string{"r0", "r1"}},
-		{"all together", pgdeadletter.Filter{Name: "charge", Reasons: []retry.Outcome{retry.OutcomeExhausted}, State: pgdeadletter.Pending, Since: t0.Add(-time.Hour)}, []string{"r0"}},
+		{"name", deadletter.Filter{Name: "charge"}, []string{"r0", "r1", "r4"}},
+		{"unknown name", deadletter.Filter{Name: "nope"}, []string{}},
+		{"one reason", deadletter.Filter{Reasons: []retry.Outcome{retry.OutcomeExhausted}}, []string{"r0", "r2", "r4"}},
+		{"two reasons", deadletter.Filter{Reasons: []retry.Outcome{retry.OutcomeDeadline, retry.OutcomePermanent}}, []string{"r1", "r3"}},
+		{"since is inclusive", deadletter.Filter{Since: t0.Add(4 * time.Hour)}, []string{"r4", "r5"}},
+		{"until is exclusive", deadletter.Filter{Until: t0.Add(2 * time.Hour)}, []string{"r0", "r1"}},
+		{"range", deadletter.Filter{Since: t0.Add(time.Hour), Until: t0.Add(3 * time.Hour)}, []string{"r1", "r2"}},
+		{"pending", deadletter.Filter{State: deadletter.Pending}, []string{"r0", "r1", "r2", "r3", "r5"}},
+		{"redriven", deadletter.Filter{State: deadletter.Redriven}, []string{"r4"}},
+		{"ids", deadletter.Filter{IDs: []string{"r5", "r2", "zz"}}, []string{"r2", "r5"}},
+		{"empty ids select nothing", deadletter.Filter{IDs: []string{}}, []string{}},
+		{"empty reasons select nothing", deadletter.Filter{Reasons: []retry.Outcome{}}, []string{}},
+		{"limit keeps the oldest", deadletter.Filter{Limit: 2}, []string{"r0", "r1"}},
+		{"all together", deadletter.Filter{Name: "charge", Reasons: []retry.Outcome{retry.OutcomeExhausted}, State: deadletter.Pending, Since: t0.Add(-time.Hour)}, []string{"r0"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -83,7 +84,7 @@ func TestListFilters(t *testing.T) {
 func TestFilterRejectsNonsense(t *testing.T) {
 	s := pgdltest.Sink(t, pgdltest.Pool(t))
 	now := time.Now()
-	for name, f := range map[string]pgdeadletter.Filter{
+	for name, f := range map[string]deadletter.Filter{
 		"negative limit":    {Limit: -1},
 		"since after until": {Since: now, Until: now.Add(-time.Hour)},
 		"empty range":       {Since: now, Until: now},
@@ -105,38 +106,38 @@ func TestPurge(t *testing.T) {
 	t0 := seed(t, s)
 	ctx := t.Context()
 	left := func() []string {
-		recs, err := s.List(ctx, pgdeadletter.Filter{})
+		recs, err := s.List(ctx, deadletter.Filter{})
 		require.NoError(t, err)
 		return ids(recs)
 	}
 
-	n, err := s.Purge(ctx, pgdeadletter.Filter{IDs: []string{}})
+	n, err := s.Purge(ctx, deadletter.Filter{IDs: []string{}})
 	require.NoError(t, err)
 	assert.Zero(t, n, "an empty selection of IDs purges nothing")
 	assert.Len(t, left(), 6)
 
-	n, err = s.Purge(ctx, pgdeadletter.Filter{IDs: []string{"r3", "missing"}})
+	n, err = s.Purge(ctx, deadletter.Filter{IDs: []string{"r3", "missing"}})
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), n)
+	assert.Equal(t, 1, n)
 	assert.Equal(t, []string{"r0", "r1", "r2", "r4", "r5"}, left())
 
-	n, err = s.Purge(ctx, pgdeadletter.Filter{State: pgdeadletter.Redriven})
+	n, err = s.Purge(ctx, deadletter.Filter{State: deadletter.Redriven})
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), n)
+	assert.Equal(t, 1, n)
 	assert.Equal(t, []string{"r0", "r1", "r2", "r5"}, left())
 
-	n, err = s.Purge(ctx, pgdeadletter.Filter{Name: "charge", Until: t0.Add(time.Hour)})
+	n, err = s.Purge(ctx, deadletter.Filter{Name: "charge", Until: t0.Add(time.Hour)})
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), n)
+	assert.Equal(t, 1, n)
 	assert.Equal(t, []string{"r1", "r2", "r5"}, left())
 
-	n, err = s.Purge(ctx, pgdeadletter.Filter{Limit: 2})
+	n, err = s.Purge(ctx, deadletter.Filter{Limit: 2})
 	require.NoError(t, err)
-	assert.Equal(t, int64(2), n, "the two oldest")
+	assert.Equal(t, 2, n, "the two oldest")
 	assert.Equal(t, []string{"r5"}, left())
 
-	n, err = s.Purge(ctx, pgdeadletter.Filter{})
+	n, err = s.Purge(ctx, deadletter.Filter{})
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), n)
+	assert.Equal(t, 1, n)
 	assert.Empty(t, left())
 }

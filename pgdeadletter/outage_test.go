@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/pgdeadletter"
 	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
 	"github.com/stretchr/testify/assert"
@@ -152,7 +153,7 @@ func (o *outageRig) call(t *testing.T) (lost bool) {
 // stored returns the payloads of the stored records, failing the test on
 // a duplicate.
 func (o *outageRig) stored(t *testing.T) map[string]bool {
-	recs, err := o.check.List(t.Context(), pgdeadletter.Filter{})
+	recs, err := o.check.List(t.Context(), deadletter.Filter{})
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, dl := range recs {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/pgdeadletter"
 	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
 	"github.com/stretchr/testify/assert"
@@ -61,10 +62,10 @@ func TestRedriveConcurrentNeverReplaysTwice(t *testing.T) {
 	require.NoError(t, err)
 
 	var wg sync.WaitGroup
-	reports := make([]retry.RedriveReport, 2)
+	reports := make([]deadletter.Report, 2)
 	errs := make([]error, 2)
 	for i, src := range []*pgdeadletter.Sink{a, b} {
-		wg.Go(func() { reports[i], errs[i] = retry.Redrive(t.Context(), src, r, handler(i), nil) })
+		wg.Go(func() { reports[i], errs[i] = deadletter.Redrive(t.Context(), src, r, handler(i), nil) })
 	}
 	wg.Wait()
 	require.NoError(t, errs[0])
@@ -80,12 +81,12 @@ func TestRedriveConcurrentNeverReplaysTwice(t *testing.T) {
 	assert.Equal(t, len(failures), failed)
 	assert.Zero(t, reports[0].NotRecorded+reports[1].NotRecorded)
 	assert.Equal(t, n, reports[0].Pending-reports[0].Skipped+reports[1].Pending-reports[1].Skipped,
-		"claims: each record won by exactly one redriver")
+		"marks: each record won by exactly one redriver")
 	assert.Positive(t, reports[0].Skipped+reports[1].Skipped, "the redrivers contended for records")
 
 	// The replays that failed again are new pending records that point
 	// back to the old ones, which are all redriven.
-	pending, err := a.List(t.Context(), pgdeadletter.Filter{State: pgdeadletter.Pending})
+	pending, err := a.List(t.Context(), deadletter.Filter{State: deadletter.Pending})
 	require.NoError(t, err)
 	require.Len(t, pending, len(failures))
 	for _, dl := range pending {
@@ -94,7 +95,7 @@ func TestRedriveConcurrentNeverReplaysTwice(t *testing.T) {
 		assert.Equal(t, "key-"+dl.RedriveOf, dl.IdempotencyKey, "the replay keeps the idempotency key")
 		assert.Equal(t, "still down", dl.LastError)
 	}
-	redriven, err := a.List(t.Context(), pgdeadletter.Filter{State: pgdeadletter.Redriven})
+	redriven, err := a.List(t.Context(), deadletter.Filter{State: deadletter.Redriven})
 	require.NoError(t, err)
 	assert.Len(t, redriven, n)
 }

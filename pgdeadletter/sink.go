@@ -5,11 +5,12 @@
 //	pool, err := pgxpool.New(ctx, "postgres://app@db/app")
 //	sink, err := pgdeadletter.New(pool)
 //	err = sink.Migrate(ctx) // once at start-up; idempotent
-//	r, err := retry.New(retry.WithDeadLetter(sink))
+//	r, err := retry.New(retry.WithDeadLetter(sink, nil))
 //
-// A [Sink] is a [retry.DeadLetterSink] and a [retry.RedriveSource], so
-// [retry.Redrive] replays its records; the cmd/deadletters command lists,
-// shows, purges and redrives them from a shell.
+// A [Sink] is a [retry.DeadLetterSink] and a [deadletter.Source], so
+// [deadletter.Redrive] replays its records; [Sink.List] and [Sink.Purge]
+// take a [deadletter.Filter]; the cmd/deadletters command lists, shows,
+// purges and redrives them from a shell.
 //
 // Times are kept to the microsecond, PostgreSQL's precision, and read back
 // in UTC.
@@ -28,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 )
 
 // ErrNotFound is returned by [Sink.Get] for an ID that has no record.
@@ -36,7 +38,7 @@ var ErrNotFound = errors.New("pgdeadletter: dead letter not found")
 // Sink keeps dead letters in one PostgreSQL table. Build one with [New]
 // (the zero value is not usable) and create its table with
 // [Sink.Migrate]. A Sink is safe for concurrent use, and any number of
-// Sinks, in any number of processes, may share a table: Put and Claim are
+// Sinks, in any number of processes, may share a table: Put and MarkRedriven are
 // single atomic statements. Every method returns when its ctx is done,
 // with ctx's error.
 type Sink struct {
@@ -45,7 +47,7 @@ type Sink struct {
 	ident pgx.Identifier // name, checked by parseTable
 	table string         // ident, quoted for SQL
 
-	put, claim, get string // SQL built once by New
+	put, mark, get string // SQL built once by New
 }
 
 // Option configures a [Sink].
@@ -84,7 +86,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Sink, error) {
 	}
 	s := &Sink{pool: pool, name: c.table, ident: ident, table: ident.Sanitize()}
 	s.put = "INSERT INTO " + s.table + " (" + columns + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING"
-	s.claim = "UPDATE " + s.table + " SET redriven = now() WHERE id = $1 AND redriven IS NULL"
+	s.mark = "UPDATE " + s.table + " SET redriven = now() WHERE id = $1 AND redriven IS NULL"
 	s.get = "SELECT " + columns + " FROM " + s.table + " WHERE id = $1"
 	return s, nil
 }
@@ -147,26 +149,26 @@ func (s *Sink) Get(ctx context.Context, id string) (retry.DeadLetter, error) {
 	return recs[0], nil
 }
 
-// Pending returns the records not yet claimed for redrive, oldest first
-// (by GaveUp, then ID); see [retry.RedriveSource].
+// Pending returns the records not yet marked as redriven, oldest first
+// (by GaveUp, then ID); see [deadletter.Source].
 func (s *Sink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
-	return s.List(ctx, Filter{State: Pending})
+	return s.List(ctx, deadletter.Filter{State: deadletter.Pending})
 }
 
-// Claim marks the record id as redriven, at the server's time, and
+// MarkRedriven marks the record id as redriven, at the server's time, and
 // reports whether this call did it. One UPDATE … WHERE redriven IS NULL
-// does it, so for each id exactly one Claim ever returns true, whatever
-// the number of concurrent redrivers and processes; see
-// [retry.RedriveSource]. An unknown id gives false.
-func (s *Sink) Claim(ctx context.Context, id string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.claim, id)
+// does it, so for each id exactly one MarkRedriven ever returns true,
+// whatever the number of concurrent redrivers and processes; see
+// [deadletter.Source]. An unknown id gives false.
+func (s *Sink) MarkRedriven(ctx context.Context, id string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, s.mark, id)
 	if err != nil {
-		return false, fmt.Errorf("pgdeadletter: claiming dead letter %s: %w", id, err)
+		return false, fmt.Errorf("pgdeadletter: marking dead letter %s: %w", id, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-var _ retry.RedriveSource = (*Sink)(nil)
+var _ deadletter.Source = (*Sink)(nil)
 
 // storable reports whether PostgreSQL text can hold s unchanged.
 func storable(s string) bool {

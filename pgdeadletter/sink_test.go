@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/pgdeadletter"
 	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
 	"github.com/stretchr/testify/assert"
@@ -75,7 +76,7 @@ func TestPutIsIdempotentOnID(t *testing.T) {
 	again.Name = "second"
 	require.NoError(t, s.Put(ctx, again), "a repeated Put succeeds")
 
-	all, err := s.List(ctx, pgdeadletter.Filter{})
+	all, err := s.List(ctx, deadletter.Filter{})
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 	assert.Equal(t, first, all[0], "the first record stored is kept")
@@ -93,7 +94,7 @@ func TestPutConcurrentSameID(t *testing.T) {
 	for _, err := range errs {
 		assert.NoError(t, err)
 	}
-	all, err := s.List(t.Context(), pgdeadletter.Filter{})
+	all, err := s.List(t.Context(), deadletter.Filter{})
 	require.NoError(t, err)
 	assert.Len(t, all, 1)
 }
@@ -179,20 +180,20 @@ func TestMissingTableIsAnError(t *testing.T) {
 	assert.Contains(t, err.Error(), "does not exist")
 }
 
-func TestClaimOnce(t *testing.T) {
+func TestMarkRedrivenOnce(t *testing.T) {
 	s := pgdltest.Sink(t, pgdltest.Pool(t))
 	ctx := t.Context()
 	now := time.Now()
 	require.NoError(t, s.Put(ctx, record("r1", "op", retry.OutcomeExhausted, now)))
 	require.NoError(t, s.Put(ctx, record("r2", "op", retry.OutcomeExhausted, now.Add(time.Second))))
 
-	ok, err := s.Claim(ctx, "r1")
+	ok, err := s.MarkRedriven(ctx, "r1")
 	require.NoError(t, err)
 	assert.True(t, ok)
-	ok, err = s.Claim(ctx, "r1")
+	ok, err = s.MarkRedriven(ctx, "r1")
 	require.NoError(t, err)
-	assert.False(t, ok, "a record is claimed once")
-	ok, err = s.Claim(ctx, "unknown")
+	assert.False(t, ok, "a record is marked once")
+	ok, err = s.MarkRedriven(ctx, "unknown")
 	require.NoError(t, err)
 	assert.False(t, ok)
 
@@ -202,7 +203,7 @@ func TestClaimOnce(t *testing.T) {
 	assert.Equal(t, "r2", pending[0].ID)
 	got, err := s.Get(ctx, "r1")
 	require.NoError(t, err)
-	assert.WithinDuration(t, time.Now(), got.Redriven, time.Minute, "Redriven is the claim's time")
+	assert.WithinDuration(t, time.Now(), got.Redriven, time.Minute, "Redriven is the mark's time")
 }
 
 func TestDoStoresDeadLetter(t *testing.T) {
@@ -215,7 +216,7 @@ func TestDoStoresDeadLetter(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 
-	recs, err := s.List(t.Context(), pgdeadletter.Filter{})
+	recs, err := s.List(t.Context(), deadletter.Filter{})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	dl := recs[0]
@@ -266,7 +267,7 @@ func TestListOrdersIDsBytewise(t *testing.T) {
 	for _, id := range []string{"b", "B", "a", "_", "A", "é"} {
 		require.NoError(t, s.Put(t.Context(), record(id, "op", retry.OutcomeExhausted, at)))
 	}
-	recs, err := s.List(t.Context(), pgdeadletter.Filter{})
+	recs, err := s.List(t.Context(), deadletter.Filter{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"A", "B", "_", "a", "b", "é"}, ids(recs))
 }

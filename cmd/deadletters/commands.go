@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/pgdeadletter"
+	"github.com/steadfast-go/retry/deadletter"
 )
 
 // withStore parses args, opens the store and calls fn with both.
@@ -117,10 +117,10 @@ func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // pendingOnly returns f for redrive, which takes pending records only.
-func pendingOnly(f pgdeadletter.Filter) (pgdeadletter.Filter, error) {
-	if f.State == pgdeadletter.Redriven {
+func pendingOnly(f deadletter.Filter) (deadletter.Filter, error) {
+	if f.State == deadletter.Redriven {
 		return f, usageError("redrive replays pending records only; -state redriven selects none")
 	}
-	f.State = pgdeadletter.Pending
+	f.State = deadletter.Pending
 	return f, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/pgdeadletter"
 )
 
@@ -17,7 +18,7 @@ import (
 // it takes.
 type options struct {
 	file, postgres, table string
-	filter                pgdeadletter.Filter
+	filter                deadletter.Filter
 	filtered              bool // a filter flag was given
 	json, dryRun, all     bool
 	exec                  string
@@ -41,7 +42,7 @@ func parseFlags(name string, args []string, groups int, now time.Time) (*options
 	o := &options{table: pgdeadletter.DefaultTable}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // run prints the usage itself
-	fs.StringVar(&o.file, "file", "", "a JSON Lines file written by retry.FileSink")
+	fs.StringVar(&o.file, "file", "", "a JSON Lines file written by deadletter.FileSink")
 	fs.StringVar(&o.postgres, "postgres", "", "a PostgreSQL URL, for a table written by pgdeadletter.Sink")
 	fs.StringVar(&o.table, "table", pgdeadletter.DefaultTable, "the table, with -postgres")
 	if groups&withFilter != 0 {
@@ -125,11 +126,11 @@ func (o *options) defineFilter(fs *flag.FlagSet, now time.Time) {
 	fs.Func("state", "pending, redriven or all", set(func(s string) error {
 		switch s {
 		case "pending":
-			o.filter.State = pgdeadletter.Pending
+			o.filter.State = deadletter.Pending
 		case "redriven":
-			o.filter.State = pgdeadletter.Redriven
+			o.filter.State = deadletter.Redriven
 		case "all":
-			o.filter.State = pgdeadletter.AnyState
+			o.filter.State = deadletter.AnyState
 		default:
 			return fmt.Errorf("unknown state %q: use pending, redriven or all", s)
 		}

@@ -1,6 +1,6 @@
 // Command deadletters lists, shows, redrives and purges the dead letters
 // that github.com/steadfast-go/retry stored in a JSON Lines file
-// (retry.FileSink) or a PostgreSQL table (pgdeadletter.Sink).
+// (deadletter.FileSink) or a PostgreSQL table (pgdeadletter.Sink).
 //
 //	deadletters list    STORE [FILTERS] [-json]
 //	deadletters show    STORE [-json] ID...
@@ -11,7 +11,7 @@
 // -reason, -since, -until, -state and -limit. redrive runs COMMAND with
 // /bin/sh once per attempt, with the record's payload on standard input
 // and the record in DEADLETTER_* environment variables; exit status 0 is
-// success. Each record is claimed before its replay, so none is replayed
+// success. Each record is marked before its replay, so none is replayed
 // twice, and a replay that fails again becomes a new pending record.
 //
 // The manual is README.md beside this file; 'deadletters help' prints it.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -54,15 +55,15 @@ func records() []retry.DeadLetter {
 }
 
 // writeFile writes records() to a new dead-letter file through a
-// FileSink, claims aaaa0004 for redrive, and returns the file's path.
+// FileSink, marks aaaa0004 as redriven, and returns the file's path.
 func writeFile(t *testing.T) string {
 	path := filepath.Join(t.TempDir(), "dead.jsonl")
-	sink, err := retry.OpenFileSink(path, nil)
+	sink, err := deadletter.OpenFile(path, nil)
 	require.NoError(t, err)
 	for _, dl := range records() {
 		require.NoError(t, sink.Put(t.Context(), dl))
 	}
-	ok, err := sink.Claim(t.Context(), "aaaa0004")
+	ok, err := sink.MarkRedriven(t.Context(), "aaaa0004")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.NoError(t, sink.Close())
@@ -176,7 +177,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	require.Len(t, got, len(want))
 	for i := range want {
 		if i == 3 {
-			assert.False(t, got[i].Redriven.IsZero(), "the claim is folded in")
+			assert.False(t, got[i].Redriven.IsZero(), "the mark is folded in")
 			got[i].Redriven = time.Time{}
 		}
 		assert.Equal(t, want[i], got[i])

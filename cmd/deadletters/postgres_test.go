@@ -11,20 +11,21 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/pgdeadletter"
 	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// pgTable stores records() in a new table, claims aaaa0004, and returns
+// pgTable stores records() in a new table, marks aaaa0004, and returns
 // the store flags for it.
 func pgTable(t *testing.T) ([]string, *pgdeadletter.Sink) {
 	sink := pgdltest.Sink(t, pgdltest.Pool(t))
 	for _, dl := range records() {
 		require.NoError(t, sink.Put(t.Context(), dl))
 	}
-	ok, err := sink.Claim(t.Context(), "aaaa0004")
+	ok, err := sink.MarkRedriven(t.Context(), "aaaa0004")
 	require.NoError(t, err)
 	require.True(t, ok)
 	url, _ := pgdltest.URL()
@@ -75,7 +76,7 @@ func TestPurgePostgres(t *testing.T) {
 	code, stdout, _ = cli(t, append([]string{"purge", "-all"}, store...)...)
 	require.Equal(t, exitOK, code)
 	assert.Equal(t, "purged 3 dead letters\n", stdout)
-	left, err := sink.List(t.Context(), pgdeadletter.Filter{})
+	left, err := sink.List(t.Context(), deadletter.Filter{})
 	require.NoError(t, err)
 	assert.Empty(t, left)
 }

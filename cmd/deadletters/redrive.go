@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 )
 
 // maxBackoff caps the waits between the attempts of one replay.
@@ -60,7 +61,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			taken++
 			return true
 		}
-		rep, err := retry.Redrive(ctx, src, r, execHandler(o.exec, stderr), filter)
+		rep, err := deadletter.Redrive(ctx, src, r, execHandler(o.exec, stderr), filter)
 		fmt.Fprintf(stdout, "redrive: %d pending, %d skipped (taken by another redrive), %d succeeded, %d failed again (stored as new dead letters), %d failed and not stored\n",
 			rep.Pending, rep.Skipped, rep.Succeeded, rep.Failed, rep.NotRecorded)
 		if err != nil {

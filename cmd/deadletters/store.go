@@ -10,19 +10,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/pgdeadletter"
 )
 
 // store is where the dead letters are: a file or a PostgreSQL table.
 type store interface {
 	// list returns the records f selects, oldest first.
-	list(ctx context.Context, f pgdeadletter.Filter) ([]retry.DeadLetter, error)
+	list(ctx context.Context, f deadletter.Filter) ([]retry.DeadLetter, error)
 	// get returns the record id, or an error matching errNotFound.
 	get(ctx context.Context, id string) (retry.DeadLetter, error)
 	// purge deletes the records f selects and says how many it deleted.
-	purge(ctx context.Context, f pgdeadletter.Filter) (int, error)
-	// source opens the store for retry.Redrive.
-	source(ctx context.Context) (retry.RedriveSource, error)
+	purge(ctx context.Context, f deadletter.Filter) (int, error)
+	// source opens the store for deadletter.Redrive.
+	source(ctx context.Context) (deadletter.Source, error)
 	close() error
 }
 
@@ -63,7 +64,7 @@ type pgStore struct {
 	sink *pgdeadletter.Sink
 }
 
-func (s *pgStore) list(ctx context.Context, f pgdeadletter.Filter) ([]retry.DeadLetter, error) {
+func (s *pgStore) list(ctx context.Context, f deadletter.Filter) ([]retry.DeadLetter, error) {
 	recs, err := s.sink.List(ctx, f)
 	return recs, s.hint(err)
 }
@@ -76,12 +77,12 @@ func (s *pgStore) get(ctx context.Context, id string) (retry.DeadLetter, error) 
 	return dl, s.hint(err)
 }
 
-func (s *pgStore) purge(ctx context.Context, f pgdeadletter.Filter) (int, error) {
+func (s *pgStore) purge(ctx context.Context, f deadletter.Filter) (int, error) {
 	n, err := s.sink.Purge(ctx, f)
-	return int(n), s.hint(err)
+	return n, s.hint(err)
 }
 
-func (s *pgStore) source(context.Context) (retry.RedriveSource, error) {
+func (s *pgStore) source(context.Context) (deadletter.Source, error) {
 	return hintSource{s.sink, s}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 )
 
 func main() {
@@ -113,7 +114,7 @@ func run(ctx context.Context, w io.Writer, src rand.Source, deadLetterPath strin
 // once the service is back.
 func deadLetters(ctx context.Context, w io.Writer, r *retry.Retrier, path string) error {
 	fmt.Fprintln(w, "6. Work that gives up is dead-lettered to a JSON Lines file, then redriven:")
-	sink, err := retry.OpenFileSink(path, nil)
+	sink, err := deadletter.OpenFile(path, nil)
 	if err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func deadLetters(ctx context.Context, w io.Writer, r *retry.Retrier, path string
 	down := &service{failures: 10, fail: func(int) error { return errUnavailable }}
 	fmt.Fprintln(w, "  error:", invoices.Do(ctx, down.call))
 
-	records, err := retry.ReadDeadLetterFile(path)
+	records, err := sink.List(ctx, deadletter.Filter{})
 	if err != nil {
 		return err
 	}
@@ -136,7 +137,7 @@ func deadLetters(ctx context.Context, w io.Writer, r *retry.Retrier, path string
 	}
 
 	fmt.Fprintln(w, "  the service is back; redriving:")
-	report, err := retry.Redrive(ctx, sink, r, func(ctx context.Context, dl retry.DeadLetter) error {
+	report, err := deadletter.Redrive(ctx, sink, r, func(ctx context.Context, dl retry.DeadLetter) error {
 		fmt.Fprintf(w, "  replaying %s with payload %s\n", dl.Name, dl.Payload)
 		return nil
 	}, nil)
@@ -144,7 +145,7 @@ func deadLetters(ctx context.Context, w io.Writer, r *retry.Retrier, path string
 		return err
 	}
 	fmt.Fprintf(w, "  redrive: %d pending, %d succeeded\n", report.Pending, report.Succeeded)
-	again, err := retry.Redrive(ctx, sink, r, func(context.Context, retry.DeadLetter) error { return nil }, nil)
+	again, err := deadletter.Redrive(ctx, sink, r, func(context.Context, retry.DeadLetter) error { return nil }, nil)
 	fmt.Fprintf(w, "  a second redrive finds %d pending: nothing is replayed twice\n", again.Pending)
 	return err
 }

@@ -1,30 +1,32 @@
-package retry
+package deadletter
 
 import (
 	"context"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/steadfast-go/retry"
 )
 
-// MemoryDeadLetterSink keeps dead letters in memory, in the order they
-// were put. It is meant for tests and examples: it is not durable, and it
-// never forgets a record. It implements [RedriveSource]. A
-// MemoryDeadLetterSink is safe for concurrent use; build one with
-// [NewMemoryDeadLetterSink], as the zero value is not usable.
-type MemoryDeadLetterSink struct {
+// MemorySink keeps dead letters in memory, in the order they were put.
+// It is meant for tests and examples: it is not durable, and it never
+// forgets a record. It implements [Source]. A MemorySink is safe for
+// concurrent use; build one with [NewMemorySink], as the zero value is
+// not usable.
+type MemorySink struct {
 	mu   sync.Mutex // guards recs and byID
-	recs []DeadLetter
+	recs []retry.DeadLetter
 	byID map[string]int // index in recs
 }
 
-// NewMemoryDeadLetterSink returns an empty sink.
-func NewMemoryDeadLetterSink() *MemoryDeadLetterSink {
-	return &MemoryDeadLetterSink{byID: make(map[string]int)}
+// NewMemorySink returns an empty sink.
+func NewMemorySink() *MemorySink {
+	return &MemorySink{byID: make(map[string]int)}
 }
 
 // Put stores a copy of dl. It fails only when ctx is already done.
-func (m *MemoryDeadLetterSink) Put(ctx context.Context, dl DeadLetter) error {
+func (m *MemorySink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -38,10 +40,10 @@ func (m *MemoryDeadLetterSink) Put(ctx context.Context, dl DeadLetter) error {
 
 // Records returns copies of every record, redriven ones included, in the
 // order they were put.
-func (m *MemoryDeadLetterSink) Records() []DeadLetter {
+func (m *MemorySink) Records() []retry.DeadLetter {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]DeadLetter, len(m.recs))
+	out := make([]retry.DeadLetter, len(m.recs))
 	for i, dl := range m.recs {
 		out[i] = cloneDeadLetter(dl)
 	}
@@ -49,21 +51,21 @@ func (m *MemoryDeadLetterSink) Records() []DeadLetter {
 }
 
 // Len returns the number of records, redriven ones included.
-func (m *MemoryDeadLetterSink) Len() int {
+func (m *MemorySink) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.recs)
 }
 
-// Pending returns copies of the records not yet claimed by [Redrive], in
+// Pending returns copies of the records not yet marked by [Redrive], in
 // the order they were put.
-func (m *MemoryDeadLetterSink) Pending(ctx context.Context) ([]DeadLetter, error) {
+func (m *MemorySink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []DeadLetter
+	var out []retry.DeadLetter
 	for _, dl := range m.recs {
 		if dl.Redriven.IsZero() {
 			out = append(out, cloneDeadLetter(dl))
@@ -72,8 +74,8 @@ func (m *MemoryDeadLetterSink) Pending(ctx context.Context) ([]DeadLetter, error
 	return out, nil
 }
 
-// Claim marks the record id as redriven now; see [RedriveSource].
-func (m *MemoryDeadLetterSink) Claim(ctx context.Context, id string) (bool, error) {
+// MarkRedriven marks the record id as redriven now; see [Source].
+func (m *MemorySink) MarkRedriven(ctx context.Context, id string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -89,8 +91,10 @@ func (m *MemoryDeadLetterSink) Claim(ctx context.Context, id string) (bool, erro
 
 // cloneDeadLetter copies the slices of dl, so that a stored record shares
 // no memory with its caller.
-func cloneDeadLetter(dl DeadLetter) DeadLetter {
+func cloneDeadLetter(dl retry.DeadLetter) retry.DeadLetter {
 	dl.Payload = slices.Clone(dl.Payload)
 	dl.Errors = slices.Clone(dl.Errors)
 	return dl
 }
+
+var _ Source = (*MemorySink)(nil)

@@ -1,4 +1,4 @@
-package retry_test
+package deadletter_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/memstore"
 )
 
@@ -57,9 +58,9 @@ func redriver(t *testing.T, opts ...retry.Option) *retry.Retrier {
 
 func TestRedriveReplaysEachRecordOnce(t *testing.T) {
 	t.Parallel()
-	sources := map[string]func(t *testing.T) retry.RedriveSource{
-		"memory": func(*testing.T) retry.RedriveSource { return retry.NewMemoryDeadLetterSink() },
-		"file":   func(t *testing.T) retry.RedriveSource { s, _ := openFileSink(t, nil); return s },
+	sources := map[string]func(t *testing.T) deadletter.Source{
+		"memory": func(*testing.T) deadletter.Source { return deadletter.NewMemorySink() },
+		"file":   func(t *testing.T) deadletter.Source { s, _ := openFileSink(t, nil); return s },
 	}
 	for name, newSource := range sources {
 		t.Run(name, func(t *testing.T) {
@@ -75,17 +76,17 @@ func TestRedriveReplaysEachRecordOnce(t *testing.T) {
 				mu.Unlock()
 				return c.handler(nil)(ctx, dl)
 			}
-			rep, err := retry.Redrive(t.Context(), src, redriver(t), handler, nil)
+			rep, err := deadletter.Redrive(t.Context(), src, redriver(t), handler, nil)
 			require.NoError(t, err)
-			assert.Equal(t, retry.RedriveReport{Pending: 5, Succeeded: 5}, rep)
+			assert.Equal(t, deadletter.Report{Pending: 5, Succeeded: 5}, rep)
 			require.Len(t, seen, 5)
 			for i, dl := range seen {
 				assert.Equal(t, testRecord(i), dl, "the handler gets the whole record, key and payload included")
 			}
 
-			rep, err = retry.Redrive(t.Context(), src, redriver(t), c.handler(nil), nil)
+			rep, err = deadletter.Redrive(t.Context(), src, redriver(t), c.handler(nil), nil)
 			require.NoError(t, err)
-			assert.Equal(t, retry.RedriveReport{}, rep)
+			assert.Equal(t, deadletter.Report{}, rep)
 			for i := range 5 {
 				assert.Equal(t, 1, c.snapshot()[testRecord(i).ID])
 			}
@@ -104,12 +105,12 @@ func TestRedriveConcurrent(t *testing.T) {
 	const n, redrives = 60, 4
 	putRecords(t, src, n)
 	var c replayCounter
-	reports := make([]retry.RedriveReport, redrives)
+	reports := make([]deadletter.Report, redrives)
 	var wg sync.WaitGroup
 	for i := range redrives {
 		wg.Go(func() {
 			var err error
-			reports[i], err = retry.Redrive(t.Context(), src, redriver(t), c.handler(nil), nil)
+			reports[i], err = deadletter.Redrive(t.Context(), src, redriver(t), c.handler(nil), nil)
 			assert.NoError(t, err)
 		})
 	}
@@ -127,7 +128,7 @@ func TestRedriveConcurrent(t *testing.T) {
 		assert.Equal(t, rep.Pending, rep.Succeeded+rep.Skipped)
 	}
 	assert.Equal(t, n, succeeded)
-	recs, err := retry.ReadDeadLetterFile(path)
+	recs, err := deadletter.ReadFile(path)
 	require.NoError(t, err)
 	for _, dl := range recs {
 		assert.False(t, dl.Redriven.IsZero(), "record %s not marked", dl.ID)
@@ -145,9 +146,9 @@ func TestRedriveFailureIsDeadLetteredAgain(t *testing.T) {
 	var c replayCounter
 	errStill := errors.New("still down")
 
-	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithMaxAttempts(2)), c.handler(errStill), nil)
+	rep, err := deadletter.Redrive(t.Context(), src, redriver(t, retry.WithMaxAttempts(2)), c.handler(errStill), nil)
 	require.NoError(t, err)
-	assert.Equal(t, retry.RedriveReport{Pending: 1, Failed: 1}, rep)
+	assert.Equal(t, deadletter.Report{Pending: 1, Failed: 1}, rep)
 	assert.Equal(t, 2, c.snapshot()[old.ID], "two attempts")
 
 	pending, err := src.Pending(t.Context())
@@ -163,9 +164,9 @@ func TestRedriveFailureIsDeadLetteredAgain(t *testing.T) {
 	assert.Equal(t, retry.OutcomeExhausted, again.Reason)
 	assert.Equal(t, "still down", again.LastError)
 
-	rep, err = retry.Redrive(t.Context(), src, redriver(t, retry.WithMaxAttempts(1)), c.handler(retry.Permanent(errStill)), nil)
+	rep, err = deadletter.Redrive(t.Context(), src, redriver(t, retry.WithMaxAttempts(1)), c.handler(retry.Permanent(errStill)), nil)
 	require.NoError(t, err)
-	assert.Equal(t, retry.RedriveReport{Pending: 1, Failed: 1}, rep)
+	assert.Equal(t, deadletter.Report{Pending: 1, Failed: 1}, rep)
 	pending, err = src.Pending(t.Context())
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
@@ -178,13 +179,13 @@ func TestRedriveFailureIsDeadLetteredAgain(t *testing.T) {
 // replays that fail again; the source only gets its marker.
 func TestRedriveUsesTheRetriersSink(t *testing.T) {
 	t.Parallel()
-	src := retry.NewMemoryDeadLetterSink()
+	src := deadletter.NewMemorySink()
 	putRecords(t, src, 1)
-	other := retry.NewMemoryDeadLetterSink()
+	other := deadletter.NewMemorySink()
 	var c replayCounter
-	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithDeadLetter(other, nil), retry.WithMaxAttempts(1)), c.handler(errDead), nil)
+	rep, err := deadletter.Redrive(t.Context(), src, redriver(t, retry.WithDeadLetter(other, nil), retry.WithMaxAttempts(1)), c.handler(errDead), nil)
 	require.NoError(t, err)
-	assert.Equal(t, retry.RedriveReport{Pending: 1, Failed: 1}, rep)
+	assert.Equal(t, deadletter.Report{Pending: 1, Failed: 1}, rep)
 	assert.Equal(t, 1, src.Len())
 	require.Equal(t, 1, other.Len())
 	assert.Equal(t, testRecord(0).ID, other.Records()[0].RedriveOf)
@@ -194,7 +195,7 @@ func TestRedriveUsesTheRetriersSink(t *testing.T) {
 // dead-letters the replay it interrupted and stops.
 func TestRedriveCanceledIsKept(t *testing.T) {
 	t.Parallel()
-	src := retry.NewMemoryDeadLetterSink()
+	src := deadletter.NewMemorySink()
 	putRecords(t, src, 3)
 	ctx, cancel := context.WithCancel(t.Context())
 	var c replayCounter
@@ -202,9 +203,9 @@ func TestRedriveCanceledIsKept(t *testing.T) {
 		cancel()
 		return c.handler(errDead)(ctx, dl)
 	}
-	rep, err := retry.Redrive(ctx, src, redriver(t), handler, nil)
+	rep, err := deadletter.Redrive(ctx, src, redriver(t), handler, nil)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, retry.RedriveReport{Pending: 3, Failed: 1}, rep)
+	assert.Equal(t, deadletter.Report{Pending: 3, Failed: 1}, rep)
 	pending, err := src.Pending(t.Context())
 	require.NoError(t, err)
 	require.Len(t, pending, 3, "two untouched records and the interrupted replay")
@@ -214,28 +215,28 @@ func TestRedriveCanceledIsKept(t *testing.T) {
 
 func TestRedriveNotRecorded(t *testing.T) {
 	t.Parallel()
-	src := retry.NewMemoryDeadLetterSink()
+	src := deadletter.NewMemorySink()
 	putRecords(t, src, 2)
 	errSink := errors.New("sink down")
-	r := redriver(t, retry.WithMaxAttempts(1), retry.WithDeadLetter(sinkFunc(func(context.Context, retry.DeadLetter) error { return errSink }), nil))
+	r := redriver(t, retry.WithMaxAttempts(1), retry.WithDeadLetter(deadletter.Func(func(context.Context, retry.DeadLetter) error { return errSink }), nil))
 	var c replayCounter
-	rep, err := retry.Redrive(t.Context(), src, r, c.handler(errDead), nil)
+	rep, err := deadletter.Redrive(t.Context(), src, r, c.handler(errDead), nil)
 	assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 	assert.ErrorIs(t, err, errSink)
 	assert.ErrorIs(t, err, errDead)
 	assert.Contains(t, err.Error(), testRecord(0).ID)
-	assert.Equal(t, retry.RedriveReport{Pending: 2, NotRecorded: 2}, rep)
+	assert.Equal(t, deadletter.Report{Pending: 2, NotRecorded: 2}, rep)
 }
 
 func TestRedriveFilter(t *testing.T) {
 	t.Parallel()
-	src := retry.NewMemoryDeadLetterSink()
+	src := deadletter.NewMemorySink()
 	putRecords(t, src, 4)
 	var c replayCounter
 	only := testRecord(2).ID
-	rep, err := retry.Redrive(t.Context(), src, redriver(t), c.handler(nil), func(dl retry.DeadLetter) bool { return dl.ID == only })
+	rep, err := deadletter.Redrive(t.Context(), src, redriver(t), c.handler(nil), func(dl retry.DeadLetter) bool { return dl.ID == only })
 	require.NoError(t, err)
-	assert.Equal(t, retry.RedriveReport{Pending: 1, Succeeded: 1}, rep)
+	assert.Equal(t, deadletter.Report{Pending: 1, Succeeded: 1}, rep)
 	assert.Equal(t, map[string]int{only: 1}, c.snapshot())
 	pending, err := src.Pending(t.Context())
 	require.NoError(t, err)
@@ -247,7 +248,7 @@ func TestRedriveFilter(t *testing.T) {
 // succeeded.
 func TestRedriveIdempotentHandler(t *testing.T) {
 	t.Parallel()
-	src := retry.NewMemoryDeadLetterSink()
+	src := deadletter.NewMemorySink()
 	putRecords(t, src, 3)
 	done := map[string]bool{testRecord(1).IdempotencyKey: true} // succeeded after it was dead-lettered
 	var effects []string
@@ -259,7 +260,7 @@ func TestRedriveIdempotentHandler(t *testing.T) {
 		effects = append(effects, dl.IdempotencyKey)
 		return nil
 	}
-	rep, err := retry.Redrive(t.Context(), src, redriver(t), handler, nil)
+	rep, err := deadletter.Redrive(t.Context(), src, redriver(t), handler, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 3, rep.Succeeded)
 	assert.Equal(t, []string{"key-0", "key-2"}, effects)
@@ -267,26 +268,28 @@ func TestRedriveIdempotentHandler(t *testing.T) {
 
 func TestRedriveBadArguments(t *testing.T) {
 	t.Parallel()
-	src := retry.NewMemoryDeadLetterSink()
+	src := deadletter.NewMemorySink()
 	r := redriver(t)
 	h := func(context.Context, retry.DeadLetter) error { return nil }
 	cases := []struct {
 		name string
 		ctx  context.Context
-		src  retry.RedriveSource
+		src  deadletter.Source
 		r    *retry.Retrier
 		h    func(context.Context, retry.DeadLetter) error
 	}{
 		{"nil_ctx", nil, src, r, h},
 		{"nil_source", t.Context(), nil, r, h},
+		{"nil_source_pointer", t.Context(), (*deadletter.MemorySink)(nil), r, h},
 		{"nil_retrier", t.Context(), src, nil, h},
 		{"nil_handler", t.Context(), src, r, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := retry.Redrive(tc.ctx, tc.src, tc.r, tc.h, nil)
+			_, err := deadletter.Redrive(tc.ctx, tc.src, tc.r, tc.h, nil)
 			assert.ErrorIs(t, err, retry.ErrInvalidOption)
+			assert.ErrorContains(t, err, "Redrive: the ")
 		})
 	}
 }
@@ -297,7 +300,7 @@ func TestRedriveBadArguments(t *testing.T) {
 func TestRedriveWithIdempotencyStore(t *testing.T) {
 	t.Parallel()
 	store := memstore.New(nil)
-	sink := retry.NewMemoryDeadLetterSink()
+	sink := deadletter.NewMemorySink()
 	r := redriver(t, retry.WithIdempotency(store, nil), retry.WithDeadLetter(sink, nil), retry.WithMaxAttempts(2))
 	ctxFor := func(key string) context.Context { return retry.ContextWithIdempotencyKey(t.Context(), key) }
 	for _, key := range []string{"order-1", "order-2"} {
@@ -313,9 +316,9 @@ func TestRedriveWithIdempotencyStore(t *testing.T) {
 	require.NoError(t, r.Do(ctxFor("order-1"), func(context.Context) error { return nil }))
 
 	var c replayCounter
-	rep, err := retry.Redrive(t.Context(), sink, r, c.handler(nil), nil)
+	rep, err := deadletter.Redrive(t.Context(), sink, r, c.handler(nil), nil)
 	require.NoError(t, err)
-	assert.Equal(t, retry.RedriveReport{Pending: 2, Succeeded: 2}, rep)
+	assert.Equal(t, deadletter.Report{Pending: 2, Succeeded: 2}, rep)
 	assert.Equal(t, map[string]int{recs[1].ID: 1}, c.snapshot(), "order-1 was not run again")
 
 	// Now order-2 is complete too: a replay of it would be a no-op.
@@ -329,16 +332,16 @@ func TestRedriveWithIdempotencyStore(t *testing.T) {
 func TestRedriveKeylessRecordSkipsTheStore(t *testing.T) {
 	t.Parallel()
 	store := memstore.New(nil)
-	src := retry.NewMemoryDeadLetterSink()
+	src := deadletter.NewMemorySink()
 	for i := range 2 {
 		dl := testRecord(i)
 		dl.IdempotencyKey = ""
 		require.NoError(t, src.Put(t.Context(), dl))
 	}
 	var c replayCounter
-	rep, err := retry.Redrive(t.Context(), src, redriver(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "shared"})), c.handler(nil), nil)
+	rep, err := deadletter.Redrive(t.Context(), src, redriver(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "shared"})), c.handler(nil), nil)
 	require.NoError(t, err)
-	assert.Equal(t, retry.RedriveReport{Pending: 2, Succeeded: 2}, rep)
+	assert.Equal(t, deadletter.Report{Pending: 2, Succeeded: 2}, rep)
 	assert.Len(t, c.snapshot(), 2, "both ran: no shared key")
 	assert.Zero(t, store.Len())
 }

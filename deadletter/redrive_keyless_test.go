@@ -1,4 +1,4 @@
-package retry_test
+package deadletter_test
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/memstore"
 )
 
@@ -16,14 +17,14 @@ import (
 // that is not mistaken for tuning options without a store.
 func TestRedrive_keylessRecordWithTunedIdempotency(t *testing.T) {
 	store := memstore.New(nil)
-	src := retry.NewMemoryDeadLetterSink()
+	src := deadletter.NewMemorySink()
 	dl := testRecord(0)
 	dl.IdempotencyKey = ""
 	require.NoError(t, src.Put(t.Context(), dl))
 	var c replayCounter
 	r := redriver(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "shared", Lease: time.Minute}))
-	rep, err := retry.Redrive(t.Context(), src, r, c.handler(nil), nil)
+	rep, err := deadletter.Redrive(t.Context(), src, r, c.handler(nil), nil)
 	require.NoError(t, err)
-	assert.Equal(t, retry.RedriveReport{Pending: 1, Succeeded: 1}, rep)
+	assert.Equal(t, deadletter.Report{Pending: 1, Succeeded: 1}, rep)
 	assert.Zero(t, store.Len())
 }

@@ -1,8 +1,9 @@
-package retry_test
+package deadletter_test
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,12 +17,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 )
 
-func openFileSink(t testing.TB, opts *retry.FileSinkOptions) (*retry.FileSink, string) {
+func openFileSink(t testing.TB, opts *deadletter.FileOptions) (*deadletter.FileSink, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "deadletters.jsonl")
-	sink, err := retry.OpenFileSink(path, opts)
+	sink, err := deadletter.OpenFile(path, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sink.Close() })
 	return sink, path
@@ -55,7 +57,7 @@ func TestFileSinkRoundTrip(t *testing.T) {
 	for _, dl := range want {
 		require.NoError(t, sink.Put(t.Context(), dl))
 	}
-	got, err := retry.ReadDeadLetterFile(path)
+	got, err := deadletter.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 
@@ -76,7 +78,7 @@ func TestFileSinkWithDo(t *testing.T) {
 		retry.WithDeadLetter(sink, nil), retry.WithBackoff(retry.Constant(0)), retry.WithName("charge"), retry.WithPayload([]byte("p")))
 	require.ErrorIs(t, err, retry.ErrExhausted)
 	require.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
-	got, err := retry.ReadDeadLetterFile(path)
+	got, err := deadletter.ReadFile(path)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	assert.Equal(t, "charge", got[0].Name)
@@ -91,7 +93,7 @@ func TestFileSinkConcurrentWriters(t *testing.T) {
 	for _, syncEach := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sync_each_%v", syncEach), func(t *testing.T) {
 			defer goleak.VerifyNone(t)
-			sink, path := openFileSink(t, &retry.FileSinkOptions{SyncEach: syncEach})
+			sink, path := openFileSink(t, &deadletter.FileOptions{SyncEach: syncEach})
 			const writers, each = 16, 25
 			var wg sync.WaitGroup
 			errs := make(chan error, writers*each)
@@ -107,7 +109,7 @@ func TestFileSinkConcurrentWriters(t *testing.T) {
 			for err := range errs {
 				require.NoError(t, err)
 			}
-			got, err := retry.ReadDeadLetterFile(path)
+			got, err := deadletter.ReadFile(path)
 			require.NoError(t, err, "no torn line")
 			require.Len(t, got, writers*each)
 			seen := make(map[string]bool)
@@ -126,12 +128,12 @@ func TestFileSinkConcurrentWriters(t *testing.T) {
 func TestFileSinkTwoSinksOneFile(t *testing.T) {
 	t.Parallel()
 	a, path := openFileSink(t, nil)
-	b, err := retry.OpenFileSink(path, nil)
+	b, err := deadletter.OpenFile(path, nil)
 	require.NoError(t, err)
 	defer b.Close()
 	const each = 200
 	var wg sync.WaitGroup
-	for i, sink := range []*retry.FileSink{a, b} {
+	for i, sink := range []*deadletter.FileSink{a, b} {
 		for w := range 4 {
 			wg.Go(func() {
 				for j := range each / 4 {
@@ -141,7 +143,7 @@ func TestFileSinkTwoSinksOneFile(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	got, err := retry.ReadDeadLetterFile(path)
+	got, err := deadletter.ReadFile(path)
 	require.NoError(t, err, "no torn line")
 	assert.Len(t, got, 2*each)
 }
@@ -162,9 +164,8 @@ func TestFileSinkTornLastLine(t *testing.T) {
 	lastLine := int64(bytes.LastIndexByte(data[:len(data)-1], '\n') + 1)
 	require.NoError(t, os.Truncate(path, lastLine+40)) // cut the last record mid-line
 
-	got, err := retry.ReadDeadLetterFile(path)
-	require.ErrorIs(t, err, retry.ErrTornRecord)
-	var torn *retry.TornRecordError
+	got, err := deadletter.ReadFile(path)
+	var torn *deadletter.TornRecordError
 	require.ErrorAs(t, err, &torn)
 	assert.Equal(t, []int64{lastLine}, torn.Offsets)
 	assert.Equal(t, path, torn.Path)
@@ -176,17 +177,17 @@ func TestFileSinkTornLastLine(t *testing.T) {
 	assert.Equal(t, want, got)
 
 	// After the restart, new records start on a line of their own.
-	sink, err = retry.OpenFileSink(path, nil)
+	sink, err = deadletter.OpenFile(path, nil)
 	require.NoError(t, err)
 	defer sink.Close()
 	require.NoError(t, sink.Put(t.Context(), testRecord(n)))
-	got, err = retry.ReadDeadLetterFile(path)
+	got, err = deadletter.ReadFile(path)
 	require.ErrorAs(t, err, &torn)
 	assert.Equal(t, []int64{lastLine}, torn.Offsets)
 	assert.Equal(t, append(want, testRecord(n)), got)
 }
 
-func TestReadDeadLetterFileSkipsBadLinesAndDuplicates(t *testing.T) {
+func TestReadFileSkipsBadLinesAndDuplicates(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "dl.jsonl")
 	line := func(dl retry.DeadLetter) string {
@@ -199,41 +200,42 @@ func TestReadDeadLetterFileSkipsBadLinesAndDuplicates(t *testing.T) {
 	a, b := line(testRecord(0)), line(testRecord(1))
 	content := a + "not json\n" + "\n" + "{}\n" + a + b
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
-	got, err := retry.ReadDeadLetterFile(path)
-	var torn *retry.TornRecordError
+	got, err := deadletter.ReadFile(path)
+	var torn *deadletter.TornRecordError
 	require.ErrorAs(t, err, &torn)
 	assert.Equal(t, []int64{int64(len(a)), int64(len(a) + len("not json\n\n"))}, torn.Offsets)
 	assert.Equal(t, []retry.DeadLetter{testRecord(0), testRecord(1)}, got)
 }
 
-func TestReadDeadLetterFileMissing(t *testing.T) {
+func TestReadFileMissing(t *testing.T) {
 	t.Parallel()
-	got, err := retry.ReadDeadLetterFile(filepath.Join(t.TempDir(), "none.jsonl"))
+	got, err := deadletter.ReadFile(filepath.Join(t.TempDir(), "none.jsonl"))
 	require.ErrorIs(t, err, os.ErrNotExist)
-	assert.NotErrorIs(t, err, retry.ErrTornRecord)
+	var torn *deadletter.TornRecordError
+	assert.False(t, errors.As(err, &torn))
 	assert.Nil(t, got)
 }
 
-func TestFileSinkClaim(t *testing.T) {
+func TestFileSinkMarkRedriven(t *testing.T) {
 	t.Parallel()
 	sink, path := openFileSink(t, nil)
 	for i := range 3 {
 		require.NoError(t, sink.Put(t.Context(), testRecord(i)))
 	}
 	id := testRecord(1).ID
-	ok, err := sink.Claim(t.Context(), id)
+	ok, err := sink.MarkRedriven(t.Context(), id)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	ok, err = sink.Claim(t.Context(), id)
+	ok, err = sink.MarkRedriven(t.Context(), id)
 	require.NoError(t, err)
-	assert.False(t, ok, "claimed twice")
-	ok, err = sink.Claim(t.Context(), "unknown")
+	assert.False(t, ok, "marked twice")
+	ok, err = sink.MarkRedriven(t.Context(), "unknown")
 	require.NoError(t, err)
-	assert.False(t, ok, "claimed an unknown record")
+	assert.False(t, ok, "marked an unknown record")
 
-	// A record put after the first claim can be claimed too.
+	// A record put after the first mark can be marked too.
 	require.NoError(t, sink.Put(t.Context(), testRecord(3)))
-	ok, err = sink.Claim(t.Context(), testRecord(3).ID)
+	ok, err = sink.MarkRedriven(t.Context(), testRecord(3).ID)
 	require.NoError(t, err)
 	assert.True(t, ok)
 
@@ -241,20 +243,20 @@ func TestFileSinkClaim(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []retry.DeadLetter{testRecord(0), testRecord(2)}, pending)
 
-	all, err := retry.ReadDeadLetterFile(path)
+	all, err := deadletter.ReadFile(path)
 	require.NoError(t, err)
 	require.Len(t, all, 4)
 	assert.False(t, all[1].Redriven.IsZero(), "the marker is folded into the record")
 	assert.True(t, all[0].Redriven.IsZero())
 
-	// A new sink on the same file knows the claims from the markers.
+	// A new sink on the same file knows the marks from the markers.
 	require.NoError(t, sink.Close())
-	sink2, err := retry.OpenFileSink(path, nil)
+	sink2, err := deadletter.OpenFile(path, nil)
 	require.NoError(t, err)
 	defer sink2.Close()
-	ok, err = sink2.Claim(t.Context(), id)
+	ok, err = sink2.MarkRedriven(t.Context(), id)
 	require.NoError(t, err)
-	assert.False(t, ok, "claimed again after a restart")
+	assert.False(t, ok, "marked again after a restart")
 	pending, err = sink2.Pending(t.Context())
 	require.NoError(t, err)
 	assert.Len(t, pending, 2)
@@ -267,7 +269,7 @@ func TestFileSinkClosed(t *testing.T) {
 	require.NoError(t, sink.Close())
 	require.NoError(t, sink.Close(), "Close is idempotent")
 	assert.ErrorIs(t, sink.Put(t.Context(), testRecord(1)), os.ErrClosed)
-	_, err := sink.Claim(t.Context(), testRecord(0).ID)
+	_, err := sink.MarkRedriven(t.Context(), testRecord(0).ID)
 	assert.ErrorIs(t, err, os.ErrClosed)
 }
 
@@ -277,7 +279,7 @@ func TestFileSinkRejectsRecordWithoutID(t *testing.T) {
 	err := sink.Put(t.Context(), retry.DeadLetter{Name: "charge"})
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "no ID")
-	got, err := retry.ReadDeadLetterFile(path)
+	got, err := deadletter.ReadFile(path)
 	require.NoError(t, err)
 	assert.Empty(t, got)
 }
@@ -288,16 +290,16 @@ func TestFileSinkDoneContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	assert.ErrorIs(t, sink.Put(ctx, testRecord(0)), context.Canceled)
-	got, err := retry.ReadDeadLetterFile(path)
+	got, err := deadletter.ReadFile(path)
 	require.NoError(t, err)
 	assert.Empty(t, got)
 }
 
-func TestOpenFileSinkBadPath(t *testing.T) {
+func TestOpenFileBadPath(t *testing.T) {
 	t.Parallel()
-	_, err := retry.OpenFileSink(filepath.Join(t.TempDir(), "missing-dir", "dl.jsonl"), nil)
+	_, err := deadletter.OpenFile(filepath.Join(t.TempDir(), "missing-dir", "dl.jsonl"), nil)
 	require.ErrorIs(t, err, os.ErrNotExist)
-	assert.True(t, strings.HasPrefix(err.Error(), "retry: opening dead-letter file"), err.Error())
+	assert.True(t, strings.HasPrefix(err.Error(), "deadletter: opening file"), err.Error())
 }
 
 // BenchmarkFileSinkPut compares an fsync per record with group commit,
@@ -309,7 +311,7 @@ func BenchmarkFileSinkPut(b *testing.B) {
 	}{{"sync_each", true}, {"group_commit", false}} {
 		for _, writers := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("%s/writers=%d", mode.name, writers), func(b *testing.B) {
-				sink, _ := openFileSink(b, &retry.FileSinkOptions{SyncEach: mode.syncEach})
+				sink, _ := openFileSink(b, &deadletter.FileOptions{SyncEach: mode.syncEach})
 				dl := testRecord(0)
 				ctx := context.Background()
 				work := make(chan struct{}, writers)

@@ -1,0 +1,481 @@
+package deadletter
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/steadfast-go/retry"
+)
+
+// FileOptions configures [OpenFile]. The zero value, like a nil pointer,
+// gives the defaults.
+type FileOptions struct {
+	// Perm is the permission of a new file. Default: 0o600, because
+	// payloads may hold personal data.
+	Perm os.FileMode
+	// SyncEach makes every Put write and fsync its record alone. By
+	// default concurrent Puts share one write and one fsync (group
+	// commit), with the same guarantee and far more records a second; see
+	// the benchmarks. Default: false.
+	SyncEach bool
+}
+
+// FileSink is the embedded dead-letter store: an append-only JSON Lines
+// file, one record a line, needing nothing but a disk. Build one with
+// [OpenFile] (the zero value is not usable), read it with [FileSink.List]
+// or [ReadFile], replay it with [Redrive], drop records with
+// [FileSink.Purge], and Close it when done.
+//
+// Put returns nil only after the record's bytes were written and fsynced,
+// so a record whose Put succeeded survives a crash of the process or the
+// machine. Concurrent Puts are batched: the first Put of a batch writes and
+// fsyncs the records that joined it while the previous fsync ran. Nothing
+// is ever rewritten in place: [FileSink.MarkRedriven] appends a small
+// marker line that the reader folds into the record's Redriven field.
+//
+// A FileSink is safe for concurrent use by many goroutines. Several
+// processes may append to one file on a local file system (each batch is
+// a single O_APPEND write, which Linux and macOS keep whole), but marks
+// are atomic only within one FileSink: run one [Redrive] of a file at a
+// time, and Purge only while no other process appends to the file.
+// Network file systems are not supported.
+type FileSink struct {
+	path     string
+	syncEach bool
+
+	mu     sync.Mutex // guards cur and closed
+	cur    *fileBatch // the batch new records join; nil when none is open
+	closed bool
+
+	wmu    sync.Mutex // held while writing; guards f and broken
+	f      *os.File   // nil once closed
+	broken error      // a failed fsync: what is on disk is unknown, so stop
+
+	cmu   sync.Mutex      // guards state
+	state map[string]bool // record ID -> marked, for the records seen so far by MarkRedriven
+}
+
+// fileBatch is a group of lines written and fsynced together.
+type fileBatch struct {
+	buf  []byte
+	done chan struct{} // closed when err is set
+	err  error
+}
+
+// OpenFile opens the JSON Lines file at path for appending, creating it
+// if needed. opts may be nil. If the file ends in a line cut short by a
+// crash, OpenFile ends that line, so that new records start on a line of
+// their own and the reader reports the torn one.
+func OpenFile(path string, opts *FileOptions) (*FileSink, error) {
+	var o FileOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Perm == 0 {
+		o.Perm = 0o600
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, o.Perm)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: opening file: %w", err)
+	}
+	s := &FileSink{path: path, syncEach: o.SyncEach, f: f}
+	if err := s.endTornLine(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("deadletter: opening file %s: %w", path, err)
+	}
+	syncDir(path) // make the file's directory entry durable too
+	return s, nil
+}
+
+// syncDir fsyncs the directory of path, so that a new or renamed entry
+// survives a crash.
+func syncDir(path string) {
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync() // best effort: some systems cannot fsync a directory
+		d.Close()
+	}
+}
+
+// endTornLine appends a newline when the file does not end with one.
+func (s *FileSink) endTornLine() error {
+	st, err := s.f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() == 0 {
+		return nil
+	}
+	last := make([]byte, 1)
+	if _, err := s.f.ReadAt(last, st.Size()-1); err != nil {
+		return err
+	}
+	if last[0] == '\n' {
+		return nil
+	}
+	return s.write([]byte("\n"))
+}
+
+// Path returns the file's path.
+func (s *FileSink) Path() string { return s.path }
+
+// Put appends dl as one line and returns after it is fsynced. dl.ID must
+// not be empty (Do always sets it). When ctx ends first, Put returns ctx's
+// error and the record may or may not be stored (the reader dedupes by
+// ID). The Put that leads a batch finishes its write whatever ctx says,
+// since the others wait on it; that is at most one fsync late.
+func (s *FileSink) Put(ctx context.Context, dl retry.DeadLetter) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl.ID == "" {
+		// The reader keys records by ID: one without would be lost.
+		return fmt.Errorf("%w: FileSink.Put: the dead letter has no ID", retry.ErrInvalidOption)
+	}
+	line, err := json.Marshal(dl)
+	if err != nil {
+		return fmt.Errorf("deadletter: encoding dead letter %s: %w", dl.ID, err)
+	}
+	return s.append(ctx, append(line, '\n'))
+}
+
+// append writes line durably, alone or in a batch.
+func (s *FileSink) append(ctx context.Context, line []byte) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return s.closedErr()
+	}
+	if s.syncEach {
+		s.mu.Unlock()
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		return s.write(line)
+	}
+	b, lead := s.cur, s.cur == nil
+	if lead {
+		b = &fileBatch{done: make(chan struct{})}
+		s.cur = b
+	}
+	b.buf = append(b.buf, line...)
+	s.mu.Unlock()
+
+	if lead {
+		// While the previous batch's fsync runs, later Puts join b.
+		s.wmu.Lock()
+		s.mu.Lock()
+		s.cur = nil // b is full: the next Put opens a new batch
+		s.mu.Unlock()
+		b.err = s.write(b.buf)
+		// Wake the followers before letting the next leader write, so
+		// that their next Puts can still join its batch.
+		close(b.done)
+		s.wmu.Unlock()
+		return b.err
+	}
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// write appends buf and fsyncs. The caller holds wmu.
+func (s *FileSink) write(buf []byte) error {
+	switch {
+	case s.f == nil:
+		return s.closedErr()
+	case s.broken != nil:
+		return fmt.Errorf("deadletter: file %s is unusable after an earlier failure: %w", s.path, s.broken)
+	}
+	n, err := s.f.Write(buf)
+	if err != nil {
+		// End a partial write's line, so that the next record starts on
+		// a line of its own and the reader reports the torn one.
+		// (Truncating instead could cut another process's records.)
+		if n > 0 && buf[n-1] != '\n' {
+			if _, lerr := s.f.Write([]byte("\n")); lerr != nil {
+				s.broken = lerr
+			}
+		}
+		return fmt.Errorf("deadletter: writing file: %w", err)
+	}
+	if err := s.f.Sync(); err != nil {
+		// After a failed fsync the kernel may have dropped the dirty
+		// pages: nothing written since the last good fsync is sure.
+		s.broken = err
+		return fmt.Errorf("deadletter: syncing file: %w", err)
+	}
+	return nil
+}
+
+func (s *FileSink) closedErr() error {
+	return fmt.Errorf("deadletter: file %s: %w", s.path, os.ErrClosed)
+}
+
+// Close waits for the write in progress, if any, and closes the file.
+// Later calls of Put, MarkRedriven and Purge fail with an error matching
+// os.ErrClosed. Close is idempotent.
+func (s *FileSink) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
+
+// Pending returns the records that were never marked as redriven, in the
+// order they were written; see [Source]. Torn lines are skipped.
+func (s *FileSink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	recs, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	out := recs[:0]
+	for _, dl := range recs {
+		if dl.Redriven.IsZero() && !s.state[dl.ID] {
+			out = append(out, dl)
+		}
+	}
+	return out, nil
+}
+
+// MarkRedriven marks the record id as redriven by appending a marker line,
+// and returns true once per id; see [Source]. Marks are atomic within the
+// process that owns the file.
+func (s *FileSink) MarkRedriven(ctx context.Context, id string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.cmu.Lock()
+	marked, known := s.state[id]
+	if !known {
+		// Written since the last look (or never looked): look again.
+		if err := s.loadLocked(); err != nil {
+			s.cmu.Unlock()
+			return false, err
+		}
+		marked, known = s.state[id]
+	}
+	if !known || marked {
+		s.cmu.Unlock()
+		return false, nil
+	}
+	s.state[id] = true // reserved: a concurrent MarkRedriven of id now fails
+	s.cmu.Unlock()
+
+	line, err := json.Marshal(markerLine{Redrive: &redriveMarker{ID: id, At: time.Now().UTC()}})
+	if err == nil {
+		err = s.append(ctx, append(line, '\n'))
+	}
+	if err != nil {
+		s.cmu.Lock()
+		s.state[id] = false
+		s.cmu.Unlock()
+		return false, fmt.Errorf("deadletter: marking dead letter %s: %w", id, err)
+	}
+	return true, nil
+}
+
+// loadLocked adds the records of the file that state does not know yet.
+// The caller holds cmu.
+func (s *FileSink) loadLocked() error {
+	recs, err := s.read()
+	if err != nil {
+		return err
+	}
+	if s.state == nil {
+		s.state = make(map[string]bool, len(recs))
+	}
+	for _, dl := range recs {
+		if _, ok := s.state[dl.ID]; !ok {
+			s.state[dl.ID] = !dl.Redriven.IsZero()
+		}
+	}
+	return nil
+}
+
+// read reads the whole file, ignoring torn lines: a line being written
+// now looks torn to a reader.
+func (s *FileSink) read() ([]retry.DeadLetter, error) {
+	recs, _, err := readFile(s.path)
+	return recs, err
+}
+
+// List returns the records of the file that f selects, oldest first (by
+// GaveUp, then ID) and at most f.Limit of them when it is set, with
+// Redriven set for the records marked as redriven. When the file holds
+// torn lines, List returns the records together with a [*TornRecordError]
+// that names them.
+func (s *FileSink) List(ctx context.Context, f Filter) ([]retry.DeadLetter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	recs, torn, err := readFile(s.path)
+	if err != nil {
+		return nil, err
+	}
+	recs, _ = f.Select(recs) // f is valid
+	if len(torn) > 0 {
+		return recs, &TornRecordError{Path: s.path, Offsets: torn}
+	}
+	return recs, nil
+}
+
+// Purge deletes the records f selects (the oldest f.Limit of them when
+// Limit is set), with their copies and redrive markers, and returns how
+// many records it deleted. The zero Filter selects every record. Every
+// other line, torn ones included, is kept byte for byte.
+//
+// Purge writes the lines it keeps to a new file in the same directory,
+// fsyncs it and renames it over the old one, so that a crash leaves one
+// whole file or the other. The sink's Puts wait meanwhile and then go to
+// the new file. Records that another process appends while Purge runs
+// would be lost: Purge fails, and purges nothing, when the file grew
+// while it copied, but an append after the rename goes to the old file.
+// Purge only while the sink is the file's one writer.
+func (s *FileSink) Purge(ctx context.Context, f Filter) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	switch {
+	case s.f == nil:
+		return 0, s.closedErr()
+	case s.broken != nil:
+		return 0, fmt.Errorf("deadletter: file %s is unusable after an earlier failure: %w", s.path, s.broken)
+	}
+	recs, err := s.read()
+	if err != nil {
+		return 0, err
+	}
+	recs, _ = f.Select(recs) // f is valid
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	drop := make(map[string]bool, len(recs))
+	for _, dl := range recs {
+		drop[dl.ID] = true
+	}
+	if err := s.rewrite(drop); err != nil {
+		return 0, fmt.Errorf("deadletter: purging %s: %w", s.path, err)
+	}
+	s.cmu.Lock()
+	for id := range drop {
+		delete(s.state, id) // unknown now: MarkRedriven reports false
+	}
+	s.cmu.Unlock()
+	return len(recs), nil
+}
+
+// rewrite replaces the file with a copy that lacks the lines of the
+// records in drop, and makes the sink append to the copy. The caller holds
+// wmu.
+func (s *FileSink) rewrite(drop map[string]bool) error {
+	old, err := os.Open(s.path)
+	if err != nil {
+		return err
+	}
+	defer old.Close()
+	st, err := old.Stat()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".purge-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
+	read, err := copyLines(tmp, old, drop)
+	if err == nil {
+		err = tmp.Chmod(st.Mode().Perm())
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	// Another writer's lines appended since the copy would be lost.
+	if now, err := os.Stat(s.path); err != nil || now.Size() != read {
+		return errors.New("the file grew while purging, so nothing was purged: stop its other writers and try again")
+	}
+	// Open the copy before the rename, so that a failure leaves the old
+	// file in place and in use.
+	f, err := os.OpenFile(tmp.Name(), os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), s.path); err != nil {
+		f.Close()
+		return err
+	}
+	syncDir(s.path)
+	s.f.Close()
+	s.f = f
+	return nil
+}
+
+// copyLines copies the lines of src to dst except those of the records in
+// drop, and returns how many bytes it read.
+func copyLines(dst io.Writer, src io.Reader, drop map[string]bool) (int64, error) {
+	br := bufio.NewReader(src)
+	bw := bufio.NewWriter(dst)
+	var n int64
+	for {
+		line, err := br.ReadBytes('\n')
+		n += int64(len(line))
+		if len(line) > 0 && !drop[lineID(line)] {
+			if _, werr := bw.Write(line); werr != nil {
+				return n, werr
+			}
+		}
+		if err == io.EOF {
+			return n, bw.Flush()
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+var _ Source = (*FileSink)(nil)
+
+// markerLine is the line that marks a record as redriven.
+type markerLine struct {
+	Redrive *redriveMarker `json:"redrive,omitempty"`
+}
+
+type redriveMarker struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+}

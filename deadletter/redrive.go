@@ -1,0 +1,134 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/isnil"
+)
+
+// Source is a store of dead letters that [Redrive] can replay. The file
+// sink ([FileSink]), the memory sink ([MemorySink]) and the PostgreSQL
+// sink (module pgdeadletter) implement it. Methods must be safe for
+// concurrent use.
+type Source interface {
+	// DeadLetterSink is where a replay that fails again is recorded, as
+	// a new record, when the Retrier given to Redrive has no sink.
+	retry.DeadLetterSink
+	// Pending returns the records not yet marked as redriven, oldest
+	// first.
+	Pending(ctx context.Context) ([]retry.DeadLetter, error)
+	// MarkRedriven marks the record id as redriven, durably, before it is
+	// replayed. It must be atomic: for each id it returns true to at most
+	// one caller ever, from any goroutine (and, for shared stores, any
+	// process), and false when the record was already marked or is
+	// unknown.
+	MarkRedriven(ctx context.Context, id string) (bool, error)
+}
+
+// Report says what a call of [Redrive] did. Each of the Pending records
+// is counted in at most one of the other fields, and in exactly one
+// unless Redrive stopped early.
+type Report struct {
+	Pending     int // pending records the filter accepted
+	Skipped     int // of those, marked by another redrive first
+	Succeeded   int // replays that succeeded
+	Failed      int // replays that failed again and were dead-lettered anew
+	NotRecorded int // replays that failed again and whose new dead letter no sink stored
+}
+
+// Redrive replays the pending dead letters of src that filter accepts
+// (all of them when filter is nil), oldest first, each through r with
+// handler as the operation. It is the way back for work that failed while a
+// dependency was down.
+//
+// Each record is marked as redriven in src before it is replayed, so no
+// record is ever replayed twice, also when several Redrives run at once;
+// a crash during a replay leaves the record marked and not replayed again.
+//
+// A replay keeps the record's idempotency key, so that replaying work that
+// meanwhile succeeded is a no-op. When r was built with
+// [retry.WithIdempotency] (use key "": each record brings its own), the
+// replay runs under the record's key: a key whose work completed replays
+// the stored outcome without calling handler. Note that a permanent
+// failure is stored too, so redriving a permanent failure under its key
+// replays that failure; such records are best redriven with a Retrier
+// without idempotency and a handler that checks dl.IdempotencyKey itself.
+// Records without a key are replayed without the store. Without
+// WithIdempotency, handler gets the key in dl.IdempotencyKey and must make
+// the work idempotent itself.
+//
+// A replay runs with r's policy, named and with the payload of the record.
+// A replay that fails for any reason, even a cancelled ctx, is
+// dead-lettered as a new record with Redrives one higher and RedriveOf set
+// to the old ID, by r's sink or, when r has none, by src (see
+// [retry.Retrier.ForRedrive]). When no sink stores it, the replay's error
+// (matching [retry.ErrDeadLetterNotRecorded]) is joined into Redrive's
+// error and the next record is replayed.
+//
+// Redrive stops early, with an error, when listing or marking fails or
+// ctx is done. Bad arguments give an error wrapping
+// [retry.ErrInvalidOption].
+func Redrive(ctx context.Context, src Source, r *retry.Retrier, handler func(context.Context, retry.DeadLetter) error, filter func(retry.DeadLetter) bool) (Report, error) {
+	var rep Report
+	switch {
+	case ctx == nil:
+		return rep, fmt.Errorf("%w: Redrive: the context is nil; use context.Background()", retry.ErrInvalidOption)
+	case isnil.Is(src):
+		return rep, fmt.Errorf("%w: Redrive: the source is nil", retry.ErrInvalidOption)
+	case r == nil:
+		return rep, fmt.Errorf("%w: Redrive: the *Retrier is nil; build one with retry.New", retry.ErrInvalidOption)
+	case handler == nil:
+		return rep, fmt.Errorf("%w: Redrive: the handler is nil", retry.ErrInvalidOption)
+	}
+	pending, err := src.Pending(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("deadletter: redrive: listing dead letters: %w", err)
+	}
+	if filter != nil {
+		pending = slices.DeleteFunc(pending, func(dl retry.DeadLetter) bool { return !filter(dl) })
+	}
+	rep.Pending = len(pending)
+	var lost []error
+	for _, dl := range pending {
+		if err := context.Cause(ctx); err != nil {
+			return rep, errors.Join(append(lost, err)...)
+		}
+		ok, err := src.MarkRedriven(ctx, dl.ID)
+		if err != nil {
+			return rep, errors.Join(append(lost, fmt.Errorf("deadletter: redrive: marking %s: %w", dl.ID, err))...)
+		}
+		if !ok {
+			rep.Skipped++
+			continue
+		}
+		switch err := replay(ctx, src, r, handler, dl); {
+		case err == nil:
+			rep.Succeeded++
+		case errors.Is(err, retry.ErrDeadLetterNotRecorded):
+			rep.NotRecorded++
+			lost = append(lost, fmt.Errorf("deadletter: redrive of %s: %w", dl.ID, err))
+		default:
+			rep.Failed++
+		}
+	}
+	return rep, errors.Join(lost...)
+}
+
+// replay runs one marked record through r.
+func replay(ctx context.Context, src Source, r *retry.Retrier, handler func(context.Context, retry.DeadLetter) error, dl retry.DeadLetter) error {
+	rr, err := r.ForRedrive(dl, src)
+	if err != nil {
+		return err
+	}
+	if dl.IdempotencyKey != "" {
+		// The context's key wins over any other, so the replay runs
+		// under the record's key whatever ctx carries. Without a store
+		// it does nothing.
+		ctx = retry.ContextWithIdempotencyKey(ctx, dl.IdempotencyKey)
+	}
+	return rr.Do(ctx, func(ctx context.Context) error { return handler(ctx, dl) })
+}
