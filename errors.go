@@ -140,14 +140,22 @@ type permanentError struct{ err error }
 func (p *permanentError) Error() string { return p.err.Error() }
 func (p *permanentError) Unwrap() error { return p.err }
 
-// IsPermanent reports whether err's chain holds a [Permanent] marker.
+// IsPermanent reports whether err's chain holds a [Permanent] marker, or
+// an [*Error] whose Outcome is [OutcomePermanent]: a call that ended for
+// good, with its own failure or one replayed by [WithIdempotency], is
+// permanent to an outer Do as well.
 //
-// It does not look inside an [*Error]: a permanent failure stops the Do that
-// saw it, and an outer Do that wraps the inner one decides for itself.
+// It does not look further inside an [*Error]: the markers an inner Do saw
+// were that Do's to act on.
 func IsPermanent(err error) bool {
 	return walk(err, func(err error) bool {
-		_, ok := err.(*permanentError)
-		return ok
+		switch e := err.(type) {
+		case *permanentError:
+			return true
+		case *Error:
+			return e.Outcome == OutcomePermanent
+		}
+		return false
 	}) != nil
 }
 

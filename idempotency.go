@@ -116,8 +116,10 @@ type Record struct {
 
 // Errors of idempotent calls. Each is matched with errors.Is.
 var (
-	// ErrInProgress reports that another caller holds the key. Do treats
-	// it as retryable: it backs off and looks again.
+	// ErrInProgress reports that another caller holds the key: a call
+	// that ends while waiting for the holder matches it. With
+	// WithIdempotencyWait(false) Do treats it as retryable: it backs off
+	// and looks again.
 	ErrInProgress = errors.New("retry: idempotency key in progress")
 	// ErrKeyReuse reports that the key was used before with a different
 	// payload fingerprint. fn is not called.
@@ -159,7 +161,9 @@ type idemKeyType struct{}
 // one shared Retrier built with WithIdempotency(store, "") can be given a
 // key per call. A key in the context overrides the one given to
 // [WithIdempotency]; it is checked when Do runs (see
-// [MaxIdempotencyKeyLen]).
+// [MaxIdempotencyKeyLen]). On a Retrier without [WithIdempotency] it does
+// nothing. The key never appears in Do's error text or logs; code that
+// needs it reads it back with [IdempotencyKeyFromContext].
 func ContextWithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idemKeyType{}, key)
 }

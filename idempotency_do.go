@@ -13,7 +13,7 @@ import (
 // It is its own value, not ErrInProgress itself, so that Do can retry it
 // whatever WithRetryIf says without also retrying an ErrInProgress that
 // fn returns (from an inner Do).
-var errHeld error = &wrapped{msg: ErrInProgress.Error(), err: ErrInProgress}
+var errHeld error = &wrapped{msg: "retry: idempotency key held by another caller; its outcome is not known yet", err: ErrInProgress}
 
 // minHolderPoll keeps a waiting caller from spinning on the store when
 // the backoff schedule says not to wait at all.
@@ -28,12 +28,21 @@ type idemCall[T any] struct {
 	fp    string
 	start time.Time // the call's start, read when config.needsStart
 
-	token   string // the claim this call holds; "" when none
-	fresh   bool   // the claim was taken just before attempt 1: no renewal then
-	pending bool   // another caller held the key at the last look
-	first   bool   // that look was made before the loop, for attempt 1
-	open    bool   // the store failed and fail-open is on: run unprotected
-	fromFn  bool   // the last attempt's result came from fn
+	token   string    // the claim this call holds; "" when none
+	held    time.Time // when the claim was last taken or renewed, read before the store call
+	looked  time.Time // when the last Claim was sent
+	fresh   bool      // the claim was taken just before attempt 1: no renewal then
+	pending bool      // another caller held the key at the last look
+	first   bool      // that look was made before the loop, for attempt 1
+	open    bool      // the store failed and fail-open is on: run unprotected
+	fromFn  bool      // the last attempt's result came from fn
+
+	// ran is set when fn succeeded but its outcome could not be
+	// recorded as such (the store failed, or the value could not be
+	// encoded): the loop then ends with an error, and DoValue still
+	// returns value.
+	ran   bool
+	value T
 }
 
 // runIdempotent is Do with an idempotency store: it looks the key up,
@@ -65,7 +74,7 @@ func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Cont
 
 	lcfg := *cfg
 	cl, err := s.claim()
-	if ic.wait {
+	if !ic.noWait {
 		var stop error
 		if cl, err, stop = s.waitForHolder(cl, err); stop != nil {
 			return zero, stop
@@ -89,7 +98,7 @@ func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Cont
 	case cl.Status == ClaimHeld:
 		s.pending, s.first = true, true
 	default:
-		s.token, s.fresh = cl.Token, true
+		s.token, s.fresh, s.held = cl.Token, true, s.looked
 	}
 
 	if retryIf := lcfg.retryIf; retryIf != nil {
@@ -140,7 +149,7 @@ func (s *idemCall[T]) attempt(fn func(context.Context) (T, error)) func(context.
 			case cl.Status == ClaimHeld:
 				return zero, errHeld
 			default:
-				s.pending, s.token = false, cl.Token
+				s.pending, s.token, s.held = false, cl.Token, s.looked
 			}
 		case s.fresh:
 			s.fresh = false
@@ -149,7 +158,7 @@ func (s *idemCall[T]) attempt(fn func(context.Context) (T, error)) func(context.
 				switch {
 				case errors.Is(err, ErrLeaseLost):
 					s.token = "" // nothing left to release
-					return zero, Permanent(fmt.Errorf("%w: key %q; another caller may have taken it over", ErrLeaseLost, s.key))
+					return zero, Permanent(fmt.Errorf("%w; another caller may have taken the key over", ErrLeaseLost))
 				case s.ctx.Err() != nil:
 					return zero, s.ctx.Err()
 				case !s.ic.failOpen:
@@ -158,8 +167,34 @@ func (s *idemCall[T]) attempt(fn func(context.Context) (T, error)) func(context.
 			}
 		}
 		s.fromFn = true
-		return fn(ctx)
+		v, err := fn(ctx)
+		if err != nil || s.token == "" {
+			return v, err
+		}
+		// Record the success before the loop reports it, so that a
+		// success Do returns is always one the store keeps.
+		if err := s.recordSuccess(v); err != nil {
+			s.value, s.ran = v, true
+			return zero, Permanent(err)
+		}
+		return v, nil
 	}
+}
+
+// recordSuccess stores v as the key's outcome. When v cannot be encoded,
+// fn's side effect has happened all the same: it records a permanent
+// failure instead, so that the next call does not repeat the work, and
+// reports the encoding error.
+func (s *idemCall[T]) recordSuccess(v T) error {
+	b, err := s.encode(v)
+	if err != nil {
+		encErr := &codecError{op: "encoded", err: err}
+		if err := s.complete(Record{Permanent: true, Error: encErr.Error()}); err != nil {
+			return err
+		}
+		return encErr
+	}
+	return s.complete(Record{Value: b})
 }
 
 // waitForHolder looks the key up again after each wait of the backoff
@@ -190,26 +225,20 @@ func (s *idemCall[T]) waitForHolder(cl Claim, err error) (Claim, error, error) {
 	return cl, err, nil
 }
 
-// finish stores a final outcome, or releases the claim, and returns what
-// Do returns.
+// finish stores a final failure, or releases the claim, and returns what
+// Do returns. A success was recorded by the attempt that had it.
 func (s *idemCall[T]) finish(v T, err error) (T, error) {
-	if s.token == "" {
-		return v, err // no claim: replayed, lease lost, or fail-open
-	}
 	var e *Error
 	switch {
+	case s.ran:
+		return s.value, err
 	case err == nil:
-		b, encErr := s.encode(v)
-		if encErr != nil {
-			// fn's side effect happened: record a failure rather than
-			// let the next call repeat it.
-			encErr = fmt.Errorf("retry: idempotency key %q: fn succeeded but its value could not be encoded: %w", s.key, encErr)
-			s.complete(Record{Permanent: true, Error: encErr.Error()})
-			return v, encErr
-		}
-		s.complete(Record{Value: b})
+	case s.token == "":
+		// No claim: replayed, lease lost, fail-open, or recorded.
 	case s.fromFn && errors.As(err, &e) && s.final(e):
-		s.complete(Record{Permanent: true, Error: e.Last.Error()})
+		// If this is not recorded, the next call runs fn again: after a
+		// failure that is a retry, not a duplicate side effect.
+		_ = s.complete(Record{Permanent: true, Error: e.Last.Error()})
 	default:
 		s.release()
 	}
@@ -241,7 +270,7 @@ func (s *idemCall[T]) replay(rec Record) (T, error) {
 	}
 	if err := s.codec().Unmarshal(rec.Value, &v); err != nil {
 		var zero T
-		return zero, Permanent(fmt.Errorf("retry: idempotency key %q: the stored value could not be decoded: %w", s.key, err))
+		return zero, Permanent(&codecError{op: "decoded", err: err})
 	}
 	return v, nil
 }
@@ -273,38 +302,43 @@ func (s *idemCall[T]) doneEarly(o Outcome, err error) error {
 		}
 		return nil
 	}
-	if errors.Is(err, ErrReplayed) {
-		cfg := *s.cfg
-		cfg.dl = nil
-		c.cfg = &cfg
-	}
 	return c.end(&Error{Outcome: o, Last: err}, false)
 }
 
 func (s *idemCall[T]) keyReuse() error {
-	return fmt.Errorf("%w: key %q", ErrKeyReuse, s.key)
+	return ErrKeyReuse
 }
 
-// storeCtx bounds a store call. Complete and Release are detached from
-// the caller's cancellation: a caller that gave up must still record or
-// free the key.
+// storeCtx bounds a store call on the Retrier's clock. Complete and
+// Release are detached from the caller's cancellation: a caller that gave
+// up must still record or free the key.
 func (s *idemCall[T]) storeCtx(detached bool) (context.Context, context.CancelFunc) {
 	parent := s.ctx
 	if detached {
 		parent = context.WithoutCancel(parent)
 	}
+	return s.storeCtxFrom(parent)
+}
+
+func (s *idemCall[T]) storeCtxFrom(parent context.Context) (context.Context, context.CancelFunc) {
 	d := s.ic.storeTimeout
 	if d == 0 {
 		d = DefaultIdempotencyStoreTimeout
 	}
+	if s.cfg.clock != nil {
+		return s.cfg.clock.WithTimeout(parent, d)
+	}
 	return context.WithTimeout(parent, d)
 }
 
+// unavailable reports a store failure. The key is left out of the text on
+// purpose: keys often carry customer or order IDs.
 func (s *idemCall[T]) unavailable(op string, err error) error {
-	return fmt.Errorf("%w: %s %q: %w", ErrIdempotencyUnavailable, op, s.key, err)
+	return fmt.Errorf("%w: %s: %w", ErrIdempotencyUnavailable, op, err)
 }
 
 func (s *idemCall[T]) claim() (Claim, error) {
+	s.looked = s.cfg.now()
 	ctx, cancel := s.storeCtx(false)
 	defer cancel()
 	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.leaseOrDefault())
@@ -322,26 +356,181 @@ func (s *idemCall[T]) claim() (Claim, error) {
 
 // renew keeps ErrLeaseLost matchable apart from other store failures.
 func (s *idemCall[T]) renew() error {
-	ctx, cancel := s.storeCtx(false)
+	return s.renewWith(s.ctx)
+}
+
+func (s *idemCall[T]) renewWith(parent context.Context) error {
+	at := s.cfg.now()
+	ctx, cancel := s.storeCtxFrom(parent)
 	defer cancel()
 	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.leaseOrDefault())
-	if err != nil && !errors.Is(err, ErrLeaseLost) {
+	if err == nil {
+		s.held = at
+		return nil
+	}
+	if !errors.Is(err, ErrLeaseLost) {
 		return s.unavailable("renew", err)
 	}
 	return err
 }
 
-// complete stores rec. Its failure is not reported: fn's outcome is what
-// the caller needs, and the claim then lapses with its lease.
-func (s *idemCall[T]) complete(rec Record) {
-	ctx, cancel := s.storeCtx(true)
-	defer cancel()
+// Recording an outcome is retried this long at first, doubling up to
+// maxRecordBackoff, for as long as the call may still hold its claim.
+const (
+	minRecordBackoff = 10 * time.Millisecond
+	maxRecordBackoff = time.Second
+)
+
+// complete stores rec as the key's outcome. A transient store error is
+// retried, renewing the claim between tries so that no one takes the key
+// over meanwhile, until one lease has passed since the claim was last
+// confirmed before fn's end: past that the claim may be gone. A try that
+// failed may still have been stored (its reply lost), so when a later try
+// finds the lease lost, complete looks the key up before it gives up. It
+// returns nil once rec is stored, else an error matching
+// ErrOutcomeNotRecorded and ErrIdempotencyUnavailable. The claim is the
+// store's again afterwards either way: it is not released, so that no
+// other caller runs the work before the lease ends.
+func (s *idemCall[T]) complete(rec Record) error {
 	retention := s.ic.retention
 	if retention == 0 {
 		retention = DefaultIdempotencyRetention
 	}
-	_ = s.ic.store.Complete(ctx, s.key, s.token, rec, retention)
+	lease := s.ic.leaseOrDefault()
+	detached := context.WithoutCancel(s.ctx)
+	// Until a renewal succeeds, the claim is safe one lease after it was
+	// last confirmed; after one, the tries end one lease after fn did.
+	end := s.cfg.now().Add(lease)
+	bound := s.held.Add(lease)
+	var timer waitTimer
+	defer timer.stop()
+	var lastErr error
+	for backoff := minRecordBackoff; ; backoff = min(2*backoff, maxRecordBackoff) {
+		ctx, cancel := s.storeCtxFrom(detached)
+		err := s.ic.store.Complete(ctx, s.key, s.token, rec, retention)
+		cancel()
+		if err == nil {
+			s.token = ""
+			return nil
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			if lastErr != nil && s.recordedEarlier(detached, bound) {
+				return nil
+			}
+			if s.token != "" { // a new claim, taken by recordedEarlier
+				continue
+			}
+			return s.notRecorded(err)
+		}
+		lastErr = err
+		if !s.cfg.now().Add(backoff).Before(bound) {
+			break
+		}
+		sleepDetached(s.cfg, &timer, backoff)
+		switch err := s.renewWith(detached); {
+		case err == nil:
+			bound = end
+		case errors.Is(err, ErrLeaseLost):
+			if s.recordedEarlier(detached, bound) {
+				return nil
+			}
+			if s.token == "" {
+				return s.notRecorded(err)
+			}
+		}
+	}
 	s.token = ""
+	return s.notRecorded(lastErr)
+}
+
+// recordedEarlier looks the key up after a lost lease, when an earlier try
+// to record may have been stored after all. While the claim's lease still
+// runs (before bound) no other caller can have completed the key, so a
+// completed key with this call's fingerprint is this call's outcome. A key
+// the store lost altogether is claimed again (s.token is then the new
+// claim) so the outcome can still be recorded.
+func (s *idemCall[T]) recordedEarlier(parent context.Context, bound time.Time) bool {
+	s.token = ""
+	if !s.cfg.now().Before(bound) {
+		return false
+	}
+	at := s.cfg.now()
+	ctx, cancel := s.storeCtxFrom(parent)
+	defer cancel()
+	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.leaseOrDefault())
+	switch {
+	case err != nil:
+		return false
+	case cl.Status == ClaimCompleted:
+		return cl.Fingerprint == s.fp
+	case cl.Status == ClaimAcquired && cl.Token != "":
+		s.token, s.held = cl.Token, at
+	}
+	return false
+}
+
+func (s *idemCall[T]) notRecorded(err error) error {
+	s.token = ""
+	return &outcomeNotRecordedError{err: err}
+}
+
+// outcomeNotRecordedError reports work that ran but whose outcome the store does
+// not keep.
+type outcomeNotRecordedError struct{ err error }
+
+func (e *outcomeNotRecordedError) Error() string {
+	return "retry: the work ran but its outcome is not recorded in the idempotency store: " + e.err.Error()
+}
+
+func (e *outcomeNotRecordedError) Is(target error) bool {
+	return target == ErrOutcomeNotRecorded || target == ErrIdempotencyUnavailable
+}
+
+func (e *outcomeNotRecordedError) Unwrap() error { return e.err }
+
+// notFailedWork says whether a call whose last attempt ended with err
+// failed without its work failing: it found another caller holding the
+// key, replayed a stored outcome, or ran fn successfully without its
+// outcome being recorded. Such calls are not dead-lettered: a redrive
+// would repeat work that did not fail, or that another caller owns. It
+// does not look into an inner Do's *Error.
+func notFailedWork(err error) bool {
+	return walk(err, func(err error) bool {
+		switch e := err.(type) {
+		case *replayedError, *outcomeNotRecordedError:
+			return true
+		case *codecError:
+			return e.op == "encoded"
+		}
+		return err == errHeld
+	}) != nil
+}
+
+// codecError reports a value the codec could not encode or decode. Its text
+// names the codec error's type only, since the error's own text may quote
+// the value; errors.As and errors.Is still reach it.
+type codecError struct {
+	op  string // "encoded" or "decoded"
+	err error
+}
+
+func (e *codecError) Error() string {
+	if e.op == "encoded" {
+		return fmt.Sprintf("retry: fn succeeded but its value could not be encoded by the idempotency codec (%T)", e.err)
+	}
+	return fmt.Sprintf("retry: the stored value could not be decoded by the idempotency codec (%T)", e.err)
+}
+
+func (e *codecError) Unwrap() error { return e.err }
+
+// sleepDetached waits d on the Retrier's clock whatever the caller's
+// context says: the outcome must be recorded even if the caller left.
+func sleepDetached(cfg *config, t *waitTimer, d time.Duration) {
+	ch := t.arm(cfg.clock, d)
+	if cfg.waitArmed != nil {
+		cfg.waitArmed(d)
+	}
+	<-ch
 }
 
 // release frees the key; if it fails, the claim lapses with its lease.

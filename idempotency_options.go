@@ -25,7 +25,7 @@ type idemConfig struct {
 	retention    time.Duration
 	storeTimeout time.Duration
 	codec        Codec
-	wait         bool
+	noWait       bool // fail attempts with ErrInProgress instead of waiting for the holder
 	failOpen     bool
 	keepFailures bool
 }
@@ -69,14 +69,29 @@ func (ic *idemConfig) leaseOrDefault() time.Duration {
 //     DoValue the stored value, decoded by the [Codec]; a stored permanent
 //     failure is replayed as an [*Error] with [OutcomePermanent], the
 //     original message, and a chain matching [ErrReplayed].
-//   - A key held by another caller: the attempt fails with [ErrInProgress],
-//     which Do retries (backing off as configured) whatever
-//     [WithRetryIf] says; with [WithIdempotencyWait] the caller instead
-//     waits for the holder's outcome without spending attempts.
+//   - A key held by another caller: the caller waits for the holder's
+//     outcome without spending attempts (see [WithIdempotencyWait]), then
+//     replays it, or claims the key if the holder released it. A call that
+//     ends while another caller holds the key (its context, or its
+//     attempts with WithIdempotencyWait(false)) matches [ErrInProgress]
+//     and is not dead-lettered: the work is not known to have failed.
 //   - Success and permanent failure are stored as final for the retention
-//     TTL ([WithIdempotencyRetention]). Exhaustion, the time budget, and a
-//     done context release the claim so that a later call runs again
-//     (see [WithIdempotencyKeepFailures]).
+//     TTL ([WithIdempotencyRetention]). A success is stored before Do
+//     returns it: a nil from Do means the store keeps the outcome, so no
+//     later call with the key runs fn again within the retention.
+//     Exhaustion, the time budget, and a done context release the claim
+//     so that a later call runs again (see [WithIdempotencyKeepFailures]).
+//   - Recording the outcome fails: Do retries the store (10ms backoff
+//     doubling to 1s, renewing the claim between tries, each try bounded
+//     by [WithIdempotencyStoreTimeout]) for at most one lease after fn
+//     returned, while the claim is surely held. If it still fails, Do
+//     returns an error matching [ErrOutcomeNotRecorded] and
+//     [ErrIdempotencyUnavailable], permanent to an outer Do, and DoValue
+//     the value. The caller can then rely on this: fn ran and succeeded
+//     once; the claim is not released, so no other caller runs fn before
+//     the lease ends; after it, a call with the key may run fn again,
+//     so keep or report the result yourself (do not acknowledge a queue
+//     message blindly). The call is not dead-lettered.
 //   - The key used with another payload ([WithPayload], compared by its
 //     SHA-256): [ErrKeyReuse], fn not called.
 //   - A store that fails or times out ([WithIdempotencyStoreTimeout]):
@@ -133,8 +148,8 @@ func WithIdempotencyRetention(d time.Duration) Option {
 	}
 }
 
-// WithIdempotencyStoreTimeout bounds each call to the store, on real time
-// (stores keep their own clocks). A call that takes longer counts as a
+// WithIdempotencyStoreTimeout bounds each call to the store, on the
+// Retrier's clock ([WithClock]). A call that takes longer counts as a
 // store failure. d must be positive. Default:
 // [DefaultIdempotencyStoreTimeout].
 func WithIdempotencyStoreTimeout(d time.Duration) Option {
@@ -148,14 +163,16 @@ func WithIdempotencyStoreTimeout(d time.Duration) Option {
 }
 
 // WithIdempotencyWait sets whether a caller that finds its key held by
-// another waits for the holder's outcome instead of failing the attempt
-// with [ErrInProgress]. A waiting caller looks again after each wait of
-// the backoff schedule (at least 1ms apart), spending no attempts, until
-// the holder completes (the outcome is replayed), releases (the caller
-// claims and runs fn), or the context, its deadline or the
-// [WithMaxElapsed] budget ends the call. Default: false.
+// another waits for the holder's outcome. A waiting caller looks again
+// after each wait of the backoff schedule (at least 1ms apart), spending no
+// attempts, until the holder completes (the outcome is replayed), releases
+// or lets its lease run out (the caller claims and runs fn), or the
+// context, its deadline or the [WithMaxElapsed] budget ends the call.
+// With false, finding the key held fails the attempt with [ErrInProgress]
+// instead, which Do retries (backing off as configured) whatever
+// [WithRetryIf] says, spending attempts. Default: true.
 func WithIdempotencyWait(wait bool) Option {
-	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.wait = wait }) }
+	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.noWait = !wait }) }
 }
 
 // WithIdempotencyFailOpen sets whether Do calls fn without idempotency

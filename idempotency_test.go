@@ -2,7 +2,10 @@ package retry_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +30,8 @@ type faultyStore struct {
 	claims, renews, completes, releases int
 	lastRecord                          retry.Record
 	claimStatus                         retry.ClaimStatus // returned instead of the real one when set
+	completeFails                       int               // fail this many Completes with completeErr, then succeed
+	completeLosesReply                  bool              // store the outcome, then report completeErr all the same
 }
 
 func newFaulty() *faultyStore {
@@ -66,7 +71,23 @@ func (f *faultyStore) Renew(ctx context.Context, key, token string, lease time.D
 }
 
 func (f *faultyStore) Complete(ctx context.Context, key, token string, rec retry.Record, retention time.Duration) error {
-	if err := f.enter(ctx, &f.completes, f.get(&f.completeErr)); err != nil {
+	f.mu.Lock()
+	inject := f.completeErr
+	if f.completeFails > 0 {
+		f.completeFails--
+		if f.completeFails == 0 {
+			f.completeErr = nil
+		}
+	}
+	loses := f.completeLosesReply
+	f.completeLosesReply = false
+	f.mu.Unlock()
+	if loses {
+		if err := f.IdempotencyStore.Complete(ctx, key, token, rec, retention); err != nil {
+			return err
+		}
+	}
+	if err := f.enter(ctx, &f.completes, inject); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -317,16 +338,20 @@ func TestIdempotentKeyHeldByAnotherIsRetriedAsInProgress(t *testing.T) {
 
 		calls := 0
 		var obs recorder
+		sink := retry.NewMemoryDeadLetterSink()
 		err := retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
-			retry.WithIdempotency(store, "k"), retry.WithMaxAttempts(3), retry.WithObserver(&obs),
+			retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(false), retry.WithMaxAttempts(3),
+			retry.WithObserver(&obs), retry.WithDeadLetter(sink),
 			retry.WithRetryIf(func(error) bool { return false })) // ErrInProgress is retried anyway
 		var e *retry.Error
 		require.ErrorAs(t, err, &e)
 		assert.ErrorIs(t, err, retry.ErrInProgress)
 		assert.ErrorIs(t, err, retry.ErrExhausted)
+		assert.Contains(t, err.Error(), "held by another caller", "the error says the call lost only to another holder")
 		assert.Equal(t, 3, e.Attempts, "each look at a held key spends an attempt")
 		assert.Equal(t, 0, calls)
 		assert.Equal(t, 2, obs.count("retry"))
+		assert.Zero(t, sink.Len(), "work held by another caller is not dead-lettered as failed")
 		close(release)
 	})
 }
@@ -345,8 +370,8 @@ func TestIdempotentInProgressThenCompletedReplays(t *testing.T) {
 		v, err := retry.DoValue(context.Background(), func(context.Context) (string, error) {
 			t.Error("fn called although the holder completed")
 			return "", nil
-		}, retry.WithIdempotency(store, "k"), retry.WithBackoff(retry.Constant(100*time.Millisecond)),
-			retry.WithJitter(retry.NoJitter))
+		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(false),
+			retry.WithBackoff(retry.Constant(100*time.Millisecond)), retry.WithJitter(retry.NoJitter))
 		require.NoError(t, err)
 		assert.Equal(t, "from holder", v)
 	})
@@ -591,6 +616,127 @@ func TestIdempotentKeyReuseWithAnotherPayload(t *testing.T) {
 	assert.Equal(t, 1, calls)
 }
 
+func TestIdempotencyKeysStayOutOfErrorsAndLogs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const key = "charge:cust-8812:order-42"
+		var logs strings.Builder
+		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		obs := retry.NewSlogObserver(logger, nil)
+		var errs []error
+		do := func(store retry.IdempotencyStore, opts ...retry.Option) {
+			_, err := retry.DoValue(context.Background(), func(context.Context) (string, error) { return "ok", nil },
+				append([]retry.Option{retry.WithIdempotency(store, key), retry.WithObserver(obs), retry.WithIdempotencyLease(time.Second)}, opts...)...)
+			errs = append(errs, err)
+		}
+		mem := retry.NewMemoryIdempotencyStore()
+		do(mem, retry.WithPayload([]byte("a")))
+		do(mem, retry.WithPayload([]byte("b"))) // key reuse
+		down := newFaulty()
+		down.set(func(f *faultyStore) { f.claimErr = errors.New("connection refused") })
+		do(down) // store unavailable
+		noComplete := newFaulty()
+		noComplete.set(func(f *faultyStore) { f.completeErr = errors.New("connection reset") })
+		do(noComplete) // outcome not recorded
+		badCodec := newFaulty()
+		do(badCodec, retry.WithIdempotencyCodec(failingCodec{}))
+		do(badCodec, retry.WithIdempotencyCodec(failingCodec{})) // replayed codec failure
+
+		require.Len(t, errs, 6)
+		for i, err := range errs[1:] {
+			require.Error(t, err, "call %d", i+1)
+			assert.NotContains(t, err.Error(), "cust-8812", "call %d: %v", i+1, err)
+		}
+		assert.NotEmpty(t, logs.String())
+		assert.NotContains(t, logs.String(), "cust-8812")
+	})
+}
+
+// failingCodec cannot encode anything; its error quotes the value, as
+// real codecs' errors may.
+type failingCodec struct{}
+
+func (failingCodec) Marshal(v any) ([]byte, error) {
+	return nil, fmt.Errorf("cannot encode %v (cust-8812)", v)
+}
+func (failingCodec) Unmarshal([]byte, any) error { return errors.New("cannot decode") }
+
+func TestIdempotentReplayedPermanentFailureStopsAnOuterDo(t *testing.T) {
+	store := retry.NewMemoryIdempotencyStore()
+	inner := func(ctx context.Context) error {
+		return retry.Do(ctx, func(context.Context) error { return retry.Permanent(errors.New("card declined")) },
+			retry.WithIdempotency(store, "k"))
+	}
+	for _, name := range []string{"original", "replayed"} {
+		outer := 0
+		err := retry.Do(context.Background(), func(ctx context.Context) error { outer++; return inner(ctx) },
+			retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+		assert.True(t, retry.IsPermanent(err), name)
+		assert.Equal(t, 1, outer, "%s: the outer Do stops at once", name)
+	}
+}
+
+func TestIdempotentReplayFoundInsideTheLoopIsNotDeadLetteredAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		sink := retry.NewMemoryDeadLetterSink()
+		go func() {
+			_ = retry.Do(context.Background(), func(context.Context) error {
+				time.Sleep(150 * time.Millisecond)
+				return retry.Permanent(errors.New("card declined"))
+			}, retry.WithIdempotency(store, "k"), retry.WithDeadLetter(sink))
+		}()
+		synctest.Wait()
+		// This caller backs off while the holder runs, then finds its
+		// stored failure.
+		err := retry.Do(context.Background(), func(context.Context) error {
+			t.Error("fn called although the holder completed")
+			return nil
+		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(false), retry.WithDeadLetter(sink),
+			retry.WithBackoff(retry.Constant(100*time.Millisecond)), retry.WithJitter(retry.NoJitter))
+		require.ErrorIs(t, err, retry.ErrReplayed)
+		assert.Equal(t, 1, sink.Len(), "only the call that failed is dead-lettered")
+	})
+}
+
+func TestIdempotentCallersWaitForTheHolderByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := retry.NewMemoryIdempotencyStore()
+		sink := retry.NewMemoryDeadLetterSink()
+		go func() {
+			_ = retry.Do(context.Background(), func(context.Context) error {
+				time.Sleep(10 * time.Minute) // far longer than the attempts' backoff
+				return nil
+			}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyLease(time.Hour))
+		}()
+		synctest.Wait()
+		calls := 0
+		err := retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
+			retry.WithIdempotency(store, "k"), retry.WithDeadLetter(sink))
+		require.NoError(t, err, "the holder's success is replayed")
+		assert.Equal(t, 0, calls)
+
+		// A caller whose deadline ends while it waits is not dead-lettered.
+		holder := make(chan struct{})
+		go func() {
+			defer close(holder)
+			_ = retry.Do(context.Background(), func(context.Context) error {
+				time.Sleep(10 * time.Minute)
+				return nil
+			}, retry.WithIdempotency(store, "k2"), retry.WithIdempotencyLease(time.Hour))
+		}()
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = retry.Do(ctx, func(context.Context) error { calls++; return nil },
+			retry.WithIdempotency(store, "k2"), retry.WithDeadLetter(sink), retry.WithDeadLetterOn(retry.OutcomeDeadline))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorIs(t, err, retry.ErrInProgress, "the error says another caller holds the key")
+		assert.Equal(t, 0, calls)
+		assert.Zero(t, sink.Len())
+		<-holder
+	})
+}
+
 func TestIdempotentKeyReuseWhileHeld(t *testing.T) {
 	store := retry.NewMemoryIdempotencyStore()
 	cl, err := store.Claim(context.Background(), "k", "another fingerprint", time.Minute)
@@ -727,7 +873,8 @@ func TestIdempotentStoreFailureFailsClosed(t *testing.T) {
 				retry.WithIdempotency(store, "k"), retry.WithObserver(&obs))
 			require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
 			assert.Equal(t, 0, calls, "fn must not run when the store cannot say")
-			assert.Contains(t, err.Error(), `claim "k"`)
+			assert.Contains(t, err.Error(), "claim")
+			assert.NotContains(t, err.Error(), `"k"`, "keys stay out of error text")
 			assert.Equal(t, 1, obs.count("done"))
 		})
 	}
@@ -788,23 +935,114 @@ func TestIdempotentPanicReleasesTheClaim(t *testing.T) {
 	assert.True(t, claimFree(t, store, "k"), "the key is free at once after the panic")
 }
 
-func TestIdempotentCompleteFailureStillReturnsTheValue(t *testing.T) {
-	store := newFaulty()
-	store.set(func(f *faultyStore) { f.completeErr = errors.New("down") })
-	v, err := retry.DoValue(context.Background(), func(context.Context) (int, error) { return 5, nil },
-		retry.WithIdempotency(store, "k"))
-	require.NoError(t, err, "fn succeeded; the caller gets its value")
-	assert.Equal(t, 5, v)
+func TestIdempotentCompleteIsRetriedOnTransientStoreErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		store.set(func(f *faultyStore) { f.completeErr, f.completeFails = errors.New("connection reset"), 3 })
+		calls := 0
+		fn := func(context.Context) (int, error) { calls++; return 5, nil }
+		opts := []retry.Option{retry.WithIdempotency(store, "k")}
+		start := time.Now()
+		v, err := retry.DoValue(context.Background(), fn, opts...)
+		require.NoError(t, err, "the fourth try records the outcome")
+		assert.Equal(t, 5, v)
+		assert.Equal(t, [4]int{1, 3, 4, 0}, store.counts(), "claim, 3 renewals between 4 tries of Complete")
+		assert.Equal(t, 70*time.Millisecond, time.Since(start), "10ms, 20ms and 40ms between the tries")
+
+		v, err = retry.DoValue(context.Background(), fn, opts...)
+		require.NoError(t, err)
+		assert.Equal(t, 5, v)
+		assert.Equal(t, 1, calls, "the recorded success is replayed")
+	})
+}
+
+func TestIdempotentCompleteWhoseReplyWasLostIsFoundRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		// The first Complete is stored but reports a timeout; the retry
+		// is then refused (the key is no longer claimed).
+		store.set(func(f *faultyStore) {
+			f.completeErr, f.completeFails, f.completeLosesReply = context.DeadlineExceeded, 1, true
+		})
+		calls := 0
+		fn := func(context.Context) error { calls++; return nil }
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, "k")),
+			"the lookup after the refused retry finds this call's outcome")
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, "k")))
+		assert.Equal(t, 1, calls)
+	})
+}
+
+func TestIdempotentOutcomeNotRecordedIsNotPlainSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		store.set(func(f *faultyStore) { f.completeErr = errors.New("connection refused") })
+		sink := retry.NewMemoryDeadLetterSink()
+		var obs recorder
+		calls := 0
+		fn := func(context.Context) (int, error) { calls++; return 5, nil }
+		lease := 2 * time.Second
+		opts := []retry.Option{retry.WithIdempotency(store, "order-42"), retry.WithIdempotencyLease(lease),
+			retry.WithDeadLetter(sink), retry.WithObserver(&obs)}
+		start := time.Now()
+		v, err := retry.DoValue(context.Background(), fn, opts...)
+		assert.Equal(t, 5, v, "DoValue still returns the value")
+		require.ErrorIs(t, err, retry.ErrOutcomeNotRecorded)
+		assert.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+		assert.ErrorContains(t, err, "connection refused", "the store's error is kept")
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomePermanent, e.Outcome)
+		assert.Equal(t, 1, e.Attempts)
+		assert.True(t, retry.IsPermanent(err), "an outer Do must not run the work again")
+		assert.NotContains(t, err.Error(), "order-42")
+		assert.Zero(t, sink.Len(), "work that succeeded is not dead-lettered")
+		assert.Less(t, time.Since(start), lease, "the tries end within one lease")
+		assert.GreaterOrEqual(t, time.Since(start), lease-time.Second-10*time.Millisecond, "and go on until the next backoff would pass it")
+		assert.Equal(t, retry.OutcomePermanent, obs.done[0].Outcome)
+
+		// The claim is not released: until its lease ends nobody runs
+		// the work again.
+		_, err = retry.DoValue(context.Background(), fn, append(opts, retry.WithIdempotencyWait(false), retry.WithMaxAttempts(1))...)
+		require.ErrorIs(t, err, retry.ErrInProgress)
+		assert.Equal(t, 1, calls)
+	})
+}
+
+func TestIdempotentOuterDoDoesNotRepeatAnUnrecordedSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		store.set(func(f *faultyStore) { f.completeErr = errors.New("down") })
+		calls := 0
+		outer := 0
+		err := retry.Do(context.Background(), func(ctx context.Context) error {
+			outer++
+			return retry.Do(ctx, func(context.Context) error { calls++; return nil }, retry.WithIdempotency(store, "k"))
+		}, retry.WithMaxAttempts(5))
+		require.ErrorIs(t, err, retry.ErrOutcomeNotRecorded)
+		assert.Equal(t, 1, outer)
+		assert.Equal(t, 1, calls)
+	})
 }
 
 func TestIdempotentUnencodableValueIsNotRepeated(t *testing.T) {
 	store := newFaulty()
+	sink := retry.NewMemoryDeadLetterSink()
 	calls := 0
 	fn := func(context.Context) (func(), error) { calls++; return func() {}, nil }
-	_, err := retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, "k"))
+	v, err := retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, "order-42"), retry.WithDeadLetter(sink))
 	require.Error(t, err)
+	assert.NotNil(t, v, "DoValue still returns the value")
 	assert.Contains(t, err.Error(), "could not be encoded")
-	_, err = retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, "k"))
+	assert.NotContains(t, err.Error(), "order-42")
+	var e *retry.Error
+	require.ErrorAs(t, err, &e, "every failure carries an *Error")
+	assert.Equal(t, retry.OutcomePermanent, e.Outcome)
+	assert.Equal(t, 1, e.Attempts)
+	var unsupported *json.UnsupportedTypeError
+	assert.ErrorAs(t, err, &unsupported, "the codec's error is reachable")
+	assert.Zero(t, sink.Len(), "fn succeeded: not dead-lettered")
+	_, err = retry.DoValue(context.Background(), fn, retry.WithIdempotency(store, "order-42"))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, retry.ErrReplayed)
 	assert.Equal(t, 1, calls)
@@ -853,7 +1091,7 @@ func TestIdempotentAbandonedClaimIsTakenOverAfterItsLease(t *testing.T) {
 
 		calls := 0
 		fn := func(context.Context) (int, error) { calls++; return 7, nil }
-		opts := []retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyLease(5 * time.Minute), retry.WithMaxAttempts(1)}
+		opts := []retry.Option{retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(false), retry.WithIdempotencyLease(5 * time.Minute), retry.WithMaxAttempts(1)}
 
 		time.Sleep(5*time.Minute - time.Nanosecond)
 		_, err = retry.DoValue(context.Background(), fn, opts...)
@@ -929,7 +1167,7 @@ func TestIdempotentObserverSeesInProgressAttempts(t *testing.T) {
 		require.NoError(t, retry.Do(context.Background(), func(context.Context) error {
 			t.Error("fn called although the holder completed")
 			return nil
-		}, retry.WithIdempotency(store, "k"), retry.WithObserver(&obs),
+		}, retry.WithIdempotency(store, "k"), retry.WithIdempotencyWait(false), retry.WithObserver(&obs),
 			retry.WithBackoff(retry.Constant(100*time.Millisecond)), retry.WithJitter(retry.NoJitter)))
 		obs.mu.Lock()
 		defer obs.mu.Unlock()

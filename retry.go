@@ -326,7 +326,7 @@ func (c *call) end(e *Error, waited bool) error {
 	c.timer.stop()
 	var err error = e
 	dl := DeadLetterNone
-	if c.cfg.dl.active() {
+	if c.cfg.dl.active() && !notFailedWork(e.Last) {
 		err, dl = c.deadLetter(e)
 	}
 	if obs := c.cfg.observer; obs != nil {

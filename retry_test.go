@@ -216,7 +216,7 @@ func TestDo_permanentErrorStopsAtOnce(t *testing.T) {
 			assert.Equal(t, retry.OutcomePermanent, re.Outcome)
 			assert.Equal(t, 1, re.Attempts)
 			assert.Contains(t, err.Error(), tc.err.Error(), "the original message, prefixes included")
-			assert.False(t, retry.IsPermanent(err), "an outer Do must decide for itself")
+			assert.True(t, retry.IsPermanent(err), "a call that ended for good is permanent to an outer Do too")
 		})
 	}
 }

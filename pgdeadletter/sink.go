@@ -111,7 +111,7 @@ func (s *Sink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	case !storable(dl.ID):
 		return fmt.Errorf("%w: pgdeadletter: dead letter ID %q is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID)
 	case !storable(dl.IdempotencyKey):
-		return fmt.Errorf("%w: pgdeadletter: dead letter %s: idempotency key %q is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID, dl.IdempotencyKey)
+		return fmt.Errorf("%w: pgdeadletter: dead letter %s: its idempotency key is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID)
 	}
 	dl = sanitize(dl)
 	errs := []byte("[]")

@@ -27,7 +27,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	r, err := retry.New(retry.WithIdempotency(store, ""), retry.WithIdempotencyWait(true))
+	r, err := retry.New(retry.WithIdempotency(store, ""))
 	if err != nil {
 		log.Fatal(err)
 	}

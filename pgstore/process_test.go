@@ -116,6 +116,7 @@ func TestKilledHolder(t *testing.T) {
 	require.NoError(t, err)
 	r, err := retry.New(
 		retry.WithIdempotency(store, "order-1"),
+		retry.WithIdempotencyWait(false),
 		retry.WithIdempotencyLease(time.Minute),
 		retry.WithBackoff(retry.Constant(time.Millisecond)),
 		retry.WithJitter(retry.NoJitter),

@@ -137,7 +137,7 @@ func TestKilledHolderBlocksUntilLeaseExpires(t *testing.T) {
 			}
 		}
 	)
-	r, err := retry.New(retry.WithIdempotency(s, ""), retry.WithPayload(crashPayload),
+	r, err := retry.New(retry.WithIdempotency(s, ""), retry.WithIdempotencyWait(false), retry.WithPayload(crashPayload),
 		retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter),
 		retry.WithMaxAttempts(retry.Unlimited), retry.WithMaxElapsed(10*time.Second),
 		retry.WithObserver(inProgressObserver(heldBefore)))
