@@ -60,17 +60,19 @@ type ExactlyOnceUnderFaults struct {
 	// cost the server much more than a call, so fewer calls keep the
 	// check fast. At most Goroutines. Default: 4.
 	CallersPerKey int
-	// Lease is the idempotency lease, and the pause between rounds, so
-	// that an outcome left unrecorded frees its key before the next
-	// round. Default: 1s.
+	// Lease is the idempotency lease, and about the pause between
+	// rounds, so that a key whose outcome was left unrecorded is free in
+	// the next round. Default: 1s.
 	Lease time.Duration
 	// StoreTimeout bounds each store call. Default: 250ms.
 	StoreTimeout time.Duration
-	// MaxRounds bounds the rounds. Default: 4.
+	// MaxRounds bounds the rounds: a key not replayed by then fails the
+	// check. Default: 4.
 	MaxRounds int
 	// Options are added after the check's own: the store, Lease and
-	// StoreTimeout, 3 attempts at most 2ms apart without jitter (a
-	// caller that finds a key held moves on soon).
+	// StoreTimeout, no waiting for another caller's outcome, and 3
+	// attempts 2ms apart without jitter, so that a caller that finds a
+	// key held moves on soon.
 	Options []retry.Option
 	// Timeout bounds the whole check. Default: 1 minute.
 	Timeout time.Duration
@@ -97,18 +99,19 @@ type FaultReport struct {
 	KeysWithCompleteErrors                  int   // keys with at least one of them
 	DuplicatesCompleteFailed                int   // keys run more than once that had one of them
 	RandomCuts                              int64 // connections the proxy cut
+	RoundKeys                               []int // how many keys each round called
 	RoundTimes                              []time.Duration
 	Elapsed                                 time.Duration // in all, pauses between rounds included
 }
 
 // String sums the report up in one line, for a test log.
 func (r FaultReport) String() string {
-	return fmt.Sprintf("%d keys, %d callers, %d per key, %d rounds %v, %v in all: %d calls, %d connections cut; "+
+	return fmt.Sprintf("%d keys, %d callers, %d per key, %d rounds (keys %v, times %v), %v in all: %d calls, %d connections cut; "+
 		"fn ran %d times (%d keys more than once, at most %d; %d keys never; %d runs after a plain success); "+
 		"%d plain successes (%d replays); %d not recorded (%d stored after all); "+
 		"%d failed closed, %d gave up on a held key, %d other errors; "+
 		"Complete failed %d times on %d keys (%d of the keys run more than once)",
-		r.Keys, r.Goroutines, r.CallersPerKey, r.Rounds, r.RoundTimes, r.Elapsed.Round(time.Millisecond), r.Calls, r.RandomCuts,
+		r.Keys, r.Goroutines, r.CallersPerKey, r.Rounds, r.RoundKeys, r.RoundTimes, r.Elapsed.Round(time.Millisecond), r.Calls, r.RandomCuts,
 		r.Ran, r.KeysRunMoreThanOnce, r.MaxRunsPerKey, r.KeysNeverRun, r.RanAfterPlainSuccess,
 		r.PlainSuccesses, r.Replayed, r.NotRecorded, r.NotRecordedButStored,
 		r.Unavailable, r.InProgress, r.OtherErrors,
@@ -117,15 +120,17 @@ func (r FaultReport) String() string {
 
 // TestExactlyOnceUnderFaults has Goroutines callers call retry.DoValue,
 // CallersPerKey of them with each of Keys keys, while Proxy cuts the
-// store's connections at random. It does so in rounds one Lease apart, so
-// that a key whose outcome was lost is free again in the next round,
-// until a round runs no fn and replays every key (or MaxRounds). It
-// checks what the store and Do promise together:
+// store's connections at random. It does so in rounds about one Lease
+// apart; after the first, a round calls only the keys no call has
+// replayed yet, whose outcome may be lost (their claim has lapsed by
+// then), until every key is replayed or MaxRounds. It checks what the
+// store and Do promise together:
 //   - every key's fn ran exactly once in all;
 //   - no fn ran after a call with its key returned nil;
 //   - a call that ran fn returned nil, or an error that passes
 //     [CheckNotRecorded] with fn's value;
-//   - a replay returns the value of one of the key's runs.
+//   - a replay returns the value of one of the key's runs;
+//   - every key is replayed at last.
 //
 // It logs and returns the figures.
 func TestExactlyOnceUnderFaults(t *testing.T, c ExactlyOnceUnderFaults) FaultReport {
@@ -148,6 +153,7 @@ func TestExactlyOnceUnderFaults(t *testing.T, c ExactlyOnceUnderFaults) FaultRep
 		retry.WithIdempotency(ObservedStore{c.Store, f.completeDone}, ""),
 		retry.WithIdempotencyLease(c.Lease),
 		retry.WithIdempotencyStoreTimeout(c.StoreTimeout),
+		retry.WithIdempotencyWait(false),
 		retry.WithBackoff(retry.Constant(2 * time.Millisecond)),
 		retry.WithJitter(retry.NoJitter),
 		retry.WithMaxAttempts(3),
@@ -161,16 +167,20 @@ func TestExactlyOnceUnderFaults(t *testing.T, c ExactlyOnceUnderFaults) FaultRep
 		t.Fatal(err)
 	}
 	cutsBefore := c.Proxy.Stats().RandomCuts
+	active := make([]bool, c.Keys)
+	for i := range active {
+		active[i] = true
+	}
 	for round := 1; ; round++ {
 		roundStart := time.Now()
-		ran := f.round(ctx, r, round)
+		f.round(ctx, r, round, active)
 		f.report.RoundTimes = append(f.report.RoundTimes, time.Since(roundStart).Round(time.Millisecond))
 		f.report.Rounds = round
 		if ctx.Err() != nil {
 			t.Errorf("storetest: the check ran out of time (%v) in round %d", c.Timeout, round)
 			break
 		}
-		if round >= c.MaxRounds || round >= 2 && ran == 0 && f.allReplayed(round) {
+		if !f.unreplayed(active) || round >= c.MaxRounds {
 			break
 		}
 		// Let every claim whose outcome was not recorded lapse.
@@ -182,7 +192,7 @@ func TestExactlyOnceUnderFaults(t *testing.T, c ExactlyOnceUnderFaults) FaultRep
 	f.check(t)
 	t.Logf("storetest: under faults: %v", f.report)
 	if len(f.samples) > 0 {
-		t.Logf("storetest: some errors of calls that did not run fn:\n\t%s", strings.Join(f.samples, "\n\t"))
+		t.Logf("storetest: some errors:\n\t%s", strings.Join(f.samples, "\n\t"))
 	}
 	return f.report
 }
@@ -224,7 +234,7 @@ type faultRun struct {
 	mu         sync.Mutex
 	report     FaultReport
 	violations map[string][]string // what went wrong, with examples
-	samples    []string            // errors of calls that did not run fn
+	samples    []string            // errors of some calls that failed
 }
 
 // keyRecord is what happened to one key; its fields are under faultRun.mu.
@@ -235,40 +245,41 @@ type keyRecord struct {
 	values          map[string]bool // the values fn returned
 	notRecorded     []string        // values of calls that reported ErrOutcomeNotRecorded
 	replayed        map[string]bool // values replayed
-	lastNilRound    int
+	replays         int
 	completeErrors  int
 	ranAfterSuccess int
 }
 
-// round has every caller call Do once for each of its keys, and returns
-// how many calls ran fn. Caller g has the keys i with i%groups ==
-// g%groups: the callers of a group share theirs.
-func (f *faultRun) round(ctx context.Context, r *retry.Retrier, round int) int {
-	ran := 0
+// round has every caller call Do once for each of its active keys.
+// Caller g has the keys i with i%groups == g%groups: the callers of a
+// group share theirs.
+func (f *faultRun) round(ctx context.Context, r *retry.Retrier, round int, active []bool) {
+	n := 0
+	for _, a := range active {
+		if a {
+			n++
+		}
+	}
+	f.report.RoundKeys = append(f.report.RoundKeys, n)
 	groups := max(f.c.Goroutines/f.c.CallersPerKey, 1)
 	var wg sync.WaitGroup
 	for g := range f.c.Goroutines {
 		wg.Go(func() {
 			for i := g % groups; i < len(f.keys); i += groups {
-				k := f.keys[i]
 				if ctx.Err() != nil {
 					return
 				}
-				if f.call(ctx, r, k, g, round) {
-					f.mu.Lock()
-					ran++
-					f.mu.Unlock()
+				if active[i] {
+					f.call(ctx, r, f.keys[i], g, round)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return ran
 }
 
-// call calls Do once for k, records what happened, and says whether fn
-// ran.
-func (f *faultRun) call(ctx context.Context, r *retry.Retrier, k *keyRecord, g, round int) bool {
+// call calls Do once for k and records what happened.
+func (f *faultRun) call(ctx context.Context, r *retry.Retrier, k *keyRecord, g, round int) {
 	var value string
 	ran := false
 	v, err := retry.DoValueWith(retry.ContextWithIdempotencyKey(ctx, k.key), r, func(context.Context) (string, error) {
@@ -291,7 +302,6 @@ func (f *faultRun) call(ctx context.Context, r *retry.Retrier, k *keyRecord, g, 
 	rep.Calls++
 	if err == nil {
 		k.succeeded = true
-		k.lastNilRound = round
 		rep.PlainSuccesses++
 	}
 	switch {
@@ -306,11 +316,13 @@ func (f *faultRun) call(ctx context.Context, r *retry.Retrier, k *keyRecord, g, 
 		}
 		rep.NotRecorded++
 		k.notRecorded = append(k.notRecorded, value)
+		f.sample(err)
 		if v != value {
 			f.violate("DoValue did not return fn's value with ErrOutcomeNotRecorded", k.key, fmt.Sprintf("got %q, want %q", v, value))
 		}
 	case err == nil:
 		rep.Replayed++
+		k.replays++
 		if k.replayed == nil {
 			k.replayed = map[string]bool{}
 		}
@@ -329,13 +341,11 @@ func (f *faultRun) call(ctx context.Context, r *retry.Retrier, k *keyRecord, g, 
 		rep.OtherErrors++
 		f.sample(err)
 	}
-	return ran
 }
 
-// sample keeps the first few errors of calls that failed without
-// running fn, for the log.
+// sample keeps the first few errors of calls that failed, for the log.
 func (f *faultRun) sample(err error) {
-	if len(f.samples) < 5 {
+	if len(f.samples) < 5 || errors.Is(err, retry.ErrOutcomeNotRecorded) {
 		f.samples = append(f.samples, err.Error())
 	}
 }
@@ -353,16 +363,18 @@ func (f *faultRun) completeDone(key string, err error) {
 	}
 }
 
-// allReplayed says whether a call with every key returned nil in round.
-func (f *faultRun) allReplayed(round int) bool {
+// unreplayed sets active to the keys no call has replayed yet: their
+// outcome may not be stored. It says whether there are any. A replay
+// proves the outcome stored, and a stored outcome lets no one run fn.
+func (f *faultRun) unreplayed(active []bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, k := range f.keys {
-		if k.lastNilRound != round {
-			return false
-		}
+	left := false
+	for i, k := range f.keys {
+		active[i] = k.replays == 0
+		left = left || active[i]
 	}
-	return true
+	return left
 }
 
 // violate notes a broken promise, with an example.
@@ -404,8 +416,8 @@ func (f *faultRun) check(t *testing.T) {
 		if k.ranAfterSuccess > 0 {
 			f.violate("fn ran again after a call with its key returned nil (a plain success)", k.key, fmt.Sprintf("%d such runs", k.ranAfterSuccess))
 		}
-		if k.lastNilRound != rep.Rounds {
-			f.violate("no call returned nil in the last round", k.key, "its outcome is not replayed")
+		if k.replays == 0 {
+			f.violate("no call replayed the outcome", k.key, fmt.Sprintf("in %d rounds; it may not be stored", rep.Rounds))
 		}
 	}
 	for what, examples := range f.violations {
