@@ -125,7 +125,9 @@ func (r FaultReport) String() string {
 // replayed yet, whose outcome may be lost (their claim has lapsed by
 // then), until every key is replayed or MaxRounds. It checks what the
 // store and Do promise together:
-//   - every key's fn ran exactly once in all;
+//   - every key's fn ran exactly once in all (an outcome Do could not
+//     record for a whole lease would let a later round run fn again:
+//     under these faults, that is Do or the store giving up too soon);
 //   - no fn ran after a call with its key returned nil;
 //   - a call that ran fn returned nil, or an error that passes
 //     [CheckNotRecorded] with fn's value;
