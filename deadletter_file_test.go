@@ -73,7 +73,7 @@ func TestFileSinkWithDo(t *testing.T) {
 	t.Parallel()
 	sink, path := openFileSink(t, nil)
 	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
-		retry.WithDeadLetter(sink), retry.WithMaxDelay(0), retry.WithName("charge"), retry.WithPayload([]byte("p")))
+		retry.WithDeadLetter(sink), retry.WithBackoff(retry.Constant(0)), retry.WithName("charge"), retry.WithPayload([]byte("p")))
 	require.ErrorIs(t, err, retry.ErrExhausted)
 	require.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 	got, err := retry.ReadDeadLetterFile(path)

@@ -29,6 +29,7 @@ type deadLetterConfig struct {
 	maxErrors      int
 	maxErrorsSet   bool
 	origin         *DeadLetter // the record being replayed by Redrive
+	tunedBy        string      // the first option that tunes a sink, named when none is given
 }
 
 // deadLetters returns a private copy of c's dead-letter config to change.
@@ -41,9 +42,28 @@ func (c *config) deadLetters() *deadLetterConfig {
 	return n
 }
 
-// active reports whether calls are dead-lettered at all.
+// tuneDeadLetters is deadLetters for the options that only tune
+// WithDeadLetter.
+func (c *config) tuneDeadLetters(option string) *deadLetterConfig {
+	d := c.deadLetters()
+	if d.tunedBy == "" {
+		d.tunedBy = option
+	}
+	return d
+}
+
+// checkDeadLetters reports tuning options given without a sink, once all
+// options are applied, so that their order does not matter.
+func (c *config) checkDeadLetters() {
+	if c.dl != nil && c.dl.sink == nil && c.dl.tunedBy != "" {
+		c.fail("%s without WithDeadLetter: it has no effect without a sink; add WithDeadLetter(sink) or drop it", c.dl.tunedBy)
+	}
+}
+
+// active reports whether calls are dead-lettered at all. A fallback comes
+// only with a sink (checkDeadLetters).
 func (d *deadLetterConfig) active() bool {
-	return d != nil && (d.sink != nil || d.fallback != nil)
+	return d != nil && d.sink != nil
 }
 
 // covers reports whether a call that ended with o is dead-lettered.
@@ -62,12 +82,16 @@ func (d *deadLetterConfig) covers(o Outcome) bool {
 // ctx's values but not its cancellation and times out after
 // [WithDeadLetterTimeout]. When the sink (and the fallback, if any) fails,
 // Do's error matches both the call's own failure and
-// [ErrDeadLetterNotRecorded]: the work is never dropped silently. sink must
-// not be nil. Default: none, and no per-attempt history is kept.
+// [ErrDeadLetterNotRecorded]: the work is never dropped silently. The
+// WithDeadLetter... options below only tune this one: given without it
+// (in New, or in [Retrier.With] on a Retrier without it), each is reported
+// as an error wrapping [ErrInvalidOption], whatever the order. sink must
+// not be nil, nor hold a nil [DeadLetterFunc] or nil pointer. Default:
+// none, and no per-attempt history is kept.
 func WithDeadLetter(sink DeadLetterSink) Option {
 	return func(c *config) {
-		if sink == nil {
-			c.fail("WithDeadLetter(nil): the sink must not be nil")
+		if s, isNil := nilArg(sink); isNil {
+			c.fail("WithDeadLetter(%s): the sink must not be nil", s)
 			return
 		}
 		c.deadLetters().sink = sink
@@ -77,14 +101,15 @@ func WithDeadLetter(sink DeadLetterSink) Option {
 // WithDeadLetterFallback sets a second sink, tried only when the sink of
 // [WithDeadLetter] fails or times out, for example a local file behind a
 // database. It gets its own [WithDeadLetterTimeout]. sink must not be
-// nil. Default: none.
+// nil, nor hold a nil [DeadLetterFunc] or nil pointer. Default: none.
+// Needs [WithDeadLetter].
 func WithDeadLetterFallback(sink DeadLetterSink) Option {
 	return func(c *config) {
-		if sink == nil {
-			c.fail("WithDeadLetterFallback(nil): the sink must not be nil")
+		if s, isNil := nilArg(sink); isNil {
+			c.fail("WithDeadLetterFallback(%s): the sink must not be nil", s)
 			return
 		}
-		c.deadLetters().fallback = sink
+		c.tuneDeadLetters("WithDeadLetterFallback").fallback = sink
 	}
 }
 
@@ -93,6 +118,7 @@ func WithDeadLetterFallback(sink DeadLetterSink) Option {
 // [OutcomePermanent]. Add [OutcomeDeadline] and [OutcomeCanceled] to keep
 // calls cut short by their context too. Giving no outcome dead-letters
 // nothing. [OutcomeSuccess] and unknown outcomes are invalid.
+// Needs [WithDeadLetter].
 func WithDeadLetterOn(outcomes ...Outcome) Option {
 	return func(c *config) {
 		var on uint8
@@ -103,7 +129,7 @@ func WithDeadLetterOn(outcomes ...Outcome) Option {
 			}
 			on |= 1 << o
 		}
-		d := c.deadLetters()
+		d := c.tuneDeadLetters("WithDeadLetterOn")
 		d.on, d.onSet = on, true
 	}
 }
@@ -113,13 +139,14 @@ func WithDeadLetterOn(outcomes ...Outcome) Option {
 // clock ([WithClock]). The bound holds for sinks that honour their
 // context, as [DeadLetterSink] requires. d must be positive. Default:
 // [DefaultDeadLetterTimeout].
+// Needs [WithDeadLetter].
 func WithDeadLetterTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
 			c.fail("WithDeadLetterTimeout(%v): the timeout must be positive", d)
 			return
 		}
-		c.deadLetters().timeout = d
+		c.tuneDeadLetters("WithDeadLetterTimeout").timeout = d
 	}
 }
 
@@ -127,13 +154,14 @@ func WithDeadLetterTimeout(d time.Duration) Option {
 // keeps: all of them up to n, else the first n/2 and the last n-n/2. 0
 // keeps none (LastError is always kept). n must not be negative. Default:
 // [DefaultDeadLetterErrors].
+// Needs [WithDeadLetter].
 func WithDeadLetterErrors(n int) Option {
 	return func(c *config) {
 		if n < 0 {
 			c.fail("WithDeadLetterErrors(%d): the bound must not be negative", n)
 			return
 		}
-		d := c.deadLetters()
+		d := c.tuneDeadLetters("WithDeadLetterErrors")
 		d.maxErrors, d.maxErrorsSet = n, true
 	}
 }

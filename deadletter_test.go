@@ -171,7 +171,7 @@ func TestDeadLetterErrorsBoundZeroKeepsNone(t *testing.T) {
 	t.Parallel()
 	sink := retry.NewMemoryDeadLetterSink()
 	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
-		retry.WithMaxDelay(0), retry.WithDeadLetter(sink), retry.WithDeadLetterErrors(0))
+		retry.WithBackoff(retry.Constant(0)), retry.WithDeadLetter(sink), retry.WithDeadLetterErrors(0))
 	require.ErrorIs(t, err, errDead)
 	recs := sink.Records()
 	require.Len(t, recs, 1)
@@ -185,7 +185,7 @@ func TestDeadLetterSinkFailureIsNotSilent(t *testing.T) {
 	errSink := errors.New("disk full")
 	obs := &dlDoneRecorder{}
 	err := retry.Do(t.Context(), func(context.Context) error { return errDead },
-		retry.WithMaxDelay(0), retry.WithObserver(obs),
+		retry.WithBackoff(retry.Constant(0)), retry.WithObserver(obs),
 		retry.WithDeadLetter(retry.DeadLetterFunc(func(context.Context, retry.DeadLetter) error { return errSink })))
 
 	assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)

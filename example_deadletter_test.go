@@ -15,7 +15,7 @@ func ExampleWithDeadLetter() {
 	r, err := retry.New(
 		retry.WithDeadLetter(sink),
 		retry.WithMaxAttempts(3),
-		retry.WithMaxDelay(0), // no waits, for the example
+		retry.WithBackoff(retry.Constant(0)), // no waits, for the example
 	)
 	if err != nil {
 		fmt.Println(err)
@@ -40,7 +40,7 @@ func ExampleWithDeadLetter() {
 func ExampleRedrive() {
 	ctx := context.Background()
 	sink := retry.NewMemoryDeadLetterSink()
-	r, _ := retry.New(retry.WithDeadLetter(sink), retry.WithMaxAttempts(2), retry.WithMaxDelay(0))
+	r, _ := retry.New(retry.WithDeadLetter(sink), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)))
 
 	// While the mail server is down, the call gives up and is dead-lettered.
 	send, _ := r.With(retry.WithName("send-invoice"), retry.WithPayload([]byte("invoice 42")))
@@ -77,7 +77,7 @@ func ExampleOpenFileSink() {
 		return
 	}
 	defer sink.Close()
-	r, _ := retry.New(retry.WithDeadLetter(sink), retry.WithName("charge-card"), retry.WithMaxDelay(0))
+	r, _ := retry.New(retry.WithDeadLetter(sink), retry.WithName("charge-card"), retry.WithBackoff(retry.Constant(0)))
 	_ = r.Do(context.Background(), func(context.Context) error {
 		return retry.Permanent(errors.New("card declined"))
 	})

@@ -161,8 +161,9 @@ type idemKeyType struct{}
 // one shared Retrier built with WithIdempotency(store, "") can be given a
 // key per call. A key in the context overrides the one given to
 // [WithIdempotency]; it is checked when Do runs (see
-// [MaxIdempotencyKeyLen]). On a Retrier without [WithIdempotency] it does
-// nothing. The key never appears in Do's error text or logs; code that
+// [MaxIdempotencyKeyLen]). On a call through a Retrier without
+// WithIdempotency it does nothing: no store is asked and the key is not
+// checked. The key never appears in Do's error text or logs; code that
 // needs it reads it back with [IdempotencyKeyFromContext].
 func ContextWithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idemKeyType{}, key)

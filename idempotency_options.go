@@ -28,6 +28,7 @@ type idemConfig struct {
 	noWait       bool // fail attempts with ErrInProgress instead of waiting for the holder
 	failOpen     bool
 	keepFailures bool
+	tunedBy      string // the first option that tunes a store, named when none is given
 }
 
 // setIdem applies f to a copy of the idempotency settings.
@@ -40,9 +41,23 @@ func (c *config) setIdem(f func(*idemConfig)) {
 	c.idem = &n
 }
 
+// tuneIdem is setIdem for the options that only tune WithIdempotency.
+func (c *config) tuneIdem(option string, f func(*idemConfig)) {
+	c.setIdem(func(ic *idemConfig) {
+		if ic.tunedBy == "" {
+			ic.tunedBy = option
+		}
+		f(ic)
+	})
+}
+
 // checkIdem validates what only the options together can tell, once they
 // are all applied.
 func (c *config) checkIdem() {
+	if c.idem != nil && c.idem.store == nil && c.idem.tunedBy != "" {
+		c.fail("%s without WithIdempotency: it has no effect without a store; add WithIdempotency(store, key) or drop it", c.idem.tunedBy)
+		return
+	}
 	if c.idem == nil || c.idem.store == nil || c.attemptTimeout <= 0 {
 		return
 	}
@@ -99,14 +114,19 @@ func (ic *idemConfig) leaseOrDefault() time.Duration {
 //     [WithIdempotencyFailOpen].
 //   - fn panics: the claim is released, then the panic goes on.
 //
+// The WithIdempotency... options below only tune this one: given without
+// it (in New, or in [Retrier.With] on a Retrier without it), each is
+// reported as an error wrapping [ErrInvalidOption], whatever the order.
+//
 // key may be "" when each call brings its own with
 // [ContextWithIdempotencyKey], which overrides key. A key must not be
 // longer than [MaxIdempotencyKeyLen] bytes; see there for scoping keys.
-// store must not be nil. Default: no idempotency.
+// store must not be nil, nor hold a nil pointer. Default: no idempotency.
 func WithIdempotency(store IdempotencyStore, key string) Option {
 	return func(c *config) {
-		if store == nil {
-			c.fail("WithIdempotency(nil, %q): the store must not be nil", key)
+		if s, isNil := nilArg(store); isNil {
+			// The key is an identifier: it stays out of the error text.
+			c.fail("WithIdempotency(%s, key): the store must not be nil", s)
 			return
 		}
 		if p := idemKeyProblem(key); key != "" && p != "" {
@@ -121,30 +141,32 @@ func WithIdempotency(store IdempotencyStore, key string) Option {
 // another caller may take the key over (after a crash, say). It must be
 // longer than any attempt: New rejects a lease not longer than
 // [WithAttemptTimeout]. Do renews it before each attempt, so it should
-// also cover the longest wait between attempts ([WithMaxDelay]); if it
-// runs out during a wait and another caller takes over, Do stops with
-// [ErrLeaseLost] without calling fn again. d must be positive. Default:
-// [DefaultIdempotencyLease].
+// also cover the longest wait between attempts (the backoff's max, or
+// [WithMaxDelay]); if it runs out during a wait and another caller takes
+// over, Do stops with [ErrLeaseLost] without calling fn again. d must be
+// positive. Default: [DefaultIdempotencyLease].
+// Needs [WithIdempotency].
 func WithIdempotencyLease(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
 			c.fail("WithIdempotencyLease(%v): the lease must be positive", d)
 			return
 		}
-		c.setIdem(func(ic *idemConfig) { ic.lease = d })
+		c.tuneIdem("WithIdempotencyLease", func(ic *idemConfig) { ic.lease = d })
 	}
 }
 
 // WithIdempotencyRetention sets how long a final outcome is kept and
 // replayed; after it, a call with the same key runs again. d must be
 // positive. Default: [DefaultIdempotencyRetention].
+// Needs [WithIdempotency].
 func WithIdempotencyRetention(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
 			c.fail("WithIdempotencyRetention(%v): the retention must be positive", d)
 			return
 		}
-		c.setIdem(func(ic *idemConfig) { ic.retention = d })
+		c.tuneIdem("WithIdempotencyRetention", func(ic *idemConfig) { ic.retention = d })
 	}
 }
 
@@ -152,13 +174,14 @@ func WithIdempotencyRetention(d time.Duration) Option {
 // Retrier's clock ([WithClock]). A call that takes longer counts as a
 // store failure. d must be positive. Default:
 // [DefaultIdempotencyStoreTimeout].
+// Needs [WithIdempotency].
 func WithIdempotencyStoreTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
 			c.fail("WithIdempotencyStoreTimeout(%v): the timeout must be positive", d)
 			return
 		}
-		c.setIdem(func(ic *idemConfig) { ic.storeTimeout = d })
+		c.tuneIdem("WithIdempotencyStoreTimeout", func(ic *idemConfig) { ic.storeTimeout = d })
 	}
 }
 
@@ -171,16 +194,18 @@ func WithIdempotencyStoreTimeout(d time.Duration) Option {
 // With false, finding the key held fails the attempt with [ErrInProgress]
 // instead, which Do retries (backing off as configured) whatever
 // [WithRetryIf] says, spending attempts. Default: true.
+// Needs [WithIdempotency].
 func WithIdempotencyWait(wait bool) Option {
-	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.noWait = !wait }) }
+	return func(c *config) { c.tuneIdem("WithIdempotencyWait", func(ic *idemConfig) { ic.noWait = !wait }) }
 }
 
 // WithIdempotencyFailOpen sets whether Do calls fn without idempotency
 // when the store fails or times out, instead of failing closed with
 // [ErrIdempotencyUnavailable]: availability over exactly-once. Use it only
 // where a duplicate side effect is acceptable. Default: false.
+// Needs [WithIdempotency].
 func WithIdempotencyFailOpen(open bool) Option {
-	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.failOpen = open }) }
+	return func(c *config) { c.tuneIdem("WithIdempotencyFailOpen", func(ic *idemConfig) { ic.failOpen = open }) }
 }
 
 // WithIdempotencyKeepFailures sets whether exhaustion ([OutcomeExhausted]
@@ -188,21 +213,25 @@ func WithIdempotencyFailOpen(open bool) Option {
 // permanent failure, as Stripe does with 500s, instead of releasing the
 // claim. A done context still releases it: the caller left, the work did
 // not end. Default: false.
+// Needs [WithIdempotency].
 func WithIdempotencyKeepFailures(keep bool) Option {
-	return func(c *config) { c.setIdem(func(ic *idemConfig) { ic.keepFailures = keep }) }
+	return func(c *config) {
+		c.tuneIdem("WithIdempotencyKeepFailures", func(ic *idemConfig) { ic.keepFailures = keep })
+	}
 }
 
 // WithIdempotencyCodec sets how DoValue values are stored and replayed.
 // When a value cannot be encoded, fn has already run: DoValue returns the
 // value with an error, and the key is completed as a permanent failure so
 // that the work is not repeated. Do stores no value. codec must not be
-// nil. Default: [JSONCodec].
+// nil, nor hold a nil pointer. Default: [JSONCodec].
+// Needs [WithIdempotency].
 func WithIdempotencyCodec(codec Codec) Option {
 	return func(c *config) {
-		if codec == nil {
-			c.fail("WithIdempotencyCodec(nil): the codec must not be nil")
+		if s, isNil := nilArg(codec); isNil {
+			c.fail("WithIdempotencyCodec(%s): the codec must not be nil", s)
 			return
 		}
-		c.setIdem(func(ic *idemConfig) { ic.codec = codec })
+		c.tuneIdem("WithIdempotencyCodec", func(ic *idemConfig) { ic.codec = codec })
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/steadfast-go/retry/internal/isnil"
 )
 
 // Defaults used when an option is not given. They are also what the zero
@@ -17,8 +19,10 @@ const (
 	// included: one call and two retries, as the SRE book and the AWS SDKs
 	// use, so a failing dependency sees at most 3x its normal load.
 	DefaultMaxAttempts = 3
-	// DefaultMaxDelay caps every wait, server-supplied ones included, so a
-	// misbehaving Retry-After cannot park a caller for hours.
+	// DefaultMaxDelay caps server-supplied waits ([RetryAfter]) when
+	// [WithMaxDelay] is not given, so a misbehaving Retry-After cannot
+	// park a caller for hours. It does not cap the [Backoff]'s waits: the
+	// schedule given to [WithBackoff] is honoured as configured.
 	DefaultMaxDelay = 30 * time.Second
 	// DefaultInitialDelay is the first wait of the default backoff,
 	// Exponential(100ms, 2, 10s) with FullJitter.
@@ -69,6 +73,19 @@ func (c *config) fail(format string, args ...any) {
 	}
 }
 
+// nilArg reports whether v is nil in effect, and names it for an error:
+// "nil", or "(T)(nil)" for a nil pointer or func inside the interface,
+// whose methods would panic at the first call.
+func nilArg(v any) (string, bool) {
+	switch {
+	case v == nil:
+		return "nil", true
+	case isnil.Is(v):
+		return fmt.Sprintf("(%T)(nil)", v), true
+	}
+	return "", false
+}
+
 // WithMaxAttempts sets how many attempts a call may make in all, the first
 // included: WithMaxAttempts(1) never retries. n must be at least 1, or
 // [Unlimited]. Default: [DefaultMaxAttempts].
@@ -83,11 +100,12 @@ func WithMaxAttempts(n int) Option {
 }
 
 // WithBackoff sets the schedule of waits between attempts. Default:
-// Exponential(100ms, 2, 10s). b must not be nil.
+// Exponential(100ms, 2, 10s). b must not be nil, nor hold a nil
+// [BackoffFunc] or nil pointer.
 func WithBackoff(b Backoff) Option {
 	return func(c *config) {
-		if b == nil {
-			c.fail("WithBackoff(nil): the backoff must not be nil")
+		if s, isNil := nilArg(b); isNil {
+			c.fail("WithBackoff(%s): the backoff must not be nil", s)
 			return
 		}
 		if v, ok := b.(validator); ok {
@@ -116,13 +134,20 @@ func WithJitter(j Jitter) Option {
 	}
 }
 
-// WithMaxDelay caps every wait, after jitter, server-supplied [RetryAfter]
-// delays included. d must not be negative; 0 means no wait at all.
-// Default: [DefaultMaxDelay].
+// WithMaxDelay caps every wait, the backoff's after jitter and
+// server-supplied [RetryAfter] delays alike. d must be positive: a zero
+// cap would silently turn every schedule into no wait at all, so it is
+// refused; for no waits use WithBackoff(Constant(0)). Default: no cap on
+// the backoff's waits (the schedule's own max applies), and
+// [DefaultMaxDelay] on server-supplied ones.
 func WithMaxDelay(d time.Duration) Option {
 	return func(c *config) {
-		if d < 0 {
+		switch {
+		case d < 0:
 			c.fail("WithMaxDelay(%v): the delay must not be negative", d)
+			return
+		case d == 0:
+			c.fail("WithMaxDelay(0): a zero cap would remove every wait; for no waits use WithBackoff(Constant(0))")
 			return
 		}
 		c.maxDelay, c.maxDelaySet = d, true
@@ -169,11 +194,12 @@ func WithAttemptTimeout(d time.Duration) Option {
 // recipe). Default: real time.
 //
 // Context deadlines are compared with the clock's Now, so with a mock
-// clock build them with mock.WithTimeout or mock.WithDeadline.
+// clock build them with mock.WithTimeout or mock.WithDeadline. c must not
+// be nil, nor hold a nil pointer.
 func WithClock(c clock.Clock) Option {
 	return func(cfg *config) {
-		if c == nil {
-			cfg.fail("WithClock(nil): the clock must not be nil")
+		if s, isNil := nilArg(c); isNil {
+			cfg.fail("WithClock(%s): the clock must not be nil", s)
 			return
 		}
 		cfg.clock = c
@@ -199,12 +225,13 @@ func WithRetryIf(f func(error) bool) Option {
 // WithRandom sets the source of the random samples used by jitter and
 // [Decorrelated], such as rand.NewPCG(1, 2) for a reproducible schedule.
 // Sources are not safe for concurrent use, so the Retrier serializes its
-// calls to src with a mutex, taken only when a wait is computed. Default:
-// math/rand/v2's global generator, which needs no lock.
+// calls to src with a mutex, taken only when a wait is computed. src must
+// not be nil, nor hold a nil pointer. Default: math/rand/v2's global
+// generator, which needs no lock.
 func WithRandom(src rand.Source) Option {
 	return func(c *config) {
-		if src == nil {
-			c.fail("WithRandom(nil): the source must not be nil")
+		if s, isNil := nilArg(src); isNil {
+			c.fail("WithRandom(%s): the source must not be nil", s)
 			return
 		}
 		c.rand = &lockedSource{src: src}
@@ -213,11 +240,12 @@ func WithRandom(src rand.Source) Option {
 
 // WithObserver adds an observer of attempts, retries and outcomes. Given
 // several times, every observer gets every event, in the order added. o
-// must not be nil. Default: none, which costs nothing.
+// must not be nil, nor hold a nil pointer. Default: none, which costs
+// nothing.
 func WithObserver(o Observer) Option {
 	return func(c *config) {
-		if o == nil {
-			c.fail("WithObserver(nil): the observer must not be nil")
+		if s, isNil := nilArg(o); isNil {
+			c.fail("WithObserver(%s): the observer must not be nil", s)
 			return
 		}
 		switch prev := c.observer.(type) {
@@ -231,12 +259,16 @@ func WithObserver(o Observer) Option {
 	}
 }
 
-// WithWaitArmed sets a function that Do calls after it has armed the timer
-// for a wait of d and before it blocks on it. It exists for tests with a
-// mock clock: advancing the mock before the timer is armed would leave Do
-// waiting forever, so a test waits for this call and then advances the
-// clock by d. f runs on Do's goroutine and must not block for long. f must
-// not be nil. Default: none.
+// WithWaitArmed sets a function that Do calls once per wait between
+// attempts: after it has armed the timer for a wait of d and before it
+// blocks on it. A zero wait (Constant(0), a jittered 0, a RetryAfter of 0)
+// arms no timer, and f is called with d = 0 before the next attempt, so
+// that every wait of every schedule is seen exactly once. It exists for
+// tests with a mock clock: advancing the mock before the timer is armed
+// would leave Do waiting forever, so a test waits for this call and then
+// advances the clock by d (mock.Add(0) is harmless). f is not called when
+// Do stops instead of waiting. f runs on Do's goroutine and must not block
+// for long. f must not be nil. Default: none.
 func WithWaitArmed(f func(d time.Duration)) Option {
 	return func(c *config) {
 		if f == nil {

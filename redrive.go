@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/steadfast-go/retry/internal/isnil"
 )
 
 // RedriveSource is a store of dead letters that [Redrive] can replay. The
@@ -59,7 +61,9 @@ type RedriveReport struct {
 // A replay runs with r's policy, named and with the payload of the record.
 // A replay that fails for any reason, even a cancelled ctx, is
 // dead-lettered as a new record with Redrives one higher and RedriveOf set
-// to the old ID, by r's sink or, when r has none, by src. When no sink
+// to the old ID, by r's sink or, when r has none, by src. To tune those
+// records (WithDeadLetterErrors, WithDeadLetterTimeout), give r
+// WithDeadLetter(src) as well: without a sink New refuses them. When no sink
 // stores it, the replay's error (matching [ErrDeadLetterNotRecorded]) is
 // joined into Redrive's error and the next record is replayed.
 //
@@ -70,7 +74,7 @@ func Redrive(ctx context.Context, src RedriveSource, r *Retrier, handler func(co
 	switch {
 	case ctx == nil:
 		return rep, fmt.Errorf("%w: Redrive: the context is nil; use context.Background()", ErrInvalidOption)
-	case src == nil:
+	case isnil.Is(src):
 		return rep, fmt.Errorf("%w: Redrive: the source is nil", ErrInvalidOption)
 	case r == nil:
 		return rep, fmt.Errorf("%w: Redrive: the *Retrier is nil; build one with New", ErrInvalidOption)
@@ -127,8 +131,10 @@ func replay(ctx context.Context, src RedriveSource, r *Retrier, handler func(con
 
 // redriveOf makes a replay of dl dead-letter every failure, into src when
 // no sink is configured, as a record that points back to dl. A record
-// without an idempotency key is replayed without the store: sharing r's
-// default key among unrelated records would be wrong.
+// without an idempotency key is replayed without idempotency: sharing r's
+// default key among unrelated records would be wrong. It drops all of
+// r's idempotency settings, not just the store, so that they are not
+// taken for tuning options without a store.
 func redriveOf(dl DeadLetter, src RedriveSource) Option {
 	return func(c *config) {
 		d := c.deadLetters()
@@ -137,8 +143,8 @@ func redriveOf(dl DeadLetter, src RedriveSource) Option {
 		}
 		d.on, d.onSet = 1<<OutcomePermanent|1<<OutcomeExhausted|1<<OutcomeMaxElapsed|1<<OutcomeDeadline|1<<OutcomeCanceled, true
 		d.origin = &dl
-		if c.idem != nil && dl.IdempotencyKey == "" {
-			c.setIdem(func(ic *idemConfig) { ic.store = nil })
+		if dl.IdempotencyKey == "" {
+			c.idem = nil
 		}
 	}
 }

@@ -49,7 +49,7 @@ func putRecords(t *testing.T, sink retry.DeadLetterSink, n int) {
 
 func redriver(t *testing.T, opts ...retry.Option) *retry.Retrier {
 	t.Helper()
-	r, err := retry.New(append([]retry.Option{retry.WithMaxDelay(0)}, opts...)...)
+	r, err := retry.New(append([]retry.Option{retry.WithBackoff(retry.Constant(0))}, opts...)...)
 	require.NoError(t, err)
 	return r
 }

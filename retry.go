@@ -6,8 +6,9 @@
 //	}, retry.WithMaxAttempts(5))
 //
 // Between attempts Do waits as a [Backoff] says, randomized by a [Jitter]
-// and capped by [WithMaxDelay]. An error marked [Permanent] stops at once;
-// one marked [RetryAfter] sets the next wait. Do never sleeps past its
+// and capped by [WithMaxDelay] if given. An error marked [Permanent] stops
+// at once; one marked [RetryAfter] sets the next wait, capped by
+// [WithMaxDelay] or else [DefaultMaxDelay]. Do never sleeps past its
 // context's deadline or its [WithMaxElapsed] budget: when the next wait
 // would end at or after either, it returns at once. Whenever no attempt
 // succeeds, errors.As finds an [*Error] in the returned error, and
@@ -63,6 +64,7 @@ func (c *config) apply(opts []Option) error {
 		o(c)
 	}
 	c.checkIdem()
+	c.checkDeadLetters()
 	// Everything that needs the loop's state from the first attempt on
 	// sends calls down the slow path.
 	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil || c.dl.active()
@@ -290,7 +292,7 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			obs.OnRetry(ctx, RetryScheduled{Name: cfg.name, Attempt: c.attempts, Delay: d, Err: err})
 		}
 		c.prevWait = d
-		if d > 0 && !c.sleep(d) {
+		if !c.sleep(d) {
 			return zero, c.stopForContext(true)
 		}
 		err = nil
@@ -360,8 +362,16 @@ func (c *call) stopForContext(waited bool) error {
 }
 
 // sleep waits d on the call's timer and reports whether it ran to the end
-// (false: the context was done first).
+// (false: the context was done first). A zero wait arms no timer, but
+// still calls the WithWaitArmed hook, so that a test advancing a mock
+// clock once per wait sees every wait of any schedule.
 func (c *call) sleep(d time.Duration) bool {
+	if d <= 0 {
+		if c.cfg.waitArmed != nil {
+			c.cfg.waitArmed(0)
+		}
+		return true
+	}
 	ch := c.timer.arm(c.cfg.clock, d)
 	if c.cfg.waitArmed != nil {
 		c.cfg.waitArmed(d)
@@ -446,16 +456,16 @@ func (cfg *config) until(t time.Time) time.Duration {
 	return t.Sub(cfg.clock.Now())
 }
 
-// wait computes the wait after attempt failed:
-// min(jitter(backoff(attempt)), maxDelay), or min(hint, maxDelay) for a
-// server-supplied delay.
+// wait computes the wait after attempt failed: jitter(backoff(attempt)),
+// or hint for a server-supplied delay, capped by WithMaxDelay. Without
+// one, DefaultMaxDelay caps hints only: the backoff is the caller's own
+// choice, a hint is the server's.
 func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time.Duration {
-	maxDelay := cfg.maxDelay
-	if !cfg.maxDelaySet {
-		maxDelay = DefaultMaxDelay
-	}
 	if hinted {
-		return min(hint, maxDelay)
+		if !cfg.maxDelaySet {
+			return min(hint, DefaultMaxDelay)
+		}
+		return min(hint, cfg.maxDelay)
 	}
 	b := cfg.backoff
 	if b == nil {
@@ -469,7 +479,10 @@ func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time
 	if _, random := b.(decorrelated); !random && j != NoJitter {
 		d = j.Apply(d, cfg.random())
 	}
-	return min(d, maxDelay)
+	if cfg.maxDelaySet {
+		d = min(d, cfg.maxDelay)
+	}
+	return d
 }
 
 func (cfg *config) random() float64 {

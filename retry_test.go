@@ -629,6 +629,7 @@ func TestNew_rejectsBadInputWithoutCallingFn(t *testing.T) {
 		{"jitter_factor_nan", retry.WithJitter(retry.ProportionalJitter(nanFloat())), "ProportionalJitter(NaN)"},
 		{"jitter_unknown", retry.WithJitter(retry.Jitter(99)), "unknown jitter 99"},
 		{"negative_max_delay", retry.WithMaxDelay(-time.Second), "WithMaxDelay(-1s)"},
+		{"zero_max_delay", retry.WithMaxDelay(0), "WithMaxDelay(0): a zero cap would remove every wait; for no waits use WithBackoff(Constant(0))"},
 		{"negative_max_elapsed", retry.WithMaxElapsed(-time.Second), "WithMaxElapsed(-1s)"},
 		{"negative_attempt_timeout", retry.WithAttemptTimeout(-time.Second), "WithAttemptTimeout(-1s)"},
 		{"nil_clock", retry.WithClock(nil), "WithClock(nil)"},

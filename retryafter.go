@@ -11,7 +11,8 @@ import (
 // ("Wed, 21 Oct 2015 07:28:00 GMT"), which is taken relative to now. It
 // reports false for an empty, negative or malformed value, so that the
 // caller falls back to its backoff; a date in the past gives 0 and true.
-// Pass the result to [RetryAfter], which caps it with [WithMaxDelay].
+// Pass the result to [RetryAfter], whose wait is capped by [WithMaxDelay]
+// or [DefaultMaxDelay].
 func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 	value = strings.TrimSpace(value)
 	if value == "" {
@@ -21,7 +22,7 @@ func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 		secs, err := strconv.ParseInt(value, 10, 64)
 		if err != nil {
 			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-				return maxDuration, true // absurdly large: WithMaxDelay caps it
+				return maxDuration, true // absurdly large: the max delay caps it
 			}
 			return 0, false
 		}

@@ -125,7 +125,7 @@ func newOutageRig(t *testing.T) *outageRig {
 	t.Cleanup(pool.Close)
 	sink, err := pgdeadletter.New(pool, pgdeadletter.WithTable(table))
 	require.NoError(t, err)
-	r, err := retry.New(retry.WithDeadLetter(sink), retry.WithMaxAttempts(2), retry.WithMaxDelay(0),
+	r, err := retry.New(retry.WithDeadLetter(sink), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)),
 		retry.WithDeadLetterTimeout(5*time.Second))
 	require.NoError(t, err)
 	return &outageRig{proxy: p, check: check, r: r, recorded: map[string]bool{}, notRecorded: map[string]bool{}}

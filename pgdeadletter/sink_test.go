@@ -207,7 +207,7 @@ func TestClaimOnce(t *testing.T) {
 
 func TestDoStoresDeadLetter(t *testing.T) {
 	s := pgdltest.Sink(t, pgdltest.Pool(t))
-	r, err := retry.New(retry.WithDeadLetter(s), retry.WithMaxAttempts(2), retry.WithMaxDelay(0),
+	r, err := retry.New(retry.WithDeadLetter(s), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)),
 		retry.WithName("send-invoice"), retry.WithPayload([]byte("invoice 42")))
 	require.NoError(t, err)
 	boom := errors.New("smtp: connection refused")

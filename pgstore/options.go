@@ -5,6 +5,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/isnil"
 )
 
 // DefaultTable is the table a [Store] uses unless [WithTable] names
@@ -52,10 +53,15 @@ func WithTable(name string) Option {
 // *clock.Mock; production code should keep the default, the server's
 // clock, which all processes share. Times are stored with microsecond
 // precision; leases are rounded up to the next microsecond, never down.
+// c must not be nil, nor hold a nil pointer.
 func WithClock(c clock.Clock) Option {
 	return func(cfg *config) {
-		if c == nil {
+		switch {
+		case c == nil:
 			cfg.fail("WithClock(nil): the clock must not be nil")
+			return
+		case isnil.Is(c):
+			cfg.fail("WithClock((%T)(nil)): the clock must not be nil", c)
 			return
 		}
 		cfg.clock = c

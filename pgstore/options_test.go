@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/pgstore"
@@ -25,6 +26,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"nil pool", nil, nil, "pool is nil"},
 		{"nil option", pool, []pgstore.Option{nil}, "option 0 is nil"},
 		{"nil clock", pool, []pgstore.Option{pgstore.WithClock(nil)}, "WithClock(nil)"},
+		{"nil clock pointer", pool, []pgstore.Option{pgstore.WithClock((*clock.Mock)(nil))}, "WithClock((*clock.Mock)(nil)): the clock must not be nil"},
 		{"empty table", pool, []pgstore.Option{pgstore.WithTable("")}, "table name is empty"},
 		{"injection", pool, []pgstore.Option{pgstore.WithTable("x; DROP TABLE users")}, "must be a letter"},
 		{"quote", pool, []pgstore.Option{pgstore.WithTable(`x"y`)}, "must be a letter"},

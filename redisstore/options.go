@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/steadfast-go/retry"
 )
@@ -31,10 +32,17 @@ func (c *config) fail(format string, args ...any) {
 // them does not collide. The empty prefix stores keys as they are, for a
 // database that holds nothing else.
 //
-// On Redis Cluster, do not put a hash tag ("{...}") in the prefix: it
-// would pin every key to one slot, so one node would hold them all. The
-// store needs no hash tag, because every command touches a single key.
-// Default: [DefaultPrefix].
+// The prefix must not contain '{' or '}': on Redis Cluster a hash tag
+// ("{...}") would pin every key to one slot, so one node would hold them
+// all, and New reports such a prefix as an error wrapping
+// retry.ErrInvalidOption. The store needs no hash tag, because every
+// command touches a single key. Default: [DefaultPrefix].
 func WithPrefix(prefix string) Option {
-	return func(c *config) { c.prefix = prefix }
+	return func(c *config) {
+		if strings.ContainsAny(prefix, "{}") {
+			c.fail("WithPrefix(%q): the prefix must not contain '{' or '}': a Redis Cluster hash tag would put every key in one slot", prefix)
+			return
+		}
+		c.prefix = prefix
+	}
 }

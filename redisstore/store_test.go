@@ -34,6 +34,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 		"nil ClusterClient":  {client: (*redis.ClusterClient)(nil), msg: "the Redis client is nil"},
 		"nil option":         {client: client, opts: []redisstore.Option{redisstore.WithPrefix("a:"), nil}, msg: "option 1 is nil"},
 		"nil option, nil cl": {client: nil, opts: []redisstore.Option{nil}, msg: "the Redis client is nil"},
+		"hash tag in prefix": {client: client, opts: []redisstore.Option{redisstore.WithPrefix("{payments}:idem:")}, msg: `WithPrefix("{payments}:idem:"): the prefix must not contain '{' or '}'`},
+		"open brace":         {client: client, opts: []redisstore.Option{redisstore.WithPrefix("a{")}, msg: "must not contain '{' or '}'"},
+		"close brace":        {client: client, opts: []redisstore.Option{redisstore.WithPrefix("}a")}, msg: "must not contain '{' or '}'"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

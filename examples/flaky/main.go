@@ -67,8 +67,9 @@ func (l logAttempts) OnDone(_ context.Context, e retry.Done) {
 
 func run(ctx context.Context, w io.Writer, src rand.Source, deadLetterPath string) error {
 	// One Retrier for the whole program: the defaults (3 attempts,
-	// exponential backoff from 100ms with full jitter, waits capped at 30s)
-	// plus a random source fixed for a repeatable demo and a printer.
+	// exponential backoff from 100ms up to 10s with full jitter, a
+	// server's Retry-After capped at 30s) plus a random source fixed for a
+	// repeatable demo and a printer.
 	r, err := retry.New(retry.WithRandom(src), retry.WithObserver(logAttempts{w}))
 	if err != nil {
 		return err
