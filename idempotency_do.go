@@ -401,7 +401,7 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 			return nil
 		}
 		if errors.Is(err, ErrLeaseLost) {
-			if lastErr != nil && s.recordedEarlier(detached, bound) {
+			if lastErr != nil && s.recordedEarlier(detached, bound, &timer) {
 				return nil
 			}
 			if s.token != "" { // a new claim, taken by recordedEarlier
@@ -418,7 +418,7 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 		case err == nil:
 			bound = end
 		case errors.Is(err, ErrLeaseLost):
-			if s.recordedEarlier(detached, bound) {
+			if s.recordedEarlier(detached, bound, &timer) {
 				return nil
 			}
 			if s.token == "" {
@@ -433,25 +433,30 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 // recordedEarlier looks the key up after a lost lease, when an earlier try
 // to record may have been stored after all. While the claim's lease still
 // runs (before bound) no other caller can have completed the key, so a
-// completed key with this call's fingerprint is this call's outcome. A key
-// the store lost altogether is claimed again (s.token is then the new
-// claim) so the outcome can still be recorded.
-func (s *idemCall[T]) recordedEarlier(parent context.Context, bound time.Time) bool {
+// completed key with this call's fingerprint is this call's outcome. A
+// lookup that fails is retried with backoff until bound, like the record
+// itself. A key the store lost altogether is claimed again (s.token is then
+// the new claim) so the outcome can still be recorded.
+func (s *idemCall[T]) recordedEarlier(parent context.Context, bound time.Time, timer *waitTimer) bool {
 	s.token = ""
-	if !s.cfg.now().Before(bound) {
-		return false
-	}
-	at := s.cfg.now()
-	ctx, cancel := s.storeCtxFrom(parent)
-	defer cancel()
-	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
-	switch {
-	case err != nil:
-		return false
-	case cl.Status == ClaimCompleted:
-		return cl.Fingerprint == s.fp
-	case cl.Status == ClaimAcquired && cl.Token != "":
-		s.token, s.held = cl.Token, at
+	for backoff := minRecordBackoff; s.cfg.now().Before(bound); backoff = min(2*backoff, maxRecordBackoff) {
+		at := s.cfg.now()
+		ctx, cancel := s.storeCtxFrom(parent)
+		cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
+		cancel()
+		switch {
+		case err == nil && cl.Status == ClaimCompleted:
+			return cl.Fingerprint == s.fp
+		case err == nil && cl.Status == ClaimAcquired && cl.Token != "":
+			s.token, s.held = cl.Token, at
+			return false
+		case err == nil:
+			return false // held by another caller: the lease was lost
+		}
+		if !s.cfg.now().Add(backoff).Before(bound) {
+			return false
+		}
+		sleepDetached(s.cfg, timer, backoff)
 	}
 	return false
 }

@@ -152,10 +152,7 @@ func TestExactlyOnceUnderFaults(t *testing.T, c ExactlyOnceUnderFaults) FaultRep
 		f.keys[i], f.byKey[k.key] = k, k
 	}
 	opts := append([]retry.Option{
-		retry.WithIdempotency(ObservedStore{c.Store, f.completeDone}, ""),
-		retry.WithIdempotencyLease(c.Lease),
-		retry.WithIdempotencyStoreTimeout(c.StoreTimeout),
-		retry.WithIdempotencyWait(false),
+		retry.WithIdempotency(ObservedStore{c.Store, f.completeDone}, &retry.IdempotencyOptions{Lease: c.Lease, StoreTimeout: c.StoreTimeout, FailWhileHeld: true}),
 		retry.WithBackoff(retry.Constant(2 * time.Millisecond)),
 		retry.WithJitter(retry.NoJitter),
 		retry.WithMaxAttempts(3),
@@ -284,7 +281,7 @@ func (f *faultRun) round(ctx context.Context, r *retry.Retrier, round int, activ
 func (f *faultRun) call(ctx context.Context, r *retry.Retrier, k *keyRecord, g, round int) {
 	var value string
 	ran := false
-	v, err := retry.DoValueWith(retry.ContextWithIdempotencyKey(ctx, k.key), r, func(context.Context) (string, error) {
+	v, err := retry.DoValueOn(retry.ContextWithIdempotencyKey(ctx, k.key), r, func(context.Context) (string, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		ran = true
@@ -439,7 +436,7 @@ type ObservedStore struct {
 }
 
 // Complete calls the wrapped store's Complete, then AfterComplete.
-func (s ObservedStore) Complete(ctx context.Context, key, token string, rec retry.Record, retention time.Duration) error {
+func (s ObservedStore) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
 	err := s.IdempotencyStore.Complete(ctx, key, token, rec, retention)
 	if s.AfterComplete != nil {
 		s.AfterComplete(key, err)

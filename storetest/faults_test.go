@@ -58,8 +58,8 @@ func TestObservedStoreReportsEachComplete(t *testing.T) {
 	ctx := context.Background()
 	cl, err := s.Claim(ctx, "k", "", time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, s.Complete(ctx, "k", cl.Token, retry.Record{}, time.Minute))
-	err = s.Complete(ctx, "k", "not the token", retry.Record{}, time.Minute)
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, retry.StoredOutcome{}, time.Minute))
+	err = s.Complete(ctx, "k", "not the token", retry.StoredOutcome{}, time.Minute)
 	require.ErrorIs(t, err, retry.ErrLeaseLost, "the store's error is returned")
 	require.Len(t, calls, 2)
 	assert.Equal(t, call{"k", nil}, calls[0])
@@ -67,5 +67,5 @@ func TestObservedStoreReportsEachComplete(t *testing.T) {
 	assert.True(t, errors.Is(calls[1].err, retry.ErrLeaseLost))
 
 	s.AfterComplete = nil
-	require.ErrorIs(t, s.Complete(ctx, "k", "not the token", retry.Record{}, time.Minute), retry.ErrLeaseLost, "no hook is fine")
+	require.ErrorIs(t, s.Complete(ctx, "k", "not the token", retry.StoredOutcome{}, time.Minute), retry.ErrLeaseLost, "no hook is fine")
 }

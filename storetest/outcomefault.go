@@ -69,7 +69,7 @@ func TestOutcomeAfterFault(t *testing.T, c OutcomeFault) {
 
 		// Were the outcome not stored, this call would wait for the lease
 		// to run out and run fn again.
-		waiting, err := f.r.With(retry.WithIdempotencyWait(true),
+		waiting, err := f.r.With(
 			retry.WithBackoff(retry.Constant(20*time.Millisecond)), retry.WithMaxElapsed(2*c.Lease))
 		if err != nil {
 			t.Fatal(err)
@@ -135,8 +135,7 @@ func newFaultyCall(t *testing.T, c OutcomeFault, mend bool) *faultyCall {
 			c.Mend(t)
 		}
 	}}
-	r, err := retry.New(retry.WithIdempotency(observed, ""), retry.WithIdempotencyLease(c.Lease),
-		retry.WithIdempotencyStoreTimeout(c.StoreTimeout))
+	r, err := retry.New(retry.WithIdempotency(observed, &retry.IdempotencyOptions{Lease: c.Lease, StoreTimeout: c.StoreTimeout}))
 	if err != nil {
 		t.Fatalf("storetest: retry.New: %v", err)
 	}
@@ -146,7 +145,7 @@ func newFaultyCall(t *testing.T, c OutcomeFault, mend bool) *faultyCall {
 
 func (f *faultyCall) do(r *retry.Retrier) (string, error) {
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), f.key)
-	return retry.DoValueWith(ctx, r, func(context.Context) (string, error) {
+	return retry.DoValueOn(ctx, r, func(context.Context) (string, error) {
 		f.runs++
 		if f.runs == 1 {
 			f.c.Break(f.t)
