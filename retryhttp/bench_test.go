@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/steadfast-go/retry/retryhttp"
 )
@@ -60,4 +61,79 @@ func BenchmarkGET(b *testing.B) {
 			}
 		})
 	}
+}
+
+// stub is an in-process base transport that answers 200 at once, so that
+// BenchmarkOverhead measures the Transport's own cost without the network.
+type stub struct{}
+
+func (stub) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+}
+
+// BenchmarkOverhead calls RoundTrip for a first-try GET on the stub
+// directly ("plain") and through a Transport on the stub: the difference
+// is the Transport's own cost per request.
+func BenchmarkOverhead(b *testing.B) {
+	for _, name := range []string{"plain", "retryhttp"} {
+		b.Run(name, func(b *testing.B) {
+			var rt http.RoundTripper = stub{}
+			if name == "retryhttp" {
+				tr, err := retryhttp.NewTransport(rt, fast(b, 3))
+				if err != nil {
+					b.Fatal(err)
+				}
+				rt = tr
+			}
+			req := newRequest(b, context.Background(), http.MethodGet, "http://example.test/", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					b.Fatal(resp, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGETInterleaved sends, in each iteration, one GET through the
+// plain client and one through the Transport, timing each, so that both
+// meet the same load on a shared machine. It reports each one's ns per GET
+// and their ratio; allocations are BenchmarkGET's.
+func BenchmarkGETInterleaved(b *testing.B) {
+	srv := okServer()
+	defer srv.Close()
+	plainBase, oursBase := &http.Transport{}, &http.Transport{}
+	defer plainBase.CloseIdleConnections()
+	defer oursBase.CloseIdleConnections()
+	tr, err := retryhttp.NewTransport(oursBase, fast(b, 3))
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain, ours := &http.Client{Transport: plainBase}, &http.Client{Transport: tr}
+	req := newRequest(b, context.Background(), http.MethodGet, srv.URL, nil)
+	getOnce(b, plain, req)
+	getOnce(b, ours, req)
+	var tPlain, tOurs time.Duration
+	n := 0
+	timed := func(c *http.Client) time.Duration {
+		start := time.Now()
+		getOnce(b, c, req)
+		return time.Since(start)
+	}
+	for b.Loop() {
+		if n%2 == 0 { // alternate which goes first
+			tPlain += timed(plain)
+			tOurs += timed(ours)
+		} else {
+			tOurs += timed(ours)
+			tPlain += timed(plain)
+		}
+		n++
+	}
+	b.ReportMetric(float64(tPlain.Nanoseconds())/float64(n), "plain-ns/GET")
+	b.ReportMetric(float64(tOurs.Nanoseconds())/float64(n), "retryhttp-ns/GET")
+	b.ReportMetric(float64(tOurs)/float64(tPlain), "ratio")
+	b.ReportMetric(0, "ns/op") // the pair's time says nothing by itself
 }

@@ -28,6 +28,11 @@
 // errors, malformed requests and errors of the request's own body are
 // never retried.
 //
+// A failure after the request got its connection counts as sent, even a
+// reset before any byte went out, since net/http does not tell the two
+// apart; on a reused connection net/http itself sends again a request it
+// knows it did not write.
+//
 // On 429 and 503 a Retry-After header, in seconds or as an HTTP date,
 // replaces the backoff for the next wait, capped by the Retrier's
 // [retry.WithMaxDelay] (30s by default); a malformed one is ignored. As for
@@ -61,6 +66,19 @@
 // at once. With [retry.WithAttemptTimeout] each attempt, up to its response
 // headers, gets that timeout; the final response's body is not cut by it
 // and lives until it is closed or the request's context ends.
+//
+// # Idempotency stores
+//
+// A request's Idempotency-Key (given or generated) also becomes its key for
+// a Retrier built with retry.WithIdempotency(store, ""), scoped as
+// "http METHOD host KEY" (at most [retry.MaxIdempotencyKeyLen] bytes in
+// all), unless the request's context has a key already
+// ([retry.ContextWithIdempotencyKey]). The store then keeps the status of a
+// completed request, not its response: a later request with the same key
+// is not sent, and RoundTrip returns an error matching [retry.ErrReplayed]
+// that names the status. Such a Retrier refuses a request without a key
+// ([retry.ErrInvalidOption], nothing sent), so give it only to a Transport
+// whose requests all have one.
 //
 // # Observability
 //

@@ -359,3 +359,21 @@ func (c *closeCounter) Close() error {
 	c.closed.Add(1)
 	return nil
 }
+
+// TestIdempotencyStoreNeedsAKeyPerRequest pins a limit of the public API:
+// the Transport cannot tell whether a Retrier has an idempotency store, so
+// a store-backed Retrier refuses a request without a key before sending it.
+func TestIdempotencyStoreNeedsAKeyPerRequest(t *testing.T) {
+	e := newEnv(t, statuses(200))
+	r, err := retry.New(retry.WithIdempotency(retry.NewMemoryIdempotencyStore(), ""))
+	require.NoError(t, err)
+	body := &closeCounter{Reader: strings.NewReader("x")}
+	_, err = e.client(r).Do(newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body))
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "idempotency key is empty")
+	assert.Equal(t, int64(0), e.requests.Load())
+	assert.Equal(t, int32(1), body.closed.Load())
+
+	_, _, err = do(t, e.client(r, retryhttp.WithIdempotencyKeys()), newRequest(t, context.Background(), http.MethodPost, e.srv.URL, nil))
+	require.NoError(t, err, "with generated keys every POST has one")
+}

@@ -204,14 +204,14 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		key = newKey()
 		c.req = withKey(req, key)
 	}
+	c.ctx = c.reqCtx
 	if key != "" {
 		c.idempotent = true
-	}
-	c.ctx = c.reqCtx
-	if _, ok := retry.IdempotencyKeyFromContext(c.ctx); key != "" && !ok {
-		// For a Retrier with an idempotency store: one claim per
-		// logical request, scoped to its method and host.
-		c.ctx = retry.ContextWithIdempotencyKey(c.ctx, "http "+req.Method+" "+req.URL.Host+" "+key)
+		if _, ok := retry.IdempotencyKeyFromContext(c.ctx); !ok {
+			// For a Retrier with an idempotency store: one claim per
+			// logical request, scoped to its method and host.
+			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, "http "+req.Method+" "+req.URL.Host+" "+key)
+		}
 	}
 	if err := c.prepareBody(); err != nil {
 		return nil, err
