@@ -45,6 +45,10 @@ func (e *notReplayable) Error() string {
 
 func (e *notReplayable) Unwrap() []error { return []error{ErrBodyNotReplayable, e.err} }
 
+// errNoResponse is an attempt's error when the base RoundTripper broke its
+// contract: no response and no error.
+var errNoResponse = errors.New("retryhttp: the base RoundTripper returned neither a response nor an error")
+
 // errAttemptTimeout is an attempt's error when the Retrier's attempt
 // timeout ended it before its response headers. It matches
 // context.DeadlineExceeded, never context.Canceled, which the Retrier

@@ -377,3 +377,31 @@ func TestIdempotencyStoreNeedsAKeyPerRequest(t *testing.T) {
 	_, _, err = do(t, e.client(r, retryhttp.WithIdempotencyKeys()), newRequest(t, context.Background(), http.MethodPost, e.srv.URL, nil))
 	require.NoError(t, err, "with generated keys every POST has one")
 }
+
+// roundTripFunc is a base transport made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestABaseThatBreaksTheRoundTripperContract(t *testing.T) {
+	tr, err := retryhttp.NewTransport(roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil }), fast(t, 3))
+	require.NoError(t, err)
+	_, err = tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	require.ErrorContains(t, err, "neither a response nor an error")
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 1, re.Attempts)
+
+	calls := 0
+	tr, err = retryhttp.NewTransport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls++
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Request: r}, nil // no Body
+	}), fast(t, 2))
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Empty(t, b)
+	assert.Equal(t, 2, calls)
+}

@@ -102,25 +102,33 @@ func TestAWaitPastTheDeadlineIsNotStarted(t *testing.T) {
 }
 
 func TestCancelStopsAnAttemptAtOnce(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	e := newEnv(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
-		close(entered)
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
-	defer close(release)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := async(e.client(fast(t, 3)), newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
-	<-entered
-	cancel()
-	res := <-done
-	require.ErrorIs(t, res.err, context.Canceled)
-	var re *retry.Error
-	require.ErrorAs(t, res.err, &re)
-	assert.Equal(t, retry.OutcomeCanceled, re.Outcome)
-	assert.Equal(t, 1, re.Attempts)
+	for name, opts := range map[string][]retry.Option{
+		"":                     nil,
+		"with attempt timeout": {retry.WithAttemptTimeout(time.Hour)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			entered, release := make(chan struct{}), make(chan struct{})
+			e := newEnv(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+				close(entered)
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			})
+			defer close(release)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := async(e.client(fast(t, 3, opts...)), newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
+			<-entered
+			cancel()
+			res := <-done
+			require.ErrorIs(t, res.err, context.Canceled)
+			var re *retry.Error
+			require.ErrorAs(t, res.err, &re)
+			assert.Equal(t, retry.OutcomeCanceled, re.Outcome)
+			assert.Equal(t, 1, re.Attempts)
+			assert.NotContains(t, re.Last.Error(), "timed out", "a cancel is not a timeout")
+		})
+	}
 }
 
 func TestCancelStopsAWaitAtOnce(t *testing.T) {

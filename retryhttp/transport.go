@@ -284,6 +284,12 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 	}
 
 	resp, err := c.t.base.RoundTrip(req)
+	switch {
+	case err == nil && resp == nil:
+		err = retry.Permanent(errNoResponse)
+	case err == nil && resp.Body == nil:
+		resp.Body = http.NoBody // as http.Client does for a RoundTripper that breaks the rule
+	}
 	var se *StatusError
 	if err == nil && c.idempotent && c.once == "" {
 		if se = c.t.status(resp.StatusCode); se != nil {
@@ -297,7 +303,13 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		}
 		c.dropLast()
 		cancel(nil)
-		resp, err = nil, errAttemptTimeout
+		switch {
+		case c.reqCtx.Err() == nil:
+			err = errAttemptTimeout
+		case err == nil:
+			err = context.Cause(c.reqCtx)
+		}
+		resp = nil
 	}
 	if err != nil {
 		if cancel != nil {
