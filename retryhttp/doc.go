@@ -58,7 +58,9 @@
 // than an error, as http.Client returns any status; [Attempts] tells how
 // many attempts were made. Otherwise the error is the Retrier's
 // [*retry.Error] (errors.As finds it through http.Client's *url.Error),
-// with Outcome, Attempts and the last attempt's error.
+// with Outcome, Attempts and the last attempt's error. A request that ends
+// on a retryable status is an exhausted call for the Retrier's observers
+// and dead letters, although RoundTrip returns the response.
 //
 // # Context and time
 //
