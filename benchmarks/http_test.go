@@ -188,5 +188,4 @@ func BenchmarkHTTP503503200Interleaved(b *testing.B) {
 	}
 	b.ReportMetric(float64(lanes[1].t)/float64(lanes[0].t), "Steadfast/Plain")
 	b.ReportMetric(float64(lanes[1].t)/float64(lanes[2].t), "Steadfast/RetryableHTTP")
-	b.ReportMetric(0, "ns/op") // the round's time says nothing by itself
 }

@@ -59,8 +59,9 @@
 // many attempts were made. Otherwise the error is the Retrier's
 // [*retry.Error] (errors.As finds it through http.Client's *url.Error),
 // with Outcome, Attempts and the last attempt's error. A request that ends
-// on a retryable status is an exhausted call for the Retrier's observers
-// and dead letters, although RoundTrip returns the response.
+// on a retryable status is a failed call (attempts, budget or time spent)
+// for the Retrier's observers and dead letters, although RoundTrip returns
+// the response.
 //
 // # Context and time
 //

@@ -267,8 +267,8 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 	if ctx.Done() != c.ctx.Done() {
 		// The Retrier gave this attempt a timeout. Its context ends when
 		// the attempt returns, but the final response's body must live
-		// until it is closed: run on a context of our own that the
-		// attempt's ends only until the headers are in.
+		// until it is closed: send on a context of our own, which the
+		// attempt's may end only until the headers are in.
 		var actx context.Context
 		actx, cancel = context.WithCancelCause(c.reqCtx)
 		stop = context.AfterFunc(ctx, func() { cancel(errAttemptTimeout) })
