@@ -158,8 +158,8 @@ func TestDeadlineDuringAnAttempt(t *testing.T) {
 	assert.Equal(t, retry.OutcomeDeadline, re.Outcome)
 }
 
-// waitFor polls until the mock clock has n timers or the test times out:
-// the attempt's timeout timer is armed on the mock when it starts.
+// enteredHandler holds each of the first n requests, after telling entered,
+// until release is closed or the request ends; it answers the later ones.
 func enteredHandler(n int, entered chan<- int, release <-chan struct{}) func(int, http.ResponseWriter, *http.Request) {
 	return func(i int, w http.ResponseWriter, r *http.Request) {
 		if i <= n {
