@@ -51,9 +51,6 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 	if _, always := err.(alwaysRetried); !hinted && !always && cfg.retryIf != nil && !cfg.retryIf(err) {
 		return 0, stopPermanent
 	}
-	if maxAttempts == 0 {
-		maxAttempts = defaultMaxAttempts
-	}
 	if attempt >= maxAttempts {
 		return 0, stopExhausted
 	}
@@ -68,30 +65,18 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 }
 
 // wait computes the wait after attempt failed: jitter(backoff(attempt)),
-// or hint for a server-supplied delay, capped by WithMaxDelay. Without
-// one, defaultMaxServerDelay caps hints only: the backoff is the caller's own
-// choice, a hint is the server's.
+// or hint for a server-supplied delay, each within its cap (see resolve).
 func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time.Duration {
 	if hinted {
-		if !cfg.maxDelaySet {
-			return min(hint, defaultMaxServerDelay)
-		}
-		return min(hint, cfg.maxDelay)
+		return min(hint, cfg.hintCap)
 	}
 	b := cfg.backoff
-	if b == nil {
-		b = exponential{initial: defaultInitialDelay, multiplier: defaultMultiplier, max: defaultBackoffMax}
-	}
 	d := max(b.Delay(attempt, prev, cfg.random()), 0)
-	j := cfg.jitter
-	if !cfg.jitterSet {
-		j = FullJitter
+	if _, random := b.(decorrelated); !random && cfg.jitter != NoJitter {
+		d = cfg.jitter.Apply(d, cfg.random())
 	}
-	if _, random := b.(decorrelated); !random && j != NoJitter {
-		d = j.Apply(d, cfg.random())
-	}
-	if cfg.maxDelaySet {
-		d = min(d, cfg.maxDelay)
+	if cfg.backoffCap > 0 {
+		d = min(d, cfg.backoffCap)
 	}
 	return d
 }

@@ -60,6 +60,7 @@ func (c *config) apply(opts []Option) error {
 		o(c)
 	}
 	c.checkIdem()
+	c.resolve()
 	c.waitArmed = c.testWaitArmed
 	if a, ok := c.clock.(interface{ WaitArmed(time.Duration) }); ok {
 		c.waitArmed = a.WaitArmed
@@ -104,17 +105,54 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 	if r == nil || ctx == nil || fn == nil {
 		return badCall(r == nil, ctx == nil)
 	}
-	if !r.c.slow && ctx.Err() == nil {
+	cfg := r.config()
+	if !cfg.slow && ctx.Err() == nil {
 		// The fast path: nothing to observe, time or record, so the
 		// first attempt needs none of the loop's state.
 		if err := fn(ctx); err != nil {
-			_, err = loop[struct{}](ctx, &r.c, unit(fn), err, nil)
+			_, err = loop[struct{}](ctx, cfg, unit(fn), err, nil)
 			return err
 		}
 		return nil
 	}
-	_, err := run(ctx, &r.c, unit(fn))
+	_, err := run(ctx, cfg, unit(fn))
 	return err
+}
+
+// zeroConfig is what the zero Retrier does: New() with no options. It is
+// made once and never changed.
+var zeroConfig = func() config {
+	var c config
+	_ = c.apply(nil)
+	return c
+}()
+
+// config returns the Retrier's resolved settings.
+func (r *Retrier) config() *config {
+	if !r.c.resolved {
+		return &zeroConfig
+	}
+	return &r.c
+}
+
+// resolve fills in the defaults of what the options left unset.
+func (c *config) resolve() {
+	if c.maxAttempts == 0 {
+		c.maxAttempts = defaultMaxAttempts
+	}
+	if c.backoff == nil {
+		c.backoff = exponential{initial: defaultInitialDelay, multiplier: defaultMultiplier, max: defaultBackoffMax}
+	}
+	if !c.jitterSet {
+		c.jitter, c.jitterSet = FullJitter, true
+	}
+	// An explicit max delay caps every wait; without one only a
+	// server's, since the backoff is the caller's own choice.
+	c.backoffCap, c.hintCap = 0, defaultMaxServerDelay
+	if c.maxDelaySet {
+		c.backoffCap, c.hintCap = c.maxDelay, c.maxDelay
+	}
+	c.resolved = true
 }
 
 // unit adapts fn to the value-returning form the loop runs.
@@ -144,14 +182,15 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 		var zero T
 		return zero, badCall(r == nil, ctx == nil)
 	}
-	if !r.c.slow && ctx.Err() == nil {
+	cfg := r.config()
+	if !cfg.slow && ctx.Err() == nil {
 		v, err := fn(ctx)
 		if err != nil {
-			return loop(ctx, &r.c, fn, err, nil)
+			return loop(ctx, cfg, fn, err, nil)
 		}
 		return v, nil
 	}
-	return run(ctx, &r.c, fn)
+	return run(ctx, cfg, fn)
 }
 
 // Do calls fn with a Retrier built from opts; see [Retrier.Do]. It costs
