@@ -43,7 +43,14 @@ func check(cfg checkConfig, out io.Writer) error {
 	if shown == "" {
 		shown = "(no version)"
 	}
-	fmt.Fprintf(out, "release check: %d of %d modules at %s, from commit %s (%s)\n", len(published), len(mods), shown, short(t.commit), cfg.rev)
+	var kept []string
+	for _, m := range mods {
+		if !m.published {
+			kept = append(kept, m.label())
+		}
+	}
+	fmt.Fprintf(out, "release check: %d modules at %s, from commit %s (%s); not released: %s\n",
+		len(published), shown, short(t.commit), cfg.rev, strings.Join(kept, ", "))
 	for _, p := range problems {
 		fmt.Fprintf(out, "  problem: %s\n", p)
 	}
