@@ -172,11 +172,19 @@ func check(cfg checkConfig, out io.Writer) error {
 // writeModule writes m at version v into the proxy directory in the
 // layout of GOPROXY=file://dir and returns the size of its zip.
 func writeModule(proxyDir string, t *tree, m *mod, v string) (int64, error) {
-	escaped, err := module.EscapePath(m.path())
+	return writeProxyModule(proxyDir, versionOf(m, v), t.time, m.gomod, func(w io.Writer) error {
+		return modzip.Create(w, versionOf(m, v), t.zipFiles(m))
+	})
+}
+
+// writeProxyModule writes the list, .info, .mod and .zip files of module
+// version mv, and returns the size of the zip that writeZip writes.
+func writeProxyModule(proxyDir string, mv module.Version, when time.Time, gomod []byte, writeZip func(io.Writer) error) (int64, error) {
+	escaped, err := module.EscapePath(mv.Path)
 	if err != nil {
 		return 0, err
 	}
-	ev, err := module.EscapeVersion(v)
+	ev, err := module.EscapeVersion(mv.Version)
 	if err != nil {
 		return 0, err
 	}
@@ -187,11 +195,11 @@ func writeModule(proxyDir string, t *tree, m *mod, v string) (int64, error) {
 	info, err := json.Marshal(struct {
 		Version string
 		Time    time.Time
-	}{v, t.time})
+	}{mv.Version, when})
 	if err != nil {
 		return 0, err
 	}
-	for name, data := range map[string][]byte{"list": []byte(v + "\n"), ev + ".info": info, ev + ".mod": m.gomod} {
+	for name, data := range map[string][]byte{"list": []byte(mv.Version + "\n"), ev + ".info": info, ev + ".mod": gomod} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return 0, err
 		}
@@ -201,7 +209,7 @@ func writeModule(proxyDir string, t *tree, m *mod, v string) (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	if err := modzip.Create(f, versionOf(m, v), t.zipFiles(m)); err != nil {
+	if err := writeZip(f); err != nil {
 		return 0, err
 	}
 	st, err := f.Stat()

@@ -3,6 +3,7 @@
 //
 //	release check [-repo DIR] [-rev REV] [-version V] [-unpublished DIRS] [-keep]
 //	release set-version [-repo DIR] VERSION
+//	release tidy [-repo DIR] [-check] [DIR...]
 //	release tags [-repo DIR] [-rev REV] [-unpublished DIRS]
 //
 // check proves that the modules install the way a user gets them. From the
@@ -18,6 +19,10 @@
 //
 // set-version rewrites, in the working tree, every requirement between
 // the repository's modules and the go.work replacements to VERSION.
+//
+// tidy runs go mod tidy in every module (or those in the directories
+// named) as outside the workspace, where it cannot run before the release
+// version is published; with -check it only reports.
 //
 // tags prints the git tag commands for the version of REV.
 package main
@@ -44,7 +49,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: release check|set-version|tags [flags]")
+		fmt.Fprintln(stderr, "usage: release check|set-version|tidy|tags [flags]")
 		return 2
 	}
 	fs := flag.NewFlagSet("release "+args[0], flag.ContinueOnError)
@@ -70,6 +75,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		err = setVersion(*repo, fs.Arg(0), stdout)
+	case "tidy":
+		check := fs.Bool("check", false, "change nothing; fail if a module is not tidy")
+		if fs.Parse(args[1:]) != nil {
+			return 2
+		}
+		err = tidy(*repo, *check, splitList(strings.Join(fs.Args(), ",")), stdout)
 	case "tags":
 		rev := fs.String("rev", "HEAD", "the git revision to tag")
 		unpublished := fs.String("unpublished", defaultUnpublished, "comma-separated module directories that are not released")
@@ -78,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		err = printTags(*repo, *rev, splitList(*unpublished), stdout)
 	default:
-		fmt.Fprintf(stderr, "release: unknown command %q; want check, set-version or tags\n", args[0])
+		fmt.Fprintf(stderr, "release: unknown command %q; want check, set-version, tidy or tags\n", args[0])
 		return 2
 	}
 	if err != nil {

@@ -33,10 +33,10 @@ func goodFiles() map[string]string {
 		"store/store.go":      "package store\n",
 		"store/testdata/t.go": "package broken\n",
 		"cmd/tool/go.mod":     "module example.com/lib/cmd/tool\n\ngo 1.25\n\nrequire (\n\texample.com/lib v0.1.0\n\texample.com/lib/store v0.1.0\n)\n",
-		"cmd/tool/main.go":    "package main\n\nfunc main() {}\n",
+		"cmd/tool/main.go":    "package main\n\nimport (\n\t_ \"example.com/lib\"\n\t_ \"example.com/lib/store\"\n)\n\nfunc main() {}\n",
 		"cmd/tool/LICENSE":    "the tool's own license\n",
 		"bench/go.mod":        "module example.com/lib/bench\n\ngo 1.25\n\nrequire example.com/lib v0.1.0\n",
-		"bench/b_test.go":     "package bench\n",
+		"bench/b_test.go":     "package bench\n\nimport _ \"example.com/lib\"\n",
 		"go.work": "go 1.25.0\n\nuse (\n\t.\n\t./bench\n\t./cmd/tool\n\t./store\n)\n\n" +
 			"replace example.com/lib v0.1.0 => ./\n\nreplace example.com/lib/store v0.1.0 => ./store\n",
 	}
@@ -282,4 +282,40 @@ func names(files map[string]string, prefix string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// go mod tidy outside the workspace, against the working tree's modules
+// at the release version: a missing requirement is found, and the go.sum
+// keeps no line for our own modules.
+func TestTidy(t *testing.T) {
+	files := goodFiles()
+	files["store/store.go"] = "package store\n\nimport _ \"example.com/lib\"\n"
+	files["store/go.mod"] = "module example.com/lib/store\n\ngo 1.25\n"
+	files["bench/go.mod"] = "module example.com/lib/bench\n\ngo 1.25\n\nrequire example.com/lib v0.1.0\n\nrequire example.com/lib/store v0.1.0 // indirect\n"
+	dir := commit(t, files)
+
+	var out bytes.Buffer
+	require.ErrorIs(t, tidy(dir, true, nil, &out), errFailed)
+	assert.Contains(t, out.String(), "store: not tidy\n  store/go.mod: + require example.com/lib v0.1.0\n")
+	assert.Contains(t, out.String(), "bench: not tidy\n  bench/go.mod: - require example.com/lib/store v0.1.0 // indirect\n")
+	assert.Contains(t, out.String(), "tidy FAILED: go mod tidy would change 2 module(s)")
+	data, err := os.ReadFile(filepath.Join(dir, "store", "go.mod"))
+	require.NoError(t, err)
+	assert.Equal(t, files["store/go.mod"], string(data), "-check changes nothing")
+	assert.NoFileExists(t, filepath.Join(dir, "store", "go.sum"))
+
+	out.Reset()
+	require.NoError(t, tidy(dir, false, []string{"store"}, &out))
+	assert.Equal(t, "tidied store\n", out.String())
+	data, err = os.ReadFile(filepath.Join(dir, "store", "go.mod"))
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "require example.com/lib v0.1.0\n")
+	if sum, err := os.ReadFile(filepath.Join(dir, "store", "go.sum")); err == nil {
+		assert.NotContains(t, string(sum), "example.com/lib")
+	}
+
+	require.NoError(t, tidy(dir, false, nil, &out))
+	out.Reset()
+	require.NoError(t, tidy(dir, true, nil, &out))
+	assert.Contains(t, out.String(), "tidy: every module's go.mod and go.sum are tidy, outside the workspace, at v0.1.0\n")
 }

@@ -12,28 +12,28 @@ import (
 	"golang.org/x/mod/modfile"
 )
 
-// setVersion rewrites, in the working tree, every requirement of one of
-// the repository's modules on another to version, and the go.work's
-// replacements to that version, each by the module's own directory.
-func setVersion(repo, version string, out io.Writer) error {
-	if err := checkRelease(version); err != nil {
-		return fmt.Errorf("%s: %v", version, err)
-	}
+// modFile is a go.mod file of the working tree.
+type modFile struct {
+	name string // file name
+	dir  string // slash path from the repository root; "." for the root
+	data []byte
+	f    *modfile.File
+}
+
+// workingModules reads the go.mod files that git tracks in the working
+// tree of repo. It returns the repository's top directory, the modules
+// and their directories by module path.
+func workingModules(repo string) (string, []modFile, map[string]string, error) {
 	top, err := git(repo, "rev-parse", "--show-toplevel")
 	if err != nil {
-		return err
+		return "", nil, nil, err
 	}
 	names, err := gitBytes(top, "ls-files", "-z", "--", "*go.mod")
 	if err != nil {
-		return err
-	}
-	type modFile struct {
-		name string
-		data []byte
-		f    *modfile.File
+		return "", nil, nil, err
 	}
 	var mods []modFile
-	dirs := map[string]string{} // module path -> directory
+	dirs := map[string]string{}
 	for _, name := range bytes.Split(bytes.TrimRight(names, "\x00"), []byte{0}) {
 		if path.Base(string(name)) != "go.mod" {
 			continue
@@ -41,17 +41,32 @@ func setVersion(repo, version string, out io.Writer) error {
 		file := filepath.Join(top, filepath.FromSlash(string(name)))
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return err
+			return "", nil, nil, err
 		}
 		f, err := modfile.Parse(file, data, nil)
 		if err != nil {
-			return err
+			return "", nil, nil, err
 		}
 		if f.Module == nil {
-			return fmt.Errorf("%s: no module line", file)
+			return "", nil, nil, fmt.Errorf("%s: no module line", file)
 		}
-		mods = append(mods, modFile{file, data, f})
-		dirs[f.Module.Mod.Path] = path.Dir(string(name))
+		dir := path.Dir(string(name))
+		mods = append(mods, modFile{name: file, dir: dir, data: data, f: f})
+		dirs[f.Module.Mod.Path] = dir
+	}
+	return top, mods, dirs, nil
+}
+
+// setVersion rewrites, in the working tree, every requirement of one of
+// the repository's modules on another to version, and the go.work's
+// replacements to that version, each by the module's own directory.
+func setVersion(repo, version string, out io.Writer) error {
+	if err := checkRelease(version); err != nil {
+		return fmt.Errorf("%s: %v", version, err)
+	}
+	top, mods, dirs, err := workingModules(repo)
+	if err != nil {
+		return err
 	}
 
 	required := map[string]bool{}
