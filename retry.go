@@ -1,27 +1,3 @@
-// Package retry calls a function again when it fails for a transient
-// reason, and stops at once when it fails for good.
-//
-//	err := retry.Do(ctx, func(ctx context.Context) error {
-//		return client.Send(ctx, msg)
-//	}, retry.WithMaxAttempts(5))
-//
-// Between attempts Do waits as a [Backoff] says, randomized by a [Jitter]
-// and capped by [WithMaxDelay] if given. An error marked [Permanent] stops
-// at once; one marked [After] sets the next wait, capped by
-// [WithMaxDelay] or else [defaultMaxServerDelay]. Do never sleeps past its
-// context's deadline or its [WithMaxElapsed] budget: when the next wait
-// would end at or after either, it returns at once. Whenever no attempt
-// succeeds, errors.As finds an [*Error] in the returned error, and
-// errors.Is matches both the reason for stopping and the last attempt's
-// error; only bad input ([ErrInvalidOption]) is reported otherwise.
-//
-// Build a [Retrier] once with [New] and share it: it is immutable and safe
-// for concurrent use, and its Do makes no allocation when the first attempt
-// succeeds. The package-level [Do] and [DoValue] build one per call.
-//
-// For tests, [WithClock] takes a *clock.Mock from
-// github.com/benbjohnson/clock and [WithWaitArmed] says when to advance it;
-// see the mockClock example for the recipe.
 package retry
 
 import (
