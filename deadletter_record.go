@@ -7,6 +7,38 @@ import (
 	"time"
 )
 
+// deadLetterHook joins a call to its dead-letter sinks: it keeps the
+// failed attempts and, when the call gives up with a covered outcome,
+// writes the record before Do returns. It holds only the shared settings;
+// the call's attempt log lives in the call.
+type deadLetterHook[T any] struct{ d *deadLetterConfig }
+
+func (deadLetterHook[T]) begin(*call) (v T, err error, done bool)  { return v, nil, false }
+func (deadLetterHook[T]) before(*call) (v T, err error, skip bool) { return v, nil, false }
+
+// after logs a failed attempt for the record. The log is made at the
+// first failure, so a call that succeeds at once allocates nothing.
+func (h deadLetterHook[T]) after(c *call, v T, err error) (T, error) {
+	if err != nil {
+		if c.dead == nil {
+			c.dead = newAttemptLog(h.d)
+		}
+		c.dead.add(c.attempts, c.prevWait, err)
+	}
+	return v, err
+}
+
+// end writes the dead letter of a call that failed, unless the work did
+// not fail (see notFailedWork).
+func (h deadLetterHook[T]) end(c *call, v T, err error) (T, error) {
+	e, ok := err.(*Error)
+	if !ok || notFailedWork(e.Last) {
+		return v, err
+	}
+	err, c.dlStored, c.dlFailed = c.deadLetter(e)
+	return v, err
+}
+
 // attemptLog keeps the per-attempt errors of one call for its dead letter:
 // the first cap(head) in head, then the most recent ones in a ring.
 type attemptLog struct {
@@ -18,16 +50,6 @@ type attemptLog struct {
 func newAttemptLog(d *deadLetterConfig) *attemptLog {
 	n := d.maxErrors
 	return &attemptLog{head: make([]AttemptError, 0, n/2), tail: make([]AttemptError, 0, n-n/2)}
-}
-
-// logFailure records the failed attempt for the dead letter. The log is
-// made at the first failure, so a call that succeeds at once allocates
-// nothing even with a sink.
-func (c *call) logFailure(err error) {
-	if c.dead == nil {
-		c.dead = newAttemptLog(c.cfg.dl)
-	}
-	c.dead.add(c.attempts, c.prevWait, err)
 }
 
 // add records that attempt failed with err after a wait of wait.

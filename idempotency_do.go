@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -13,99 +14,60 @@ import (
 // It is its own value, not ErrInProgress itself, so that Do can retry it
 // whatever WithRetryIf says without also retrying an ErrInProgress that
 // fn returns (from an inner Do).
-var errHeld error = &wrapped{msg: "retry: idempotency key held by another caller; its outcome is not known yet", err: ErrInProgress}
+var errHeld error = heldError{}
+
+type heldError struct{}
+
+func (heldError) Error() string {
+	return "retry: idempotency key held by another caller; its outcome is not known yet"
+}
+func (heldError) Unwrap() error  { return ErrInProgress }
+func (heldError) alwaysRetried() {}
 
 // minHolderPoll keeps a waiting caller from spinning on the store when
 // the backoff schedule says not to wait at all.
 const minHolderPoll = time.Millisecond
 
-// idemCall is the state of one idempotent call of Do.
+// idemState is where an idempotent call stands with its key.
+type idemState uint8
+
+const (
+	fresh      idemState = iota // claimed just before attempt 1: no renewal then
+	holding                     // holds the claim: renew before each attempt
+	heldFirst                   // another caller held the key at the look before attempt 1
+	heldByPeer                  // another caller held the key at the last look: look again
+	unguarded                   // the store failed and fail-open is on: run fn unprotected
+	refused                     // the store failed while this call held the claim: release it
+	ranAhead                    // fn succeeded but its outcome is not recorded as such
+	settled                     // nothing left to renew or release: replayed, recorded, or lost
+)
+
+// idemCall is one idempotent call's hook: it claims the key before the
+// first attempt, renews the claim before each later one, records a
+// success before the loop reports it, and stores or releases the key at
+// the end.
 type idemCall[T any] struct {
-	cfg   *config
-	ic    *idemConfig
-	ctx   context.Context
-	key   string
-	fp    string
-	start time.Time // the call's start, read when config.needsStart
+	cfg *config
+	ic  *idemConfig
+	ctx context.Context
+	key string
+	fp  string
 
-	token   string    // the claim this call holds; "" when none
-	held    time.Time // when the claim was last taken or renewed, read before the store call
-	looked  time.Time // when the last Claim was sent
-	fresh   bool      // the claim was taken just before attempt 1: no renewal then
-	pending bool      // another caller held the key at the last look
-	first   bool      // that look was made before the loop, for attempt 1
-	open    bool      // the store failed and fail-open is on: run unprotected
-	fromFn  bool      // the last attempt's result came from fn
-
-	// ran is set when fn succeeded but its outcome could not be
-	// recorded as such (the store failed, or the value could not be
-	// encoded): the loop then ends with an error, and DoValue still
-	// returns value.
-	ran   bool
-	value T
+	state  idemState
+	token  string    // the claim this call holds; "" when none
+	held   time.Time // when the claim was last taken or renewed, read before the store call
+	looked time.Time // when the last Claim was sent
+	value  T         // fn's value in state ranAhead
 }
 
-// runIdempotent is Do with an idempotency store: it looks the key up,
-// then runs the shared loop with an attempt function that claims, renews
-// and calls fn, and finally stores or releases the outcome.
-func runIdempotent[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
-	var zero T
-	ic := cfg.idem
+// newIdemCall checks the call's key; a bad one is bad input, reported
+// before the call starts.
+func newIdemCall[T any](ctx context.Context, cfg *config) (*idemCall[T], error) {
 	key := cfg.idempotencyKey(ctx)
 	if p := idemKeyProblem(key); p != "" {
-		return zero, fmt.Errorf("%w: %s", ErrInvalidOption, p)
+		return nil, fmt.Errorf("%w: %s", ErrInvalidOption, p)
 	}
-	if ctx.Err() != nil {
-		return loop(ctx, cfg, fn, nil, time.Time{}) // stops before the first attempt
-	}
-	s := &idemCall[T]{cfg: cfg, ic: ic, ctx: ctx, key: key, fp: fingerprint(cfg.payload)}
-	if cfg.needsStart() {
-		// Before the first look at the store: the claim and any wait for
-		// another holder are part of the call's time and its budget.
-		s.start = cfg.now()
-	}
-	// A panic in fn (or anywhere below) must not leave the key claimed
-	// until the lease runs out. No recover: the panic keeps its stack.
-	defer func() {
-		if s.token != "" {
-			s.release()
-		}
-	}()
-
-	lcfg := *cfg
-	cl, err := s.claim()
-	if !ic.noWait {
-		var stop error
-		if cl, err, stop = s.waitForHolder(cl, err); stop != nil {
-			return zero, stop
-		}
-	}
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return loop(ctx, cfg, fn, nil, s.start)
-	case err != nil && !ic.failOpen:
-		return zero, s.doneEarly(OutcomePermanent, err)
-	case err != nil:
-		s.open = true
-	case cl.Status != ClaimAcquired && cl.Fingerprint != s.fp:
-		return zero, s.doneEarly(OutcomePermanent, s.keyReuse())
-	case cl.Status == ClaimCompleted:
-		v, err := s.replay(cl.Outcome)
-		if err != nil {
-			return zero, s.doneEarly(OutcomePermanent, err)
-		}
-		return v, s.doneEarly(OutcomeSuccess, nil)
-	case cl.Status == ClaimHeld:
-		s.pending, s.first = true, true
-	default:
-		s.token, s.fresh, s.held = cl.Token, true, s.looked
-	}
-
-	if retryIf := lcfg.retryIf; retryIf != nil {
-		lcfg.retryIf = func(err error) bool { return err == errHeld || retryIf(err) }
-	}
-	v, err := loop(ctx, &lcfg, s.attempt(fn), nil, s.start)
-	return s.finish(v, err)
+	return &idemCall[T]{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key, fp: fingerprint(cfg.payload), state: settled}, nil
 }
 
 // idempotencyKey returns the call's idempotency key: the context's, else
@@ -120,64 +82,156 @@ func (c *config) idempotencyKey(ctx context.Context) string {
 	return c.idem.key
 }
 
-// attempt wraps fn: it looks the key up again while another caller holds
-// it, renews the claim before each later attempt, and calls fn only while
+// begin claims the key, waiting for another holder's outcome unless told
+// not to, and ends the call at once for a completed key (replay), a key
+// reused with another payload, or a store that failed (fail closed).
+func (s *idemCall[T]) begin(c *call) (v T, err error, done bool) {
+	cl, err := s.claim()
+	if !s.ic.noWait && err == nil && cl.Status == ClaimHeld && cl.Fingerprint == s.fp {
+		if cl, err, done = s.waitForHolder(c); done {
+			return v, err, true
+		}
+	}
+	switch {
+	case err != nil && s.ctx.Err() != nil:
+		// The loop stops for the context.
+	case err != nil && !s.ic.failOpen:
+		c.last = err
+		return v, c.fail(OutcomePermanent, nil, nil), true
+	case err != nil:
+		s.state = unguarded
+	case cl.Status != ClaimAcquired && cl.Fingerprint != s.fp:
+		c.last = ErrKeyReuse
+		return v, c.fail(OutcomePermanent, nil, nil), true
+	case cl.Status == ClaimCompleted:
+		if v, err = s.replay(cl.Outcome); err != nil {
+			c.last = err
+			return v, c.fail(OutcomePermanent, nil, nil), true
+		}
+		return v, nil, true
+	case cl.Status == ClaimHeld:
+		s.state = heldFirst
+	default:
+		s.state, s.token, s.held = fresh, cl.Token, s.looked
+	}
+	return v, nil, false
+}
+
+// waitForHolder looks the key up again after each wait of the backoff
+// schedule while another caller holds it with the same fingerprint,
+// spending no attempts. The policy decides each wait as in the loop, with
+// no attempt limit; done ends the call (its context, its deadline, or the
+// time budget, which counts from the call's start).
+func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
+	c.last = errHeld
+	prev := time.Duration(0)
+	for n := 1; ; n++ {
+		d, verdict := c.next(n, prev, errHeld, math.MaxInt)
+		if verdict != wait {
+			return cl, c.stopFor(verdict), true
+		}
+		d = max(d, minHolderPoll)
+		prev = d
+		if !c.sleep(d) {
+			return cl, c.stopForContext(true), true
+		}
+		cl, err = s.claim()
+		if err != nil || cl.Status != ClaimHeld || cl.Fingerprint != s.fp {
+			c.last = nil
+			return cl, err, false
+		}
+	}
+}
+
+// before looks the key up again while another caller holds it, and
+// renews the claim before each later attempt. It lets fn run only while
 // the call holds the key (or runs fail-open).
-func (s *idemCall[T]) attempt(fn func(context.Context) (T, error)) func(context.Context) (T, error) {
-	return func(ctx context.Context) (T, error) {
-		var zero T
-		s.fromFn = false
+func (s *idemCall[T]) before(*call) (v T, err error, skip bool) {
+	switch s.state {
+	case heldFirst:
+		s.state = heldByPeer
+		return v, errHeld, true
+	case heldByPeer:
+		cl, err := s.claim()
 		switch {
-		case s.open:
-		case s.pending && s.first:
-			s.first = false
-			return zero, errHeld
-		case s.pending:
-			cl, err := s.claim()
-			switch {
-			case err != nil && s.ctx.Err() != nil:
-				return zero, s.ctx.Err()
-			case err != nil && !s.ic.failOpen:
-				return zero, Permanent(err)
-			case err != nil:
-				s.open = true
-			case cl.Status != ClaimAcquired && cl.Fingerprint != s.fp:
-				return zero, Permanent(s.keyReuse())
-			case cl.Status == ClaimCompleted:
-				s.pending = false
-				return s.replay(cl.Outcome)
-			case cl.Status == ClaimHeld:
-				return zero, errHeld
-			default:
-				s.pending, s.token, s.held = false, cl.Token, s.looked
-			}
-		case s.fresh:
-			s.fresh = false
+		case err != nil && s.ctx.Err() != nil:
+			return v, s.ctx.Err(), true
+		case err != nil && !s.ic.failOpen:
+			return v, Permanent(err), true
+		case err != nil:
+			s.state = unguarded
+		case cl.Status != ClaimAcquired && cl.Fingerprint != s.fp:
+			return v, Permanent(ErrKeyReuse), true
+		case cl.Status == ClaimCompleted:
+			s.state = settled
+			v, err = s.replay(cl.Outcome)
+			return v, err, true
+		case cl.Status == ClaimHeld:
+			return v, errHeld, true
 		default:
-			if err := s.renew(); err != nil {
-				switch {
-				case errors.Is(err, ErrLeaseLost):
-					s.token = "" // nothing left to release
-					return zero, Permanent(fmt.Errorf("%w; another caller may have taken the key over", ErrLeaseLost))
-				case s.ctx.Err() != nil:
-					return zero, s.ctx.Err()
-				case !s.ic.failOpen:
-					return zero, Permanent(err)
-				}
+			s.state, s.token, s.held = holding, cl.Token, s.looked
+		}
+	case fresh:
+		s.state = holding
+	case holding, refused:
+		s.state = holding
+		if err := s.renew(); err != nil {
+			switch {
+			case errors.Is(err, ErrLeaseLost):
+				s.state, s.token = settled, "" // nothing left to release
+				return v, Permanent(fmt.Errorf("%w; another caller may have taken the key over", ErrLeaseLost)), true
+			case s.ctx.Err() != nil:
+				s.state = refused
+				return v, s.ctx.Err(), true
+			case !s.ic.failOpen:
+				s.state = refused
+				return v, Permanent(err), true
 			}
 		}
-		s.fromFn = true
-		v, err := fn(ctx)
-		if err != nil || s.token == "" {
-			return v, err
-		}
-		// Record the success before the loop reports it, so that a
-		// success Do returns is always one the store keeps.
-		if err := s.recordSuccess(v); err != nil {
-			s.value, s.ran = v, true
-			return zero, Permanent(err)
-		}
-		return v, nil
+	}
+	return v, nil, false
+}
+
+// after records fn's success before the loop reports it, so that a
+// success Do returns is always one the store keeps.
+func (s *idemCall[T]) after(_ *call, v T, err error) (T, error) {
+	if err != nil || s.state != holding {
+		return v, err
+	}
+	if err := s.recordSuccess(v); err != nil {
+		s.state, s.value = ranAhead, v
+		var zero T
+		return zero, Permanent(err)
+	}
+	s.state = settled
+	return v, nil
+}
+
+// end stores a final failure that fn returned, or releases the claim, and
+// returns what Do returns: fn's value too when its success could not be
+// recorded.
+func (s *idemCall[T]) end(_ *call, v T, err error) (T, error) {
+	var e *Error
+	switch {
+	case s.state == ranAhead:
+		return s.value, err
+	case s.token == "":
+		// No claim: replayed, lease lost, fail-open, or recorded.
+	case s.state == holding && errors.As(err, &e) && s.final(e):
+		// If this is not recorded, the next call runs fn again: after a
+		// failure that is a retry, not a duplicate side effect.
+		_ = s.complete(StoredOutcome{Permanent: true, Error: e.Last.Error()})
+	default:
+		s.release()
+	}
+	return v, err
+}
+
+// abandon releases a claim still held when Do unwinds without reaching
+// end: fn panicked.
+func (s *idemCall[T]) abandon() {
+	if s.token != "" {
+		s.release()
 	}
 }
 
@@ -195,54 +249,6 @@ func (s *idemCall[T]) recordSuccess(v T) error {
 		return encErr
 	}
 	return s.complete(StoredOutcome{Value: b})
-}
-
-// waitForHolder looks the key up again after each wait of the backoff
-// schedule while another caller holds it with the same fingerprint. It
-// returns the last look, or stop when the call must end (context, its
-// deadline, or the time budget, which counts from the call's start).
-func (s *idemCall[T]) waitForHolder(cl Claim, err error) (Claim, error, error) {
-	if err != nil || cl.Status != ClaimHeld || cl.Fingerprint != s.fp {
-		return cl, err, nil
-	}
-	cfg := s.cfg
-	c := call{cfg: cfg, ctx: s.ctx, start: s.start, last: errHeld}
-	for n := 1; err == nil && cl.Status == ClaimHeld && cl.Fingerprint == s.fp; n++ {
-		d := max(cfg.wait(n, c.prevWait, 0, false), minHolderPoll)
-		if cfg.maxElapsed > 0 && d >= cfg.maxElapsed-cfg.now().Sub(c.start) {
-			return cl, err, c.stop(OutcomeMaxElapsed, ErrExhausted, nil, false)
-		}
-		if deadline, ok := s.ctx.Deadline(); ok && d >= cfg.until(deadline) {
-			return cl, err, c.stopBeforeDeadline()
-		}
-		c.prevWait = d
-		if !c.sleep(d) {
-			return cl, err, c.stopForContext(true)
-		}
-		cl, err = s.claim()
-	}
-	c.timer.stop()
-	return cl, err, nil
-}
-
-// finish stores a final failure, or releases the claim, and returns what
-// Do returns. A success was recorded by the attempt that had it.
-func (s *idemCall[T]) finish(v T, err error) (T, error) {
-	var e *Error
-	switch {
-	case s.ran:
-		return s.value, err
-	case err == nil:
-	case s.token == "":
-		// No claim: replayed, lease lost, fail-open, or recorded.
-	case s.fromFn && errors.As(err, &e) && s.final(e):
-		// If this is not recorded, the next call runs fn again: after a
-		// failure that is a retry, not a duplicate side effect.
-		_ = s.complete(StoredOutcome{Permanent: true, Error: e.Last.Error()})
-	default:
-		s.release()
-	}
-	return v, err
 }
 
 // final says whether a failure is stored rather than released.
@@ -280,26 +286,6 @@ func (s *idemCall[T]) encode(v T) ([]byte, error) {
 		return nil, nil
 	}
 	return s.ic.marshal(v)
-}
-
-// doneEarly reports a call that ended before the loop, with no attempt.
-// A failure takes the same path as one after attempts: an *Error whose
-// Last is err, a dead letter if configured, then OnDone. A replayed
-// permanent failure is not dead-lettered again: the call that failed
-// recorded it already.
-func (s *idemCall[T]) doneEarly(o Outcome, err error) error {
-	c := call{cfg: s.cfg, ctx: s.ctx, start: s.start, last: err}
-	if o == OutcomeSuccess {
-		if obs := s.cfg.observer; obs != nil {
-			obs.OnDone(s.ctx, Done{Name: s.cfg.name, Outcome: o, Elapsed: s.cfg.now().Sub(s.start)})
-		}
-		return nil
-	}
-	return c.end(&Error{Outcome: o, Last: err}, false)
-}
-
-func (s *idemCall[T]) keyReuse() error {
-	return ErrKeyReuse
 }
 
 // storeCtx bounds a store call on the Retrier's clock. Complete and
@@ -401,7 +387,7 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 			return nil
 		}
 		if errors.Is(err, ErrLeaseLost) {
-			if lastErr != nil && s.recordedEarlier(detached, bound) {
+			if lastErr != nil && s.recordedEarlier(detached, bound, &timer) {
 				return nil
 			}
 			if s.token != "" { // a new claim, taken by recordedEarlier
@@ -418,7 +404,7 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 		case err == nil:
 			bound = end
 		case errors.Is(err, ErrLeaseLost):
-			if s.recordedEarlier(detached, bound) {
+			if s.recordedEarlier(detached, bound, &timer) {
 				return nil
 			}
 			if s.token == "" {
@@ -433,25 +419,30 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 // recordedEarlier looks the key up after a lost lease, when an earlier try
 // to record may have been stored after all. While the claim's lease still
 // runs (before bound) no other caller can have completed the key, so a
-// completed key with this call's fingerprint is this call's outcome. A key
-// the store lost altogether is claimed again (s.token is then the new
-// claim) so the outcome can still be recorded.
-func (s *idemCall[T]) recordedEarlier(parent context.Context, bound time.Time) bool {
+// completed key with this call's fingerprint is this call's outcome. A
+// lookup that fails is retried with backoff until bound, like the record
+// itself. A key the store lost altogether is claimed again (s.token is then
+// the new claim) so the outcome can still be recorded.
+func (s *idemCall[T]) recordedEarlier(parent context.Context, bound time.Time, timer *waitTimer) bool {
 	s.token = ""
-	if !s.cfg.now().Before(bound) {
-		return false
-	}
-	at := s.cfg.now()
-	ctx, cancel := s.storeCtxFrom(parent)
-	defer cancel()
-	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
-	switch {
-	case err != nil:
-		return false
-	case cl.Status == ClaimCompleted:
-		return cl.Fingerprint == s.fp
-	case cl.Status == ClaimAcquired && cl.Token != "":
-		s.token, s.held = cl.Token, at
+	for backoff := minRecordBackoff; s.cfg.now().Before(bound); backoff = min(2*backoff, maxRecordBackoff) {
+		at := s.cfg.now()
+		ctx, cancel := s.storeCtxFrom(parent)
+		cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
+		cancel()
+		switch {
+		case err == nil && cl.Status == ClaimCompleted:
+			return cl.Fingerprint == s.fp
+		case err == nil && cl.Status == ClaimAcquired && cl.Token != "":
+			s.token, s.held = cl.Token, at
+			return false
+		case err == nil:
+			return false // held by another caller: the lease was lost
+		}
+		if !s.cfg.now().Add(backoff).Before(bound) {
+			return false
+		}
+		sleepDetached(s.cfg, timer, backoff)
 	}
 	return false
 }

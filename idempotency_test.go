@@ -36,6 +36,7 @@ type faultyStore struct {
 	claimStatus                         retry.ClaimStatus // returned instead of the real one when set
 	completeFails                       int               // fail this many Completes with completeErr, then succeed
 	completeLosesReply                  bool              // store the outcome, then report completeErr all the same
+	thenFailClaims                      int               // after a lost reply, fail this many Claims
 }
 
 func newFaulty() *faultyStore {
@@ -55,7 +56,14 @@ func (f *faultyStore) enter(ctx context.Context, n *int, inject error) error {
 }
 
 func (f *faultyStore) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
-	if err := f.enter(ctx, &f.claims, f.get(&f.claimErr)); err != nil {
+	inject := f.get(&f.claimErr)
+	f.mu.Lock()
+	if f.thenFailClaims > 0 && !f.completeLosesReply && f.completes > 0 {
+		f.thenFailClaims--
+		inject = errors.New("connection reset")
+	}
+	f.mu.Unlock()
+	if err := f.enter(ctx, &f.claims, inject); err != nil {
 		return retry.Claim{}, err
 	}
 	cl, err := f.IdempotencyStore.Claim(ctx, key, fp, lease)
@@ -975,6 +983,16 @@ func TestIdempotentCompleteWhoseReplyWasLostIsFoundRecorded(t *testing.T) {
 			"the lookup after the refused retry finds this call's outcome")
 		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})))
 		assert.Equal(t, 1, calls)
+
+		// The same with the first two lookups failing too: they are
+		// retried until the lease bound.
+		store = newFaulty()
+		store.set(func(f *faultyStore) {
+			f.completeErr, f.completeFails, f.completeLosesReply, f.thenFailClaims = context.DeadlineExceeded, 1, true, 2
+		})
+		require.NoError(t, retry.Do(context.Background(), fn, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})))
+		assert.Equal(t, 2, calls)
+		assert.Equal(t, 4, store.counts()[0], "the claim, two failed lookups, the one that finds the outcome")
 	})
 }
 

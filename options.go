@@ -37,10 +37,12 @@ const (
 // later option overrides an earlier one of the same kind.
 type Option func(*config)
 
-// config holds what the options set. The zero value of every field means
-// "the default", which is what makes the zero Retrier usable.
+// config holds what the options set, with the defaults resolved once, by
+// apply, for the calls to use as they are. An unresolved config (the zero
+// Retrier's) is never used by a call: Do takes zeroConfig instead.
 type config struct {
 	err            error // the first invalid option, reported by New
+	resolved       bool  // apply has filled in the defaults
 	slow           bool  // the first attempt needs the loop's state; set by apply
 	maxAttempts    int
 	backoff        Backoff
@@ -48,6 +50,8 @@ type config struct {
 	jitterSet      bool
 	maxDelay       time.Duration
 	maxDelaySet    bool
+	backoffCap     time.Duration // caps the backoff's waits; 0: none (resolved)
+	hintCap        time.Duration // caps server-supplied waits (resolved)
 	maxElapsed     time.Duration
 	attemptTimeout time.Duration
 	clock          clock.Clock

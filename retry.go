@@ -1,37 +1,9 @@
-// Package retry calls a function again when it fails for a transient
-// reason, and stops at once when it fails for good.
-//
-//	err := retry.Do(ctx, func(ctx context.Context) error {
-//		return client.Send(ctx, msg)
-//	}, retry.WithMaxAttempts(5))
-//
-// Between attempts Do waits as a [Backoff] says, randomized by a [Jitter]
-// and capped by [WithMaxDelay] if given. An error marked [Permanent] stops
-// at once; one marked [After] sets the next wait, capped by
-// [WithMaxDelay] or else [defaultMaxServerDelay]. Do never sleeps past its
-// context's deadline or its [WithMaxElapsed] budget: when the next wait
-// would end at or after either, it returns at once. Whenever no attempt
-// succeeds, errors.As finds an [*Error] in the returned error, and
-// errors.Is matches both the reason for stopping and the last attempt's
-// error; only bad input ([ErrInvalidOption]) is reported otherwise.
-//
-// Build a [Retrier] once with [New] and share it: it is immutable and safe
-// for concurrent use, and its Do makes no allocation when the first attempt
-// succeeds. The package-level [Do] and [DoValue] build one per call.
-//
-// For tests, [WithClock] takes a *clock.Mock from
-// github.com/benbjohnson/clock and [WithWaitArmed] says when to advance it;
-// see the mockClock example for the recipe.
 package retry
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
-
-	"github.com/benbjohnson/clock"
 )
 
 // Retrier runs functions with a fixed retry policy. Build one with [New].
@@ -64,6 +36,7 @@ func (c *config) apply(opts []Option) error {
 		o(c)
 	}
 	c.checkIdem()
+	c.resolve()
 	c.waitArmed = c.testWaitArmed
 	if a, ok := c.clock.(interface{ WaitArmed(time.Duration) }); ok {
 		c.waitArmed = a.WaitArmed
@@ -108,17 +81,54 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 	if r == nil || ctx == nil || fn == nil {
 		return badCall(r == nil, ctx == nil)
 	}
-	if !r.c.slow && ctx.Err() == nil {
+	cfg := r.config()
+	if !cfg.slow && ctx.Err() == nil {
 		// The fast path: nothing to observe, time or record, so the
 		// first attempt needs none of the loop's state.
 		if err := fn(ctx); err != nil {
-			_, err = loop(ctx, &r.c, unit(fn), err, time.Time{})
+			_, err = loop[struct{}](ctx, cfg, unit(fn), err, nil)
 			return err
 		}
 		return nil
 	}
-	_, err := run(ctx, &r.c, unit(fn))
+	_, err := run(ctx, cfg, unit(fn))
 	return err
+}
+
+// zeroConfig is what the zero Retrier does: New() with no options. It is
+// made once and never changed.
+var zeroConfig = func() config {
+	var c config
+	_ = c.apply(nil)
+	return c
+}()
+
+// config returns the Retrier's resolved settings.
+func (r *Retrier) config() *config {
+	if !r.c.resolved {
+		return &zeroConfig
+	}
+	return &r.c
+}
+
+// resolve fills in the defaults of what the options left unset.
+func (c *config) resolve() {
+	if c.maxAttempts == 0 {
+		c.maxAttempts = defaultMaxAttempts
+	}
+	if c.backoff == nil {
+		c.backoff = exponential{initial: defaultInitialDelay, multiplier: defaultMultiplier, max: defaultBackoffMax}
+	}
+	if !c.jitterSet {
+		c.jitter, c.jitterSet = FullJitter, true
+	}
+	// An explicit max delay caps every wait; without one only a
+	// server's, since the backoff is the caller's own choice.
+	c.backoffCap, c.hintCap = 0, defaultMaxServerDelay
+	if c.maxDelaySet {
+		c.backoffCap, c.hintCap = c.maxDelay, c.maxDelay
+	}
+	c.resolved = true
 }
 
 // unit adapts fn to the value-returning form the loop runs.
@@ -142,20 +152,21 @@ func badCall(nilRetrier, nilContext bool) error {
 // method cannot have type parameters). On success it returns the value of
 // the call that succeeded, or the stored value replayed by
 // [WithIdempotency]; otherwise the zero value and the error (see
-// [WithIdempotencyCodec] for the one exception).
+// [ErrOutcomeNotRecorded] for the one exception).
 func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
 	if r == nil || ctx == nil || fn == nil {
 		var zero T
 		return zero, badCall(r == nil, ctx == nil)
 	}
-	if !r.c.slow && ctx.Err() == nil {
+	cfg := r.config()
+	if !cfg.slow && ctx.Err() == nil {
 		v, err := fn(ctx)
 		if err != nil {
-			return loop(ctx, &r.c, fn, err, time.Time{})
+			return loop(ctx, cfg, fn, err, nil)
 		}
 		return v, nil
 	}
-	return run(ctx, &r.c, fn)
+	return run(ctx, cfg, fn)
 }
 
 // Do calls fn with a Retrier built from opts; see [Retrier.Do]. It costs
@@ -181,125 +192,86 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 }
 
 // run is the slow path: every call whose first attempt needs more than a
-// plain call of fn.
+// plain call of fn. It is where a call's features are put together: each
+// configured one joins the call through a hook.
 func run[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
+	var hs hooks[T]
 	if cfg.idem != nil {
-		return runIdempotent(ctx, cfg, fn)
+		h, err := newIdemCall[T](ctx, cfg)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		// A panic in fn must not leave the key claimed until the lease
+		// runs out. No recover: the panic keeps its stack.
+		defer h.abandon()
+		hs.idem = h
 	}
-	return loop(ctx, cfg, fn, nil, time.Time{})
-}
-
-// call is the state of one call of Do. It lives on Do's stack.
-type call struct {
-	cfg      *config
-	ctx      context.Context
-	start    time.Time // set only when something needs elapsed time
-	attempts int
-	prevWait time.Duration
-	last     error
-	timer    waitTimer
-	dead     *attemptLog // per-attempt errors for the dead letter; nil until a failure with a sink
+	if cfg.dl.active() {
+		hs.dl = deadLetterHook[T]{cfg.dl}
+	}
+	return loop(ctx, cfg, fn, nil, &hs)
 }
 
 // loop is the retry engine. If firstErr is not nil, the first attempt has
-// already run (on the fast path of Do or DoValueOn) and failed with it.
-// start is the call's start when the caller has read it already (an
-// idempotent call's store work comes before the loop); when it is zero,
-// loop reads the clock itself if anything needs elapsed time.
-//
-// The order of checks after a failed attempt is fixed: permanent, context,
-// classification, attempts, time budget, context deadline; only then does
-// Do wait.
-func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error), firstErr error, start time.Time) (T, error) {
-	var zero T
-	c := call{cfg: cfg, ctx: ctx, start: start}
-	obs := cfg.observer
-	deadLetters := cfg.dl.active()
-	if start.IsZero() && cfg.needsStart() {
+// already run (on the fast path of Do or DoValueOn) and failed with it;
+// hooks are the features of the call (see run). After a failed attempt
+// the policy decides (config.decide) whether to wait or stop.
+func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error), firstErr error, hooks *hooks[T]) (T, error) {
+	c := call{cfg: cfg, ctx: ctx}
+	if cfg.needsStart() {
 		c.start = cfg.now()
 	}
-	maxAttempts := cfg.maxAttempts
-	if maxAttempts == 0 {
-		maxAttempts = defaultMaxAttempts
-	}
+	var v T
 	err := firstErr
 	if err != nil {
 		c.attempts = 1
+	} else if ctx.Err() == nil {
+		if v, err, done := hooks.begin(&c); done {
+			return finish(&c, hooks, v, err)
+		}
 	}
 	for {
 		if err == nil { // no failed attempt pending: run the next one
 			if ctx.Err() != nil {
 				// Right after a wait this still counts as ending in it,
 				// so that observers keep an exact gauge of waits.
-				return zero, c.stopForContext(c.attempts > 0 && c.prevWait > 0)
+				return finish(&c, hooks, v, c.stopForContext(c.attempts > 0 && c.prevWait > 0))
 			}
-			c.attempts++
-			// mark is the clock at the attempt's start, then at its end.
-			// The first attempt starts with the call, and a success ends
-			// with its attempt: two clock reads in all on the path that
-			// matters most.
-			var mark time.Time
-			if obs != nil {
-				obs.OnAttemptStart(ctx, AttemptStart{Name: cfg.name, Attempt: c.attempts, Wait: c.prevWait})
-				mark = c.start
-				if c.attempts > 1 {
-					mark = cfg.now()
-				}
-			}
-			var v T
-			v, err = attempt(ctx, cfg, fn)
-			if obs != nil {
-				end := cfg.now()
-				obs.OnAttemptEnd(ctx, AttemptEnd{Name: cfg.name, Attempt: c.attempts, Err: err, Duration: end.Sub(mark)})
-				mark = end
-			}
-			if err == nil {
-				c.timer.stop()
-				if obs != nil {
-					obs.OnDone(ctx, Done{Name: cfg.name, Outcome: OutcomeSuccess, Attempts: c.attempts, Elapsed: mark.Sub(c.start)})
-				}
-				return v, nil
+			if v, err = runAttempt(&c, hooks, fn); err == nil {
+				return finish(&c, hooks, v, nil)
 			}
 		}
 		c.last = err
-		if deadLetters {
-			c.logFailure(err)
+		d, verdict := c.next(c.attempts, c.prevWait, err, cfg.maxAttempts)
+		if verdict != wait {
+			var zero T
+			return finish(&c, hooks, zero, c.stopFor(verdict))
 		}
-
-		hint, hinted := time.Duration(0), false
-		switch {
-		case IsPermanent(err):
-			return zero, c.stop(OutcomePermanent, nil, nil, false)
-		case ctx.Err() != nil:
-			return zero, c.stopForContext(false)
-		case errors.Is(err, context.Canceled):
-			// Someone cancelled the work on purpose; another attempt
-			// would be cancelled too.
-			return zero, c.stop(OutcomePermanent, nil, nil, false)
-		}
-		if hint, hinted = retryAfterOf(err); !hinted && cfg.retryIf != nil && !cfg.retryIf(err) {
-			return zero, c.stop(OutcomePermanent, nil, nil, false)
-		}
-		if c.attempts >= maxAttempts {
-			return zero, c.stop(OutcomeExhausted, ErrExhausted, nil, false)
-		}
-
-		d := cfg.wait(c.attempts, c.prevWait, hint, hinted)
-		if cfg.maxElapsed > 0 && d >= cfg.maxElapsed-cfg.now().Sub(c.start) {
-			return zero, c.stop(OutcomeMaxElapsed, ErrExhausted, nil, false)
-		}
-		if deadline, ok := ctx.Deadline(); ok && d >= cfg.until(deadline) {
-			return zero, c.stopBeforeDeadline()
-		}
-		if obs != nil {
+		if obs := cfg.observer; obs != nil {
 			obs.OnRetry(ctx, Scheduled{Name: cfg.name, Attempt: c.attempts, Delay: d, Err: err})
 		}
 		c.prevWait = d
 		if !c.sleep(d) {
-			return zero, c.stopForContext(true)
+			var zero T
+			return finish(&c, hooks, zero, c.stopForContext(true))
 		}
 		err = nil
 	}
+}
+
+// runAttempt makes the next attempt: the hooks may answer it themselves
+// (a replayed outcome, a key another caller holds) or look at fn's result.
+func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, error)) (T, error) {
+	c.attempts++
+	c.attemptStarted()
+	v, err, skip := hooks.before(c)
+	if !skip {
+		v, err = attempt(c.ctx, c.cfg, fn)
+	}
+	v, err = hooks.after(c, v, err)
+	c.attemptEnded(err)
+	return v, err
 }
 
 // attempt calls fn once, with a per-attempt context if one is configured.
@@ -315,183 +287,4 @@ func attempt[T any](ctx context.Context, cfg *config, fn func(context.Context) (
 	}
 	defer cancel()
 	return fn(ctx)
-}
-
-// stop ends a failed call: it releases the timer, builds the error, writes
-// the dead letter and then tells the observer, so that Done says whether
-// the dead letter was recorded.
-func (c *call) stop(o Outcome, cause, ctxErr error, waited bool) error {
-	return c.end(&Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: cause, ctxErr: ctxErr}, waited)
-}
-
-// end finishes a failed call with e: it releases the timer, records the
-// dead letter and tells the observer, in that order, so that Done says
-// whether the dead letter was recorded.
-func (c *call) end(e *Error, waited bool) error {
-	c.timer.stop()
-	var err error = e
-	var stored, failed bool
-	if c.cfg.dl.active() && !notFailedWork(e.Last) {
-		err, stored, failed = c.deadLetter(e)
-	}
-	if obs := c.cfg.observer; obs != nil {
-		obs.OnDone(c.ctx, Done{
-			Name: c.cfg.name, Outcome: e.Outcome, Attempts: c.attempts,
-			Elapsed: c.cfg.now().Sub(c.start), Waited: waited,
-			DeadLettered: stored, DeadLetterFailed: failed, Err: err,
-		})
-	}
-	return err
-}
-
-// stopBeforeDeadline ends a call whose next wait would end past the
-// context's deadline: it reports the deadline without waiting for it.
-func (c *call) stopBeforeDeadline() error {
-	return c.end(&Error{Outcome: OutcomeDeadline, Attempts: c.attempts, Last: c.last, Cause: context.DeadlineExceeded, early: true}, false)
-}
-
-// stopForContext ends a call whose context is done, keeping both the
-// context's cause and its error (they differ with context.WithCancelCause).
-func (c *call) stopForContext(waited bool) error {
-	ctxErr := c.ctx.Err()
-	cause := context.Cause(c.ctx)
-	o := OutcomeCanceled
-	if errors.Is(ctxErr, context.DeadlineExceeded) {
-		o = OutcomeDeadline
-	}
-	if cause == ctxErr {
-		ctxErr = nil
-	}
-	return c.stop(o, cause, ctxErr, waited)
-}
-
-// sleep waits d on the call's timer and reports whether it ran to the end
-// (false: the context was done first). A zero wait arms no timer, but
-// still calls the WithWaitArmed hook, so that a test advancing a mock
-// clock once per wait sees every wait of any schedule.
-func (c *call) sleep(d time.Duration) bool {
-	if d <= 0 {
-		if c.cfg.waitArmed != nil {
-			c.cfg.waitArmed(0)
-		}
-		return true
-	}
-	ch := c.timer.arm(c.cfg.clock, d)
-	if c.cfg.waitArmed != nil {
-		c.cfg.waitArmed(d)
-	}
-	select {
-	case <-ch:
-		return true
-	case <-c.ctx.Done():
-		return false
-	}
-}
-
-// waitTimer is the one timer of a call, made at the first non-zero wait and
-// reset for the later ones. Without an injected clock it is a plain
-// time.Timer, which saves the clock package's wrapper allocation.
-type waitTimer struct {
-	real *time.Timer
-	mock *clock.Timer
-}
-
-func (w *waitTimer) arm(clk clock.Clock, d time.Duration) <-chan time.Time {
-	if clk == nil {
-		if w.real == nil {
-			w.real = time.NewTimer(d)
-		} else {
-			w.real.Reset(d) // Go 1.23 timers: no stale value can be left in C
-		}
-		return w.real.C
-	}
-	if w.mock == nil {
-		w.mock = clk.Timer(d)
-	} else {
-		w.mock.Reset(d)
-	}
-	return w.mock.C
-}
-
-func (w *waitTimer) stop() {
-	if w.real != nil {
-		w.real.Stop()
-	}
-	if w.mock != nil {
-		w.mock.Stop()
-	}
-}
-
-// needsStart says whether a call must read the clock when it starts: for
-// observers, the time budget, or dead letters.
-func (cfg *config) needsStart() bool {
-	return cfg.observer != nil || cfg.maxElapsed > 0 || cfg.dl.active()
-}
-
-// epoch anchors the real clock's readings in now. It is set once, at
-// start-up.
-var epoch = time.Now()
-
-// now reads the call's clock to measure time spans: the results are for
-// Sub with each other and nothing else. On the real clock it reads only
-// the monotonic clock, which costs half of time.Now (observed calls read
-// it twice); the wall reading it carries is epoch's moved on by the
-// monotonic time, so timestamps for people come from wallNow.
-func (cfg *config) now() time.Time {
-	if cfg.clock == nil {
-		return epoch.Add(time.Since(epoch))
-	}
-	return cfg.clock.Now()
-}
-
-// wallNow is the call's clock for timestamps that people read.
-func (cfg *config) wallNow() time.Time {
-	if cfg.clock == nil {
-		return time.Now()
-	}
-	return cfg.clock.Now()
-}
-
-// until is the time left before t, a deadline, on the call's clock.
-func (cfg *config) until(t time.Time) time.Duration {
-	if cfg.clock == nil {
-		return time.Until(t) // monotonic when t has a monotonic reading
-	}
-	return t.Sub(cfg.clock.Now())
-}
-
-// wait computes the wait after attempt failed: jitter(backoff(attempt)),
-// or hint for a server-supplied delay, capped by WithMaxDelay. Without
-// one, defaultMaxServerDelay caps hints only: the backoff is the caller's own
-// choice, a hint is the server's.
-func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time.Duration {
-	if hinted {
-		if !cfg.maxDelaySet {
-			return min(hint, defaultMaxServerDelay)
-		}
-		return min(hint, cfg.maxDelay)
-	}
-	b := cfg.backoff
-	if b == nil {
-		b = exponential{initial: defaultInitialDelay, multiplier: defaultMultiplier, max: defaultBackoffMax}
-	}
-	d := max(b.Delay(attempt, prev, cfg.random()), 0)
-	j := cfg.jitter
-	if !cfg.jitterSet {
-		j = FullJitter
-	}
-	if _, random := b.(decorrelated); !random && j != NoJitter {
-		d = j.Apply(d, cfg.random())
-	}
-	if cfg.maxDelaySet {
-		d = min(d, cfg.maxDelay)
-	}
-	return d
-}
-
-func (cfg *config) random() float64 {
-	if cfg.rand == nil {
-		return rand.Float64()
-	}
-	return cfg.rand.float64()
 }

@@ -5,7 +5,7 @@ go 1.25.0
 require (
 	github.com/benbjohnson/clock v1.3.5
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/steadfast-go/retry v0.0.0-00010101000000-000000000000
+	github.com/steadfast-go/retry v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -18,5 +18,3 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-replace github.com/steadfast-go/retry => ../

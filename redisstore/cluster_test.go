@@ -3,7 +3,10 @@ package redisstore_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
+	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,24 +22,67 @@ import (
 )
 
 // clusterEnv names the seed nodes of a Redis Cluster, comma-separated.
-// The cluster tests are optional: without it they skip, in CI too.
+// Unset, the tests use defaultClusterAddrs, where
+// scripts/redis-cluster.sh start runs one.
 const clusterEnv = "RETRY_TEST_REDIS_CLUSTER_ADDRS"
 
-// clusterAddrs returns the cluster's seed nodes, or skips the test.
-func clusterAddrs(t *testing.T) []string {
-	t.Helper()
-	addrs := os.Getenv(clusterEnv)
-	if addrs == "" {
-		t.Skipf("set %s=host:port,... to run the Redis Cluster tests", clusterEnv)
+const defaultClusterAddrs = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+
+// clusterAddrs returns the cluster's seed nodes and whether they were
+// asked for explicitly.
+func clusterAddrs() ([]string, bool) {
+	if addrs := os.Getenv(clusterEnv); addrs != "" {
+		return strings.Split(addrs, ","), true
 	}
-	return strings.Split(addrs, ",")
+	return strings.Split(defaultClusterAddrs, ","), false
 }
+
+// needCluster returns the cluster's seed nodes. With no cluster there it
+// skips the test, unless the nodes were given explicitly or CI=true: then
+// a missing cluster is a failure, not a silent pass.
+func needCluster(t *testing.T) []string {
+	t.Helper()
+	addrs, explicit := clusterAddrs()
+	return clusterOrSkip(t, addrs, explicit, clusterDown())
+}
+
+// clusterOrSkip is needCluster for the nodes at addrs, with down the
+// error of asking them.
+func clusterOrSkip(tb testing.TB, addrs []string, explicit bool, down error) []string {
+	tb.Helper()
+	if down != nil {
+		msg := fmt.Sprintf("no Redis Cluster at %s: %v. Start one with scripts/redis-cluster.sh start, or set %s=host:port,...", strings.Join(addrs, ","), down, clusterEnv)
+		if explicit || os.Getenv("CI") == "true" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	return addrs
+}
+
+// clusterDown asks the cluster once per test binary whether it is up and
+// serving every slot.
+var clusterDown = sync.OnceValue(func() error {
+	addrs, _ := clusterAddrs()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return errors.New("cluster_state is not ok")
+	}
+	return nil
+})
 
 // newClusterStore returns a store on the cluster under a fresh prefix,
 // deleting the prefix's keys on every master when the test ends.
 func newClusterStore(t *testing.T) (*redisstore.Store, *redis.ClusterClient, string) {
 	t.Helper()
-	addrs := clusterAddrs(t)
+	addrs := needCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -56,7 +102,7 @@ func newClusterStore(t *testing.T) (*redisstore.Store, *redis.ClusterClient, str
 }
 
 func TestClusterContract(t *testing.T) {
-	clusterAddrs(t)
+	needCluster(t)
 	runContract(t, func(t *testing.T) retry.IdempotencyStore {
 		s, _, _ := newClusterStore(t)
 		return s
@@ -95,4 +141,60 @@ func TestClusterSpreadsKeys(t *testing.T) {
 	}
 	assert.Equal(t, 300, total)
 	t.Logf("keys per master: %v", counts)
+}
+
+// Without a cluster the cluster tests skip, unless CI=true or the nodes
+// were chosen: then they fail.
+func TestClusterOrSkip(t *testing.T) {
+	addrs := []string{"127.0.0.1:1"}
+	down := errors.New("connection refused")
+	for _, tc := range []struct {
+		ci, explicit bool
+		down         error
+		want         string
+	}{
+		{down: down, want: "skip"},
+		{ci: true, down: down, want: "fatal"},
+		{explicit: true, down: down, want: "fatal"},
+		{ci: true, want: "ok"},
+	} {
+		ci := ""
+		if tc.ci {
+			ci = "true"
+		}
+		t.Setenv("CI", ci)
+		tb := &stopRecorder{TB: t}
+		done := make(chan []string)
+		go func() {
+			var got []string
+			defer func() { done <- got }()
+			got = clusterOrSkip(tb, addrs, tc.explicit, tc.down)
+			tb.stopped = "ok"
+		}()
+		got := <-done
+		assert.Equal(t, tc.want, tb.stopped, "CI=%q, explicit %v, down %v", ci, tc.explicit, tc.down)
+		if tc.want == "ok" {
+			assert.Equal(t, addrs, got)
+		} else {
+			assert.Contains(t, tb.msg, "no Redis Cluster at 127.0.0.1:1: connection refused. Start one with scripts/redis-cluster.sh start")
+		}
+	}
+}
+
+// stopRecorder records a Fatal or a Skip and ends the goroutine that
+// called it, as testing does.
+type stopRecorder struct {
+	testing.TB
+	stopped, msg string
+}
+
+func (r *stopRecorder) Helper() {}
+
+func (r *stopRecorder) Fatal(args ...any) { r.stop("fatal", args) }
+
+func (r *stopRecorder) Skip(args ...any) { r.stop("skip", args) }
+
+func (r *stopRecorder) stop(how string, args []any) {
+	r.stopped, r.msg = how, fmt.Sprint(args...)
+	runtime.Goexit()
 }

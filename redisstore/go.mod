@@ -4,7 +4,7 @@ go 1.25
 
 require (
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/steadfast-go/retry v0.0.0-00010101000000-000000000000
+	github.com/steadfast-go/retry v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -16,5 +16,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.30.0 // indirect
 )
-
-replace github.com/steadfast-go/retry => ../

@@ -2,9 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,41 +11,16 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/redisstore"
+	"github.com/steadfast-go/retry/storetest"
 )
 
-// silentServer accepts connections and never answers, like a Redis that
-// hangs. It returns its address; it stops when the test ends.
+// silentServer returns the address of a server that accepts connections
+// and never answers, like a Redis that hangs: a fault proxy that holds
+// every connection. It stops when the test ends.
 func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(io.Discard, conn) })
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
+	p := storetest.NewFaultProxy(t, "127.0.0.1:1", storetest.FaultProxyOptions{})
+	p.Pause(true)
+	return p.Addr()
 }
 
 // TestDoFailsClosedWhenRedisHangs: with ContextTimeoutEnabled, the

@@ -1,5 +1,3 @@
-// Package retryhttp holds the HTTP side of retrying: reading a server's
-// Retry-After header.
 package retryhttp
 
 import (

@@ -3,7 +3,7 @@ module github.com/steadfast-go/retry/retryotel
 go 1.25.0
 
 require (
-	github.com/steadfast-go/retry v0.0.0-00010101000000-000000000000
+	github.com/steadfast-go/retry v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/metric v1.46.0
@@ -23,5 +23,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )
-
-replace github.com/steadfast-go/retry => ../

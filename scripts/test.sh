@@ -1,26 +1,63 @@
 #!/usr/bin/env bash
-# Tests every Go module in the repository: gofmt, go vet, go test -race,
-# then go test without -race, where the allocation guards run (the race
-# detector allocates on its own, so they skip under it).
+# Tests every Go module in the repository, each from the workspace
+# (go.work), so a change in the root is seen by every module: gofmt, go
+# vet, go test -race, then go test without -race, where the allocation
+# guards run (the race detector allocates on its own, so they skip under
+# it). It ends with how many tests passed, failed and skipped in each
+# module, every skipped test with its reason, and a closing line
+# "N passed, N failed, N skipped".
 # Usage: scripts/test.sh [extra go test flags]
-# Redis and PostgreSQL tests skip when no server answers on 127.0.0.1
-# (6379, 5432) unless CI=true, where a missing server fails them.
+# Tests that need Redis (127.0.0.1:6379), a Redis Cluster
+# (scripts/redis-cluster.sh start), PostgreSQL (127.0.0.1:5432) or
+# promtool skip without them, unless CI=true: then they fail, and so does
+# any skip that ci_allowed_skips below does not name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export GOWORK="$PWD/go.work"
 
-status=0
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+# The only skips allowed under CI=true, matched against "TestName: reason":
+# allocation guards under the race detector, the helper tests that run only
+# as a child process of another test, and the test of skipping itself.
+ci_allowed_skips='race detector|runs only as a child process|^TestPoolSkipsWithoutServer/'
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+runs=$work/runs.jsonl
+: > "$runs"
+(cd scripts/tools && go build -o "$work/testsummary" ./testsummary)
+summary=$work/testsummary
+note() { "$summary" note -to "$runs" "$@"; }
+
+files=$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')
+unformatted=$(gofmt -l $files)
 if [ -n "$unformatted" ]; then
-  echo "gofmt would change:"; echo "$unformatted"; status=1
+  echo "gofmt would change:"; echo "$unformatted"
+  note "gofmt would change" $unformatted
 fi
 
-for mod in $(find . -name go.mod -not -path './.git/*' | sort); do
+mods=$(git ls-files '*go.mod' 2>/dev/null | grep -E '(^|/)go\.mod$' || find . -name go.mod -not -path './.git/*')
+for mod in $(echo "$mods" | sort); do
   dir=$(dirname "$mod")
+  path=$(awk '$1 == "module" { print $2; exit }' "$mod")
   echo "== $dir"
-  (cd "$dir" && go vet ./... && go test -race -count=1 "$@" ./... && go test -count=1 "$@" ./...) || status=1
+  (cd "$dir" && go vet ./...) || note "go vet in $dir"
+  for run in -race "no -race"; do
+    flags=()
+    [ "$run" = -race ] && flags=(-race)
+    set +e
+    (cd "$dir" && go test "${flags[@]}" -json -count=1 "$@" ./... |
+      "$summary" record -to "$runs" -module "$path" -run "$run"
+      echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}" > "$work/status")
+    set -e
+    read -r test_status record_status < "$work/status"
+    # A failed test is counted already; a go test that failed with none
+    # (say, a go.mod error) is not.
+    if [ "$test_status" -ne 0 ] && [ "$record_status" -eq 0 ]; then
+      note "go test ($run) in $dir exited with status $test_status"
+    fi
+  done
 done
 
-if [ "$status" -ne 0 ]; then
-  echo "FAILED"; exit 1
-fi
-echo "all modules passed"
+allow=()
+[ "${CI:-}" = true ] && allow=(-allow-skips "$ci_allowed_skips")
+exec "$summary" report "${allow[@]}" "$runs"

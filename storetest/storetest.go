@@ -12,6 +12,10 @@
 //		})
 //	}
 //
+// [NewFaultProxy] puts a TCP proxy between a store's client and its
+// server that cuts connections at random or on demand, for tests of how
+// Do behaves when the network fails.
+//
 // It needs only the standard library's testing package.
 package storetest
 

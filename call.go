@@ -1,0 +1,247 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// call is the state of one call of Do. It lives on Do's stack; hooks get a
+// pointer to it for the call's duration only.
+type call struct {
+	cfg      *config
+	ctx      context.Context
+	start    time.Time // set only when something needs elapsed time
+	mark     time.Time // with an observer: the last attempt's start, then its end
+	attempts int
+	prevWait time.Duration
+	last     error
+	timer    waitTimer
+	waited   bool        // the call ended in (or right after) a non-zero wait
+	dead     *attemptLog // the dead-letter hook's per-attempt errors; nil until a failure
+	dlStored bool        // the dead-letter hook stored the call's record
+	dlFailed bool        // the dead-letter hook found every sink failing
+}
+
+// attemptStarted tells the observer, and marks the attempt's start. The
+// first attempt starts with the call, and a success ends with its
+// attempt: two clock reads in all on the path that matters most.
+func (c *call) attemptStarted() {
+	obs := c.cfg.observer
+	if obs == nil {
+		return
+	}
+	obs.OnAttemptStart(c.ctx, AttemptStart{Name: c.cfg.name, Attempt: c.attempts, Wait: c.prevWait})
+	c.mark = c.start
+	if c.attempts > 1 {
+		c.mark = c.cfg.now()
+	}
+}
+
+// attemptEnded tells the observer how the attempt ended.
+func (c *call) attemptEnded(err error) {
+	obs := c.cfg.observer
+	if obs == nil {
+		return
+	}
+	end := c.cfg.now()
+	obs.OnAttemptEnd(c.ctx, AttemptEnd{Name: c.cfg.name, Attempt: c.attempts, Err: err, Duration: end.Sub(c.mark)})
+	c.mark = end
+}
+
+// finish ends the call with v and err (nil, or the call's *Error): it
+// releases the timer, lets each hook have the last word, in order, and
+// then tells the observer, so that Done sees what Do returns.
+func finish[T any](c *call, hooks *hooks[T], v T, err error) (T, error) {
+	c.timer.stop()
+	v, err = hooks.end(c, v, err)
+	if obs := c.cfg.observer; obs != nil {
+		d := Done{Name: c.cfg.name, Attempts: c.attempts, Waited: c.waited,
+			DeadLettered: c.dlStored, DeadLetterFailed: c.dlFailed, Err: err}
+		switch e := asError(err); {
+		case err == nil:
+			// A success ends with its attempt's end, when there was one.
+			if c.mark.IsZero() {
+				c.mark = c.cfg.now()
+			}
+			d.Elapsed = c.mark.Sub(c.start)
+		case e != nil:
+			d.Outcome, d.Elapsed = e.Outcome, c.cfg.now().Sub(c.start)
+		default:
+			d.Outcome, d.Elapsed = OutcomePermanent, c.cfg.now().Sub(c.start)
+		}
+		obs.OnDone(c.ctx, d)
+	}
+	return v, err
+}
+
+// asError finds the call's *Error in err: err itself, or the error a hook
+// wrapped it in (a dead letter not recorded). Unlike errors.As it does not
+// make its target escape.
+func asError(err error) *Error {
+	for err != nil {
+		switch e := err.(type) {
+		case *Error:
+			return e
+		case *notRecordedError:
+			return e.err
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// fail builds the *Error of a call that stops with o.
+func (c *call) fail(o Outcome, cause, ctxErr error) *Error {
+	return &Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: cause, ctxErr: ctxErr}
+}
+
+// stopFor builds the error of a call the policy stopped.
+func (c *call) stopFor(v verdict) error {
+	switch v {
+	case stopContext:
+		return c.stopForContext(false)
+	case stopExhausted:
+		return c.fail(OutcomeExhausted, ErrExhausted, nil)
+	case stopMaxElapsed:
+		return c.fail(OutcomeMaxElapsed, ErrExhausted, nil)
+	case stopDeadline:
+		// The next wait would end past the deadline: report it without
+		// waiting for it.
+		e := c.fail(OutcomeDeadline, context.DeadlineExceeded, nil)
+		e.early = true
+		return e
+	}
+	return c.fail(OutcomePermanent, nil, nil)
+}
+
+// stopForContext builds the error of a call whose context is done, keeping
+// both the context's cause and its error (they differ with
+// context.WithCancelCause). waited says the call ended in a wait.
+func (c *call) stopForContext(waited bool) error {
+	c.waited = waited
+	ctxErr := c.ctx.Err()
+	cause := context.Cause(c.ctx)
+	o := OutcomeCanceled
+	if errors.Is(ctxErr, context.DeadlineExceeded) {
+		o = OutcomeDeadline
+	}
+	if cause == ctxErr {
+		ctxErr = nil
+	}
+	return c.fail(o, cause, ctxErr)
+}
+
+// next asks the policy what follows a failed attempt. It reads the clock
+// only for what the Retrier needs: the time budget, the context deadline.
+func (c *call) next(attempt int, prev time.Duration, err error, maxAttempts int) (time.Duration, verdict) {
+	var elapsed, left time.Duration
+	if c.cfg.maxElapsed > 0 {
+		elapsed = c.cfg.now().Sub(c.start)
+	}
+	deadline, hasDeadline := c.ctx.Deadline()
+	if hasDeadline {
+		left = c.cfg.until(deadline)
+	}
+	return c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil, elapsed, left, hasDeadline)
+}
+
+// sleep waits d on the call's timer and reports whether it ran to the end
+// (false: the context was done first). A zero wait arms no timer, but
+// still calls the WithWaitArmed hook, so that a test advancing a mock
+// clock once per wait sees every wait of any schedule.
+func (c *call) sleep(d time.Duration) bool {
+	if d <= 0 {
+		if c.cfg.waitArmed != nil {
+			c.cfg.waitArmed(0)
+		}
+		return true
+	}
+	ch := c.timer.arm(c.cfg.clock, d)
+	if c.cfg.waitArmed != nil {
+		c.cfg.waitArmed(d)
+	}
+	select {
+	case <-ch:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// waitTimer is the one timer of a call, made at the first non-zero wait and
+// reset for the later ones. Without an injected clock it is a plain
+// time.Timer, which saves the clock package's wrapper allocation.
+type waitTimer struct {
+	real *time.Timer
+	mock *clock.Timer
+}
+
+func (w *waitTimer) arm(clk clock.Clock, d time.Duration) <-chan time.Time {
+	if clk == nil {
+		if w.real == nil {
+			w.real = time.NewTimer(d)
+		} else {
+			w.real.Reset(d) // Go 1.23 timers: no stale value can be left in C
+		}
+		return w.real.C
+	}
+	if w.mock == nil {
+		w.mock = clk.Timer(d)
+	} else {
+		w.mock.Reset(d)
+	}
+	return w.mock.C
+}
+
+func (w *waitTimer) stop() {
+	if w.real != nil {
+		w.real.Stop()
+	}
+	if w.mock != nil {
+		w.mock.Stop()
+	}
+}
+
+// needsStart says whether a call must read the clock when it starts: for
+// observers, the time budget, or dead letters.
+func (cfg *config) needsStart() bool {
+	return cfg.observer != nil || cfg.maxElapsed > 0 || cfg.dl.active()
+}
+
+// epoch anchors the real clock's readings in now. It is set once, at
+// start-up.
+var epoch = time.Now()
+
+// now reads the call's clock to measure time spans: the results are for
+// Sub with each other and nothing else. On the real clock it reads only
+// the monotonic clock, which costs half of time.Now (observed calls read
+// it twice); the wall reading it carries is epoch's moved on by the
+// monotonic time, so timestamps for people come from wallNow.
+func (cfg *config) now() time.Time {
+	if cfg.clock == nil {
+		return epoch.Add(time.Since(epoch))
+	}
+	return cfg.clock.Now()
+}
+
+// wallNow is the call's clock for timestamps that people read.
+func (cfg *config) wallNow() time.Time {
+	if cfg.clock == nil {
+		return time.Now()
+	}
+	return cfg.clock.Now()
+}
+
+// until is the time left before t, a deadline, on the call's clock.
+func (cfg *config) until(t time.Time) time.Duration {
+	if cfg.clock == nil {
+		return time.Until(t) // monotonic when t has a monotonic reading
+	}
+	return t.Sub(cfg.clock.Now())
+}

@@ -1,0 +1,39 @@
+// Package retry calls a function again when it fails for a transient
+// reason, and stops at once when it fails for good.
+//
+//	err := retry.Do(ctx, func(ctx context.Context) error {
+//		return client.Send(ctx, msg)
+//	}, retry.WithMaxAttempts(5))
+//
+// Five names are all a first use needs:
+//
+//   - [Do] (and [DoValue] for a function that returns a value) runs fn
+//     with the options given, retrying failures.
+//   - [New] builds a [Retrier] once, to share: it is immutable, safe for
+//     concurrent use, and its Do makes no allocation when the first attempt
+//     succeeds ([DoValueOn] is its DoValue).
+//   - [Permanent] marks an error not worth retrying; Do stops at once.
+//   - [After] marks an error with the wait a server asked for.
+//   - [Error] is what Do returns whenever no attempt succeeded: errors.As
+//     finds it, and errors.Is matches both why Do stopped ([ErrExhausted],
+//     context.Canceled, ...) and the last attempt's error. Only bad input
+//     is reported otherwise, as an error wrapping [ErrInvalidOption].
+//
+// Between attempts Do waits as a [Backoff] says (by default
+// Exponential(100ms, 2, 10s)), randomized by a [Jitter] (FullJitter) and
+// capped by [WithMaxDelay] if given; a server's delay is capped at 30s
+// without it. Do never sleeps past its context's deadline or its
+// [WithMaxElapsed] budget: when the next wait would end at or after
+// either, it returns at once.
+//
+// Beyond that, each concern has its place:
+//
+//   - exactly-once side effects: [WithIdempotency] with an
+//     [IdempotencyStore] (in memory, Redis or PostgreSQL);
+//   - work that gave up: [WithDeadLetter] with a [DeadLetterSink], and the
+//     deadletter package to keep and redrive them;
+//   - metrics, logs and traces: an [Observer] ([WithObserver]);
+//   - HTTP: the retryhttp package's RoundTripper;
+//   - tests: [WithClock] with a mock clock; the retrytest package's Clock
+//     says when Do has armed a wait (see the mockClock example).
+package retry

@@ -1,0 +1,47 @@
+package retryhttp_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retryhttp"
+)
+
+// TestAllocs guards the figure in BENCHMARKS.md: a first-try GET through a
+// Transport allocates no more than the same GET through a plain client
+// (both counts include the loopback server's own allocations).
+func TestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	defer goleak.VerifyNone(t)
+	srv := okServer()
+	defer srv.Close()
+	allocs := func(wrap func(http.RoundTripper) http.RoundTripper) float64 {
+		base := &http.Transport{}
+		defer base.CloseIdleConnections()
+		c := &http.Client{Transport: wrap(base)}
+		req := newRequest(t, context.Background(), http.MethodGet, srv.URL, nil)
+		getOnce(t, c, req)
+		return testing.AllocsPerRun(500, func() { getOnce(t, c, req) })
+	}
+	plain := allocs(func(b http.RoundTripper) http.RoundTripper { return b })
+	for name, r := range map[string]*retry.Retrier{
+		"no observer":  fast(t, 3),
+		"with Stats":   fast(t, 3, retry.WithObserver(retry.NewStats())),
+		"zero Retrier": nil,
+	} {
+		ours := allocs(func(b http.RoundTripper) http.RoundTripper {
+			tr, err := retryhttp.NewTransport(b, r)
+			require.NoError(t, err)
+			return tr
+		})
+		assert.LessOrEqual(t, ours, plain, "%s: %v allocations per GET against %v through a plain client", name, ours, plain)
+	}
+}

@@ -1,0 +1,193 @@
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// prepareBody makes the request's body replayable: through GetBody, or
+// from a bounded copy. A body longer than the limit is streamed once.
+func (c *call) prepareBody() error {
+	body := c.req.Body
+	if body == nil || body == http.NoBody {
+		return nil
+	}
+	c.hasBody = true
+	if c.req.GetBody != nil {
+		c.getBody = c.req.GetBody
+		return nil
+	}
+	limit := c.t.bodyLimit
+	if c.req.ContentLength > limit {
+		c.once = tooLong(limit)
+		return nil
+	}
+	size := int64(512)
+	if n := c.req.ContentLength; n > 0 {
+		size = n + 1 // +1 to see the end without growing
+	}
+	most := limit + 1 // one byte more tells a longer body
+	if most < 0 {
+		most = limit
+	}
+	buf, eof, err := readUpTo(body, make([]byte, 0, min(size, most)), most)
+	if err != nil {
+		body.Close()
+		return fmt.Errorf("retryhttp: reading the request body: %w", err)
+	}
+	r := *c.req
+	if !eof || int64(len(buf)) > limit {
+		c.once = tooLong(limit)
+		r.Body = &joined{Reader: io.MultiReader(bytes.NewReader(buf), body), Closer: body}
+		c.req = &r
+		return nil
+	}
+	body.Close()
+	c.getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	r.Body, _ = c.getBody()
+	r.GetBody = c.getBody // lets net/http replay it on its own retries too
+	c.req = &r
+	return nil
+}
+
+func tooLong(limit int64) string {
+	return fmt.Sprintf("the request body is longer than the %d-byte body limit and the request has no GetBody", limit)
+}
+
+// joined is the body of a request streamed once: the bytes read so far,
+// then the rest of the caller's body.
+type joined struct {
+	io.Reader
+	io.Closer
+}
+
+// readUpTo appends to buf from r until EOF, an error or most bytes, and
+// reports whether it reached EOF. An EOF is not an error.
+func readUpTo(r io.Reader, buf []byte, most int64) ([]byte, bool, error) {
+	for int64(len(buf)) < most {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		end := min(int64(cap(buf)), most)
+		n, err := r.Read(buf[len(buf):end])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+	return buf, false, nil
+}
+
+// hold keeps the response of an attempt with a retryable status, in case
+// it is the last: it reads the body up to DrainLimit and, when that is
+// all of it, closes it so the connection goes back to the pool (net/http
+// puts it back before the read of the end returns).
+func (c *call) hold(resp *http.Response) {
+	buf, eof, err := readUpTo(resp.Body, c.drain[:0], DrainLimit)
+	c.drain, c.last = buf, resp
+	if eof {
+		resp.Body.Close()
+		return
+	}
+	c.rest, c.restErr = resp.Body, err
+}
+
+// dropLast discards the held response: another attempt follows, or the
+// call failed.
+func (c *call) dropLast() {
+	if c.rest != nil {
+		c.rest.Close()
+	}
+	if c.lastCancel != nil {
+		c.lastCancel(nil)
+	}
+	c.last, c.rest, c.restErr, c.lastCancel = nil, nil, nil, nil
+}
+
+// takeLast hands the held response to the caller, its body whole: the
+// bytes read so far, then the rest.
+func (c *call) takeLast() *http.Response {
+	resp := c.last
+	resp.Body = &heldBody{buf: c.drain, rest: c.rest, err: c.restErr, cancel: c.lastCancel}
+	c.drain = nil // the caller's now: not back into the pool
+	c.last, c.rest, c.restErr, c.lastCancel = nil, nil, nil, nil
+	return resp
+}
+
+var errClosed = errors.New("retryhttp: read on closed response body")
+
+// heldBody is the body of a response that was read ahead.
+type heldBody struct {
+	buf    []byte
+	rest   io.ReadCloser // nil: buf is all of it
+	err    error         // what reading the rest gave, if not EOF
+	cancel context.CancelCauseFunc
+	closed bool
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	switch {
+	case b.closed:
+		return 0, errClosed
+	case len(b.buf) > 0:
+		n := copy(p, b.buf)
+		b.buf = b.buf[n:]
+		return n, nil
+	case b.err != nil:
+		return 0, b.err
+	case b.rest == nil:
+		return 0, io.EOF
+	}
+	return b.rest.Read(p)
+}
+
+func (b *heldBody) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	var err error
+	if b.rest != nil {
+		err = b.rest.Close()
+	}
+	if b.cancel != nil {
+		b.cancel(nil)
+	}
+	return err
+}
+
+// cancelOnClose wraps a final response's body so that closing it also ends
+// the context the attempt ran on. A writable body (a 101 Switching
+// Protocols response) stays writable.
+func cancelOnClose(body io.ReadCloser, cancel context.CancelCauseFunc) io.ReadCloser {
+	b := cancelBody{ReadCloser: body, cancel: cancel}
+	if w, ok := body.(io.Writer); ok {
+		return &cancelWriteBody{cancelBody: b, w: w}
+	}
+	return &b
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
+}
+
+type cancelWriteBody struct {
+	cancelBody
+	w io.Writer
+}
+
+func (b *cancelWriteBody) Write(p []byte) (int, error) { return b.w.Write(p) }

@@ -1,0 +1,93 @@
+// Package retryhttp is an [http.RoundTripper] that retries HTTP requests
+// with a [retry.Retrier]'s policy: it retries only what is safe to retry,
+// sends the same body on every attempt, drains the responses it discards
+// so their connections are reused, and obeys Retry-After within the
+// Retrier's max delay.
+//
+//	r, _ := retry.New(retry.WithMaxAttempts(4))
+//	client, _ := retryhttp.NewClient(r)
+//	resp, err := client.Get("https://api.example.com/v1/items")
+//
+// # What is retried
+//
+// A request is retried when the Retrier allows another attempt and:
+//
+//   - the attempt failed before the request had a connection (connection
+//     refused, DNS failure, TLS handshake failure, dial timeout), whatever
+//     the method: the server never saw it;
+//   - the request is idempotent and the attempt failed later (a timeout, a
+//     reset, an early EOF, the Retrier's attempt timeout) or got a
+//     retryable status: 408, 429, 500, 502, 503 or 504 by default
+//     ([WithStatuses]). Every other status is final.
+//
+// A request is idempotent when its method is GET, HEAD, OPTIONS, TRACE, PUT
+// or DELETE ([WithMethods] changes the set), or when it carries an
+// Idempotency-Key header (the IETF httpapi draft), which lets a server
+// recognize a repeat. [WithIdempotencyKeys] gives every other request (POST,
+// PATCH, ...) a generated key, the same on every attempt. Certificate
+// errors, malformed requests and errors of the request's own body are
+// never retried.
+//
+// A failure after the request got its connection counts as sent, even a
+// reset before any byte went out, since net/http does not tell the two
+// apart; on a reused connection net/http itself sends again a request it
+// knows it did not write.
+//
+// On 429 and 503 a Retry-After header, in seconds or as an HTTP date,
+// replaces the backoff for the next wait, capped by the Retrier's
+// [retry.WithMaxDelay] (30s by default); a malformed one is ignored. As for
+// every wait, one that would end at or after the request's context deadline
+// is not started.
+//
+// # Bodies
+//
+// Every attempt sends the same bytes: through the request's GetBody when it
+// has one (http.NewRequest sets it for *bytes.Buffer, *bytes.Reader and
+// *strings.Reader bodies), otherwise from a copy of at most
+// [DefaultBodyLimit] bytes ([WithBodyLimit]) read before the first attempt.
+// A larger body without GetBody is streamed once and not retried; if that
+// attempt fails, the error matches [ErrBodyNotReplayable].
+//
+// # Responses
+//
+// The response of a retried attempt is read up to [DrainLimit] bytes and
+// closed, so a small body frees its connection for the next attempt. The
+// final response is returned as net/http returns it, body unread, whatever
+// its status. When the attempts end on a retryable status, while the
+// request's context is live, RoundTrip returns that last response rather
+// than an error, as http.Client returns any status; [Attempts] tells how
+// many attempts were made. Otherwise the error is the Retrier's
+// [*retry.Error] (errors.As finds it through http.Client's *url.Error),
+// with Outcome, Attempts and the last attempt's error. A request that ends
+// on a retryable status is a failed call (attempts, budget or time spent)
+// for the Retrier's observers and dead letters, although RoundTrip returns
+// the response.
+//
+// # Context and time
+//
+// The request's context bounds all attempts and waits; cancelling it stops
+// at once. With [retry.WithAttemptTimeout] each attempt, up to its response
+// headers, gets that timeout; the final response's body is not cut by it
+// and lives until it is closed or the request's context ends.
+//
+// # Idempotency stores
+//
+// A request's Idempotency-Key (given or generated) also becomes its key for
+// a Retrier built with retry.WithIdempotency(store, nil), scoped as
+// "http METHOD host KEY" (at most [retry.MaxIdempotencyKeyLen] bytes in
+// all), unless the request's context has a key already
+// ([retry.ContextWithIdempotencyKey]). The store then keeps the status of a
+// completed request, not its response: a later request with the same key
+// is not sent, and RoundTrip returns an error matching [retry.ErrReplayed]
+// that names the status. Such a Retrier refuses a request without a key
+// ([retry.ErrInvalidOption], nothing sent), so give it only to a Transport
+// whose requests all have one.
+//
+// # Observability
+//
+// Observers and dead letters of the Retrier see each request under the
+// operation name "METHOD host" (such as "GET api.example.com"); never the
+// URL's path or query, which can hold identifiers, unless
+// [WithOperationName] says otherwise. The errors of this package hold no
+// header value, URL path or query.
+package retryhttp

@@ -1,0 +1,104 @@
+package retryhttp
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+)
+
+// StatusError is the error of an attempt that got a retryable status. It
+// is what observers see as the attempt's error, and what errors.As finds
+// in a [*retry.Error] when the call ended without returning that response
+// (its context was done). Its text names the status only.
+type StatusError struct {
+	// StatusCode is the response's status, such as 503.
+	StatusCode int
+}
+
+// Error returns "retryhttp: retryable status 503 Service Unavailable".
+func (e *StatusError) Error() string {
+	return "retryhttp: retryable status " + strconv.Itoa(e.StatusCode) + " " + http.StatusText(e.StatusCode)
+}
+
+// ErrBodyNotReplayable is matched by the error of a request that was not
+// retried because its body could not be sent again: it has no GetBody and
+// is longer than the Transport's body limit ([WithBodyLimit]), or its
+// GetBody failed.
+var ErrBodyNotReplayable = errors.New("retryhttp: the request body cannot be sent again")
+
+// notReplayable is the error of a failed attempt that cannot be repeated
+// for want of the body.
+type notReplayable struct {
+	why string
+	err error
+}
+
+func (e *notReplayable) Error() string {
+	return "retryhttp: not retried: " + e.why + ": " + e.err.Error()
+}
+
+func (e *notReplayable) Unwrap() []error { return []error{ErrBodyNotReplayable, e.err} }
+
+// errNoResponse is an attempt's error when the base RoundTripper broke its
+// contract: no response and no error.
+var errNoResponse = errors.New("retryhttp: the base RoundTripper returned neither a response nor an error")
+
+// errAttemptTimeout is an attempt's error when the Retrier's attempt
+// timeout ended it before its response headers. It matches
+// context.DeadlineExceeded, never context.Canceled, which the Retrier
+// would not retry.
+var errAttemptTimeout error = &timeoutError{}
+
+type timeoutError struct{}
+
+func (*timeoutError) Error() string {
+	return "retryhttp: the attempt timed out before its response headers"
+}
+func (*timeoutError) Unwrap() error { return context.DeadlineExceeded }
+func (*timeoutError) Timeout() bool { return true }
+
+// retryable reports whether a transport error may go away on another
+// attempt: network and TLS handshake failures, timeouts and early EOFs.
+// Certificate errors and errors that net/http makes of the request itself
+// (an unsupported scheme, an invalid header) will not.
+func retryable(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	if errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+		return false
+	}
+	var (
+		netErr    net.Error
+		recordErr tls.RecordHeaderError
+		alert     tls.AlertError
+		errno     syscall.Errno
+	)
+	switch {
+	case errors.As(err, &netErr), errors.As(err, &recordErr), errors.As(err, &alert):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):
+		return true
+	case errors.As(err, &errno):
+		return errno == syscall.ECONNRESET || errno == syscall.ECONNREFUSED ||
+			errno == syscall.ECONNABORTED || errno == syscall.EPIPE
+	}
+	return false
+}
+
+// unsent reports whether err shows that the request never had a
+// connection: a failed dial (refused, DNS, dial timeout) or proxy
+// connect.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
+}

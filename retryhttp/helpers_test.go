@@ -1,0 +1,187 @@
+package retryhttp_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retryhttp"
+)
+
+// TestMain fails the package if any test leaves a goroutine behind; each
+// test also checks on its own (see newEnv).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// env is one test's world: a loopback server, a base transport of its
+// own, and counts of what the server saw.
+type env struct {
+	t        *testing.T
+	srv      *httptest.Server
+	base     *http.Transport
+	newConns atomic.Int64 // connections the server accepted
+	requests atomic.Int64 // requests the server's handler got
+
+	mu     sync.Mutex
+	keys   []string // Idempotency-Key of each request
+	bodies []string // body of each request
+}
+
+// newEnv starts a server on loopback with handler h, which gets the
+// request's number (1 for the first). At the end of the test it closes
+// everything and fails the test if a goroutine or connection is left.
+func newEnv(t *testing.T, h func(n int, w http.ResponseWriter, r *http.Request)) *env {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // first registered: runs last
+	e := &env{t: t}
+	e.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(e.requests.Add(1))
+		b, _ := io.ReadAll(r.Body)
+		e.mu.Lock()
+		e.keys = append(e.keys, r.Header.Get(retryhttp.IdempotencyKeyHeader))
+		e.bodies = append(e.bodies, string(b))
+		e.mu.Unlock()
+		h(n, w, r)
+	}))
+	e.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			e.newConns.Add(1)
+		}
+	}
+	e.srv.Start()
+	e.base = &http.Transport{}
+	t.Cleanup(func() {
+		e.base.CloseIdleConnections()
+		e.srv.Close()
+	})
+	return e
+}
+
+// statuses answers request n with codes[n-1], the last one repeating, and
+// a body naming the request.
+func statuses(codes ...int) func(int, http.ResponseWriter, *http.Request) {
+	return func(n int, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(codes[min(n, len(codes))-1])
+		io.WriteString(w, "response "+strconv.Itoa(n))
+	}
+}
+
+// client returns a client through a Transport on the env's base.
+func (e *env) client(r *retry.Retrier, opts ...retryhttp.Option) *http.Client {
+	e.t.Helper()
+	tr, err := retryhttp.NewTransport(e.base, r, opts...)
+	require.NoError(e.t, err)
+	return &http.Client{Transport: tr}
+}
+
+func (e *env) seenKeys() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.keys...)
+}
+
+func (e *env) seenBodies() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.bodies...)
+}
+
+// fast returns a Retrier with n attempts and no waits.
+func fast(t testing.TB, n int, opts ...retry.Option) *retry.Retrier {
+	t.Helper()
+	r, err := retry.New(append([]retry.Option{
+		retry.WithMaxAttempts(n), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter),
+	}, opts...)...)
+	require.NoError(t, err)
+	return r
+}
+
+// do sends req and, on success, reads and closes the body.
+func do(t *testing.T, c *http.Client, req *http.Request) (*http.Response, string, error) {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	return resp, string(b), nil
+}
+
+func newRequest(t testing.TB, ctx context.Context, method, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	require.NoError(t, err)
+	return req
+}
+
+// result is what a RoundTrip run on another goroutine gave.
+type result struct {
+	resp *http.Response
+	err  error
+}
+
+func async(c *http.Client, req *http.Request) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		resp, err := c.Do(req)
+		ch <- result{resp, err}
+	}()
+	return ch
+}
+
+// recorder is an Observer that keeps every event.
+type recorder struct {
+	mu      sync.Mutex
+	starts  []retry.AttemptStart
+	ends    []retry.AttemptEnd
+	retries []retry.Scheduled
+	done    []retry.Done
+}
+
+func (r *recorder) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts = append(r.starts, e)
+}
+
+func (r *recorder) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ends = append(r.ends, e)
+}
+
+func (r *recorder) OnRetry(_ context.Context, e retry.Scheduled) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.retries = append(r.retries, e)
+}
+
+func (r *recorder) OnDone(_ context.Context, e retry.Done) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = append(r.done, e)
+}
+
+func (r *recorder) delays() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var d []time.Duration
+	for _, e := range r.retries {
+		d = append(d, e.Delay)
+	}
+	return d
+}

@@ -1,0 +1,137 @@
+package retryhttp
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/steadfast-go/retry"
+)
+
+const (
+	// DefaultBodyLimit is the largest request body, in bytes, that a
+	// Transport copies to replay when the request has no GetBody: 1 MiB.
+	// See [WithBodyLimit].
+	DefaultBodyLimit = 1 << 20
+	// DrainLimit is how many bytes of a retried attempt's response body
+	// are read, 64 KiB: a body that fits is read to its end, so its
+	// connection is reused; a longer one is closed unread past the limit,
+	// which closes its connection.
+	DrainLimit = 64 << 10
+	// IdempotencyKeyHeader is the request header, from the IETF httpapi
+	// Idempotency-Key draft, that makes any request retryable.
+	IdempotencyKeyHeader = "Idempotency-Key"
+)
+
+// defaultStatuses are retried unless WithStatuses says otherwise: the
+// statuses that say the server did not do the work, or asks to come back.
+var defaultStatuses = [...]int{
+	http.StatusRequestTimeout,      // 408
+	http.StatusTooManyRequests,     // 429
+	http.StatusInternalServerError, // 500
+	http.StatusBadGateway,          // 502
+	http.StatusServiceUnavailable,  // 503
+	http.StatusGatewayTimeout,      // 504
+}
+
+// defaultMethods are idempotent by RFC 9110 §9.2.2.
+var defaultMethods = []string{
+	http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+	http.MethodPut, http.MethodDelete,
+}
+
+// Option configures a [Transport]. Options are applied in order by
+// [NewTransport] or [NewClient]; a later option overrides an earlier one of
+// the same kind.
+type Option func(*settings)
+
+// settings holds what the options set.
+type settings struct {
+	err        error
+	statuses   []int
+	methods    []string
+	bodyLimit  int64
+	keys       bool
+	name       func(*http.Request) string
+	statusesOK bool // statuses was set, possibly to none
+}
+
+func (s *settings) fail(format string, args ...any) {
+	if s.err == nil {
+		s.err = fmt.Errorf("%w: retryhttp: "+format, append([]any{retry.ErrInvalidOption}, args...)...)
+	}
+}
+
+// WithStatuses sets the response statuses that an idempotent request is
+// retried on, replacing the default 408, 429, 500, 502, 503 and 504. Each
+// code must be from 400 to 599; none at all means no status is retried
+// (connection errors still are). Default: the six above.
+func WithStatuses(codes ...int) Option {
+	codes = append([]int(nil), codes...)
+	return func(s *settings) {
+		for _, c := range codes {
+			if c < 400 || c > 599 {
+				s.fail("WithStatuses(%d): only statuses from 400 to 599 can be retried", c)
+				return
+			}
+		}
+		s.statuses, s.statusesOK = codes, true
+	}
+}
+
+// WithMethods sets the methods that are retried without an Idempotency-Key
+// header, replacing the default GET, HEAD, OPTIONS, TRACE, PUT and DELETE.
+// Add POST or PATCH only when every such request of this Transport is safe
+// to repeat. Methods are case-sensitive, as in HTTP; none may be empty.
+func WithMethods(methods ...string) Option {
+	methods = append([]string(nil), methods...)
+	return func(s *settings) {
+		for _, m := range methods {
+			if m == "" {
+				s.fail("WithMethods: a method is empty")
+				return
+			}
+		}
+		s.methods = methods
+	}
+}
+
+// WithIdempotencyKeys makes the Transport give every request whose method
+// is not retried by itself (see [WithMethods]) and that has no
+// Idempotency-Key header a generated one, a random UUID, sent unchanged on
+// every attempt of that request, so that such requests are retried too.
+// Use it only with servers that honour the header. The caller's request
+// is not changed: the key is on the response's Request. Default: off.
+func WithIdempotencyKeys() Option {
+	return func(s *settings) { s.keys = true }
+}
+
+// WithBodyLimit sets the largest request body, in bytes, that the
+// Transport copies in memory so that a request without GetBody can be
+// retried. A larger body is streamed once and not retried. n must not be
+// negative; 0 means never copy. Default: [DefaultBodyLimit].
+func WithBodyLimit(n int64) Option {
+	return func(s *settings) {
+		if n < 0 {
+			s.fail("WithBodyLimit(%d): the limit must not be negative", n)
+			return
+		}
+		s.bodyLimit = n
+	}
+}
+
+// WithOperationName sets how a request is named for the Retrier's
+// observers and dead letters. Names label metrics, so keep them few and
+// free of identifiers: never return a raw URL path or query. f must be safe
+// for concurrent use and must not be nil. The Transport keeps a prepared
+// Retrier for each of the first 256 names it sees (and for the default
+// names too); later names cost an allocation per request. Default:
+// "METHOD host", such as "GET api.example.com:8443".
+func WithOperationName(f func(*http.Request) string) Option {
+	return func(s *settings) {
+		if f == nil {
+			s.fail("WithOperationName(nil): the function must not be nil")
+			return
+		}
+		s.name = f
+	}
+}

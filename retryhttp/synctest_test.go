@@ -1,0 +1,59 @@
+package retryhttp_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retryhttp"
+)
+
+// handlerTransport serves requests in process with h: no socket, so it
+// works inside a synctest bubble, where a real socket would stop the fake
+// clock (a goroutine blocked on network I/O is not durably blocked).
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, req)
+	resp := rec.Result()
+	resp.Request = req
+	return resp, nil
+}
+
+// TestUnderSynctestWithAnInProcessTransport is the README's second recipe
+// for testing an HTTP caller: real waits of the real clock, made instant
+// and exact by the bubble's fake time.
+func TestUnderSynctestWithAnInProcessTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if calls++; calls < 3 {
+				w.Header().Set("Retry-After", "20")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			io.WriteString(w, "done")
+		})
+		r, err := retry.New(retry.WithMaxAttempts(3))
+		require.NoError(t, err)
+		tr, err := retryhttp.NewTransport(handlerTransport{h}, r)
+		require.NoError(t, err)
+		c := &http.Client{Transport: tr}
+
+		start := time.Now()
+		resp, err := c.Get("http://api.test/items")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, 40*time.Second, time.Since(start), "two waits of Retry-After: 20, exactly")
+		assert.Equal(t, 3, retryhttp.Attempts(resp))
+	})
+}

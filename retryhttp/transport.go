@@ -1,0 +1,385 @@
+package retryhttp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/steadfast-go/retry"
+)
+
+// Transport is an [http.RoundTripper] that sends each request through a
+// [retry.Retrier]; see the package documentation for what it retries.
+// Build one with [NewTransport]. A Transport is safe for concurrent use by
+// multiple goroutines and, like http.Transport, meant to be built once and
+// shared.
+type Transport struct {
+	base      http.RoundTripper
+	names     names
+	statuses  [200]*StatusError // index code-400; nil: not retried
+	methods   []string          // nil: defaultMethods
+	bodyLimit int64
+	keys      bool
+	name      func(*http.Request) string
+	calls     sync.Pool // of *call
+}
+
+// NewTransport returns a Transport that sends requests through base (nil
+// means http.DefaultTransport) with r's policy: attempts, backoff, jitter,
+// max delay, time budget, attempt timeout, observers, dead letters and
+// idempotency apply to every request. A nil r means the library's defaults
+// (the zero [retry.Retrier]). An invalid option gives an error wrapping
+// [retry.ErrInvalidOption] that names the problem.
+func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Transport, error) {
+	s := settings{bodyLimit: DefaultBodyLimit}
+	for i, o := range opts {
+		if o == nil {
+			s.fail("option %d is nil", i)
+			continue
+		}
+		o(&s)
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if r == nil {
+		r = &retry.Retrier{}
+	}
+	t := &Transport{base: base, methods: s.methods, bodyLimit: s.bodyLimit, keys: s.keys, name: s.name}
+	t.names.base = r
+	codes := defaultStatuses[:]
+	if s.statusesOK {
+		codes = s.statuses
+	}
+	for _, c := range codes {
+		t.statuses[c-400] = &StatusError{StatusCode: c}
+	}
+	t.calls.New = func() any {
+		c := new(call)
+		c.fn = c.attempt // bound once per pooled call, not per request
+		return c
+	}
+	return t, nil
+}
+
+// NewClient returns an http.Client whose Transport is NewTransport(nil, r,
+// opts...): http.DefaultTransport with r's policy.
+func NewClient(r *retry.Retrier, opts ...Option) (*http.Client, error) {
+	t, err := NewTransport(nil, r, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: t}, nil
+}
+
+// CloseIdleConnections closes the idle connections of the base transport,
+// if it has such a method; http.Client.CloseIdleConnections calls it.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// RoundTrip sends req, and sends it again while the Retrier and the rules
+// of the package allow, then returns the final response, or the error
+// (see the package documentation). It does not change req; like every
+// RoundTripper it closes req's body, also on errors.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req == nil || req.URL == nil {
+		if req != nil && req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, fmt.Errorf("%w: retryhttp: the request or its URL is nil", retry.ErrInvalidOption)
+	}
+	r, err := t.retrier(req)
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	c := t.calls.Get().(*call)
+	resp, err := c.run(t, r, req)
+	*c = call{fn: c.fn, drain: c.drain[:0]}
+	t.calls.Put(c)
+	return resp, err
+}
+
+// Attempts returns how many attempts the Transport made for resp: how
+// many times it sent the request. Responses that needed one attempt
+// carry no mark (marking them would cost allocations on every request), so
+// Attempts reports 1 for them, and also for any response that did not come
+// through a Transport. It returns 0 for a nil resp. When RoundTrip returns
+// an error instead, errors.As finds a [*retry.Error] with the count.
+func Attempts(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	if resp.Request != nil {
+		if n, ok := resp.Request.Context().Value(attemptsKey{}).(int); ok {
+			return n
+		}
+	}
+	return 1
+}
+
+// attemptsKey is the context key of the attempt count on resp.Request.
+type attemptsKey struct{}
+
+// idempotent reports whether method is retried without a key.
+func (t *Transport) idempotent(method string) bool {
+	if t.methods == nil {
+		switch method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+			return true
+		}
+		return false
+	}
+	for _, m := range t.methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// status returns the error of a retryable status, or nil.
+func (t *Transport) status(code int) *StatusError {
+	if code < 400 || code > 599 {
+		return nil
+	}
+	return t.statuses[code-400]
+}
+
+// call is the state of one RoundTrip. Calls are pooled by the Transport,
+// so nothing that outlives RoundTrip may point into one.
+type call struct {
+	fn func(context.Context) (outcome, error) // c.attempt, bound once
+
+	t          *Transport
+	req        *http.Request // as sent: the caller's, or a copy with a body or a key
+	reqCtx     context.Context
+	ctx        context.Context // given to the Retrier: reqCtx, maybe with a key
+	idempotent bool
+	hasBody    bool
+	getBody    func() (io.ReadCloser, error)
+	once       string // why the body cannot be sent again; "" if it can
+	attempts   int
+
+	// The response of the last attempt when it had a retryable status,
+	// its body read into drain, and what is left of it.
+	last       *http.Response
+	rest       io.ReadCloser // the unread rest of last's body; nil if read to its end
+	restErr    error         // the read error that ended drain, if not io.EOF
+	lastCancel context.CancelCauseFunc
+	drain      []byte
+}
+
+// outcome is the value the Retrier returns. It encodes as the response's
+// status only, for a Retrier with an idempotency store: a replayed
+// outcome has no response.
+type outcome struct {
+	resp   *http.Response
+	status int // of a replayed outcome
+}
+
+func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Response, error) {
+	c.t, c.req, c.reqCtx = t, req, req.Context()
+	c.idempotent = t.idempotent(req.Method)
+	key := ""
+	if v := req.Header[IdempotencyKeyHeader]; len(v) > 0 {
+		key = v[0]
+	}
+	if key == "" && !c.idempotent && t.keys {
+		key = newKey()
+		c.req = withKey(req, key)
+	}
+	c.ctx = c.reqCtx
+	if key != "" {
+		c.idempotent = true
+		if _, ok := retry.IdempotencyKeyFromContext(c.ctx); !ok {
+			// For a Retrier with an idempotency store: one claim per
+			// logical request, scoped to its method and host.
+			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, "http "+req.Method+" "+req.URL.Host+" "+key)
+		}
+	}
+	if err := c.prepareBody(); err != nil {
+		return nil, err
+	}
+
+	out, err := retry.DoValueOn(c.ctx, r, c.fn)
+	if c.attempts == 0 && c.req.Body != nil {
+		c.req.Body.Close() // never handed to the base transport
+	}
+	switch {
+	case err == nil && out.resp == nil:
+		return nil, fmt.Errorf("retryhttp: %w: the request with this Idempotency-Key already completed with status %d; its response is not kept", retry.ErrReplayed, out.status)
+	case err == nil:
+		return c.mark(out.resp), nil
+	case c.last != nil && c.reqCtx.Err() == nil:
+		// The attempts ended on a retryable status: the caller gets
+		// that response, as http.Client returns any status.
+		return c.mark(c.takeLast()), nil
+	}
+	c.dropLast()
+	return nil, err
+}
+
+// mark sets resp.Request to the request as sent, with the attempt count
+// when there was more than one attempt.
+func (c *call) mark(resp *http.Response) *http.Response {
+	if c.attempts > 1 {
+		resp.Request = c.req.WithContext(context.WithValue(c.req.Context(), attemptsKey{}, c.attempts))
+	} else {
+		resp.Request = c.req
+	}
+	return resp
+}
+
+// attempt sends the request once. It is the function the Retrier runs.
+func (c *call) attempt(ctx context.Context) (outcome, error) {
+	c.dropLast()
+	c.attempts++
+	req := c.req
+	if c.attempts > 1 && c.hasBody {
+		b, err := c.getBody()
+		if err != nil {
+			return outcome{}, retry.Permanent(&notReplayable{why: "GetBody failed", err: err})
+		}
+		r := *c.req
+		r.Body = b
+		req = &r
+	}
+	var (
+		cancel context.CancelCauseFunc
+		stop   func() bool
+	)
+	if ctx.Done() != c.ctx.Done() {
+		// The Retrier gave this attempt a timeout. Its context ends when
+		// the attempt returns, but the final response's body must live
+		// until it is closed: send on a context of our own, which the
+		// attempt's may end only until the headers are in.
+		var actx context.Context
+		actx, cancel = context.WithCancelCause(c.reqCtx)
+		stop = context.AfterFunc(ctx, func() { cancel(errAttemptTimeout) })
+		req = req.WithContext(actx)
+	}
+	var conn *atomic.Bool
+	if !c.idempotent {
+		// Whether the request got a connection: before that, nothing
+		// was sent and any method may be retried.
+		conn = new(atomic.Bool)
+		trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conn.Store(true) }}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	}
+
+	resp, err := c.t.base.RoundTrip(req)
+	switch {
+	case err == nil && resp == nil:
+		err = retry.Permanent(errNoResponse)
+	case err == nil && resp.Body == nil:
+		resp.Body = http.NoBody // as http.Client does for a RoundTripper that breaks the rule
+	}
+	var se *StatusError
+	if err == nil && c.idempotent && c.once == "" {
+		if se = c.t.status(resp.StatusCode); se != nil {
+			c.hold(resp) // under the attempt timeout still
+		}
+	}
+	if stop != nil && !stop() {
+		// The attempt timed out (or the request's context ended).
+		if err == nil && se == nil {
+			resp.Body.Close()
+		}
+		c.dropLast()
+		cancel(nil)
+		switch {
+		case c.reqCtx.Err() == nil:
+			err = errAttemptTimeout
+		case err == nil:
+			err = context.Cause(c.reqCtx)
+		}
+		resp = nil
+	}
+	if err != nil {
+		if cancel != nil {
+			cancel(nil)
+		}
+		return outcome{}, c.failed(err, conn)
+	}
+	if se == nil {
+		if cancel != nil {
+			resp.Body = cancelOnClose(resp.Body, cancel)
+		}
+		return outcome{resp: resp}, nil
+	}
+	if c.rest == nil {
+		if cancel != nil {
+			cancel(nil) // the body is read and closed: nothing needs the context
+		}
+	} else {
+		c.lastCancel = cancel
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		if v := resp.Header["Retry-After"]; len(v) > 0 {
+			if d, ok := ParseRetryAfter(v[0], time.Now()); ok {
+				return outcome{}, retry.After(se, d)
+			}
+		}
+	}
+	return outcome{}, se
+}
+
+// failed turns a transport error into what the Retrier should do with it.
+func (c *call) failed(err error, conn *atomic.Bool) error {
+	switch {
+	case c.reqCtx.Err() != nil:
+		return err // the Retrier stops with the context's cause
+	case c.once != "":
+		return retry.Permanent(&notReplayable{why: c.once, err: err})
+	case !retryable(err):
+		return retry.Permanent(err)
+	case c.idempotent, unsent(err), conn != nil && !conn.Load():
+		return err
+	}
+	// The request may have reached the server, which may have acted on it.
+	return retry.Permanent(err)
+}
+
+// newKey returns a random (version 4) UUID.
+func newKey() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand since Go 1.24)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	hex.Encode(s[9:13], b[4:6])
+	hex.Encode(s[14:18], b[6:8])
+	hex.Encode(s[19:23], b[8:10])
+	hex.Encode(s[24:], b[10:])
+	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
+	return string(s[:])
+}
+
+// withKey returns a copy of req with an Idempotency-Key header; req and
+// its header are not changed.
+func withKey(req *http.Request, key string) *http.Request {
+	r := *req
+	r.Header = req.Header.Clone()
+	if r.Header == nil {
+		r.Header = make(http.Header, 1)
+	}
+	r.Header[IdempotencyKeyHeader] = []string{key}
+	return &r
+}

@@ -1,0 +1,71 @@
+package storetest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/storetest"
+)
+
+func TestCheckNotRecorded(t *testing.T) {
+	cause := fmt.Errorf("%w: %w: the store timed out", retry.ErrOutcomeNotRecorded, retry.ErrIdempotencyUnavailable)
+	require.NoError(t, storetest.CheckNotRecorded(&retry.Error{Outcome: retry.OutcomePermanent, Last: cause}))
+	require.NoError(t, storetest.CheckNotRecorded(fmt.Errorf("wrapped: %w", &retry.Error{Outcome: retry.OutcomePermanent, Last: cause})))
+
+	for name, tc := range map[string]struct {
+		err  error
+		want []string
+	}{
+		"nil":           {nil, []string{"ErrOutcomeNotRecorded", "ErrIdempotencyUnavailable", "no *retry.Error"}},
+		"bare cause":    {cause, []string{"no *retry.Error"}},
+		"not permanent": {&retry.Error{Outcome: retry.OutcomeExhausted, Last: cause}, []string{"outcome exhausted"}},
+		"unavailable only": {
+			&retry.Error{Outcome: retry.OutcomePermanent, Last: retry.ErrIdempotencyUnavailable},
+			[]string{"does not match retry.ErrOutcomeNotRecorded"},
+		},
+		"not recorded only": {
+			&retry.Error{Outcome: retry.OutcomePermanent, Last: retry.ErrOutcomeNotRecorded},
+			[]string{"does not match retry.ErrIdempotencyUnavailable"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := storetest.CheckNotRecorded(tc.err)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestObservedStoreReportsEachComplete(t *testing.T) {
+	type call struct {
+		key string
+		err error
+	}
+	var calls []call
+	s := storetest.ObservedStore{
+		IdempotencyStore: retry.NewMemoryIdempotencyStore(),
+		AfterComplete:    func(key string, err error) { calls = append(calls, call{key, err}) },
+	}
+	ctx := context.Background()
+	cl, err := s.Claim(ctx, "k", "", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, retry.StoredOutcome{}, time.Minute))
+	err = s.Complete(ctx, "k", "not the token", retry.StoredOutcome{}, time.Minute)
+	require.ErrorIs(t, err, retry.ErrLeaseLost, "the store's error is returned")
+	require.Len(t, calls, 2)
+	assert.Equal(t, call{"k", nil}, calls[0])
+	assert.Equal(t, "k", calls[1].key)
+	assert.True(t, errors.Is(calls[1].err, retry.ErrLeaseLost))
+
+	s.AfterComplete = nil
+	require.ErrorIs(t, s.Complete(ctx, "k", "not the token", retry.StoredOutcome{}, time.Minute), retry.ErrLeaseLost, "no hook is fine")
+}
