@@ -11,6 +11,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/retryhttp"
+	"github.com/steadfast-go/retry/retrystats"
 )
 
 // TestAllocs guards the figure in BENCHMARKS.md: a first-try GET through a
@@ -34,7 +35,7 @@ func TestAllocs(t *testing.T) {
 	plain := allocs(func(b http.RoundTripper) http.RoundTripper { return b })
 	for name, r := range map[string]*retry.Retrier{
 		"no observer":  fast(t, 3),
-		"with Stats":   fast(t, 3, retry.WithObserver(retry.NewStats())),
+		"with Stats":   fast(t, 3, retry.WithObserver(new(retrystats.Stats))),
 		"zero Retrier": nil,
 	} {
 		ours := allocs(func(b http.RoundTripper) http.RoundTripper {

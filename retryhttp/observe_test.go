@@ -16,6 +16,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/retryhttp"
+	"github.com/steadfast-go/retry/retryslog"
 )
 
 func TestObserversSeeMethodAndHostOnly(t *testing.T) {
@@ -99,7 +100,7 @@ func TestSlogObserverLogsNoHeaderValuesPathsOrQueries(t *testing.T) {
 	})
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r := fast(t, 3, retry.WithObserver(retry.NewSlogObserver(logger, nil)))
+	r := fast(t, 3, retry.WithObserver(retryslog.New(logger, nil)))
 	req := newRequest(t, context.Background(), http.MethodPost, e.srv.URL+"/accounts/ACC-99/charge?card=4242424242424242", strings.NewReader("amount=10"))
 	req.Header.Set("Authorization", "Bearer t0ken")
 	req.Header.Set(retryhttp.IdempotencyKeyHeader, "idem-7f3a")

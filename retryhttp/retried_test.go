@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retryhttp"
 )
 
@@ -330,7 +331,7 @@ func TestWithIdempotencyKeysSendsOneKeyPerRequest(t *testing.T) {
 
 func TestIdempotencyStoreRunsAKeyedRequestOnce(t *testing.T) {
 	e := newEnv(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
-	r, err := retry.New(retry.WithIdempotency(retry.NewMemoryIdempotencyStore(), nil))
+	r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 	require.NoError(t, err)
 	c := e.client(r)
 	post := func() (*http.Response, error) {
@@ -365,7 +366,7 @@ func (c *closeCounter) Close() error {
 // a store-backed Retrier refuses a request without a key before sending it.
 func TestIdempotencyStoreNeedsAKeyPerRequest(t *testing.T) {
 	e := newEnv(t, statuses(200))
-	r, err := retry.New(retry.WithIdempotency(retry.NewMemoryIdempotencyStore(), nil))
+	r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 	require.NoError(t, err)
 	body := &closeCounter{Reader: strings.NewReader("x")}
 	_, err = e.client(r).Do(newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body))

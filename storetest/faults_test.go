@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/storetest"
 )
 
@@ -52,7 +53,7 @@ func TestObservedStoreReportsEachComplete(t *testing.T) {
 	}
 	var calls []call
 	s := storetest.ObservedStore{
-		IdempotencyStore: retry.NewMemoryIdempotencyStore(),
+		IdempotencyStore: memstore.New(nil),
 		AfterComplete:    func(key string, err error) { calls = append(calls, call{key, err}) },
 	}
 	ctx := context.Background()
