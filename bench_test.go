@@ -100,6 +100,28 @@ func BenchmarkRetrierDo_threeFailuresZeroWaits(b *testing.B) {
 	}
 }
 
+// BenchmarkHandLoop_threeFailures is the floor of the one above: a
+// hand-written loop of the same four calls, with no waits, calling fn
+// through a func value as Do does (so the compiler cannot inline it away).
+func BenchmarkHandLoop_threeFailures(b *testing.B) {
+	ctx := context.Background()
+	f := &threeFailures{}
+	handFn = f.call
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		for range 5 {
+			if err = handFn(ctx); err == nil {
+				break
+			}
+		}
+		sink = err
+	}
+}
+
+// handFn is a package variable so that calls through it stay indirect.
+var handFn func(context.Context) error
+
 // BenchmarkParkedCalls parks 100,000 calls in a one-hour wait and reports
 // the heap each holds beyond a goroutine that parks on the same context
 // without Do (goroutine stacks are not heap either way). It then cancels

@@ -24,6 +24,60 @@ const (
 // caller holds the idempotency key).
 type alwaysRetried interface{ alwaysRetried() }
 
+// marks is what one walk of an error's chain found for the policy.
+type marks struct {
+	permanent bool          // a Permanent marker, or an *Error that ended permanently
+	canceled  bool          // the chain matches context.Canceled (errors.Is)
+	hinted    bool          // an After marker was found
+	hint      time.Duration // the first After marker's delay
+}
+
+// classify walks err's chain once for what the policy reads. Like
+// IsPermanent it looks for markers only outside any *Error, whose own
+// markers were an inner Do's to act on; context.Canceled is matched as
+// errors.Is would, inside an *Error too.
+func classify(err error) (m marks) {
+	m.walk(err)
+	return m
+}
+
+func (m *marks) walk(err error) {
+	for err != nil {
+		switch e := err.(type) {
+		case *permanentError:
+			m.permanent = true
+			err = e.err
+			continue
+		case *retryAfterError:
+			if !m.hinted {
+				m.hint, m.hinted = e.delay, true
+			}
+			err = e.err
+			continue
+		case *Error:
+			m.permanent = m.permanent || e.Outcome == OutcomePermanent
+			m.canceled = m.canceled || errors.Is(e, context.Canceled)
+			return
+		}
+		if err == context.Canceled {
+			m.canceled = true
+		} else if is, ok := err.(interface{ Is(error) bool }); ok && is.Is(context.Canceled) {
+			m.canceled = true
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				m.walk(inner)
+			}
+			return
+		default:
+			return
+		}
+	}
+}
+
 // decide says what follows a failed attempt: the wait before the next
 // one, or why the call stops. It depends on nothing but its arguments and
 // the Retrier's settings (and, for jitter, its random source), in the
@@ -37,24 +91,24 @@ type alwaysRetried interface{ alwaysRetried() }
 // The order of checks is fixed: permanent, context, classification,
 // attempts, time budget, context deadline.
 func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err error, ctxDone bool, elapsed, left time.Duration, hasDeadline bool) (time.Duration, verdict) {
+	m := classify(err)
 	switch {
-	case IsPermanent(err):
+	case m.permanent:
 		return 0, stopPermanent
 	case ctxDone:
 		return 0, stopContext
-	case errors.Is(err, context.Canceled):
+	case m.canceled:
 		// Someone cancelled the work on purpose; another attempt would
 		// be cancelled too.
 		return 0, stopPermanent
 	}
-	hint, hinted := retryAfterOf(err)
-	if _, always := err.(alwaysRetried); !hinted && !always && cfg.retryIf != nil && !cfg.retryIf(err) {
+	if _, always := err.(alwaysRetried); !m.hinted && !always && cfg.retryIf != nil && !cfg.retryIf(err) {
 		return 0, stopPermanent
 	}
 	if attempt >= maxAttempts {
 		return 0, stopExhausted
 	}
-	d := cfg.wait(attempt, prev, hint, hinted)
+	d := cfg.wait(attempt, prev, m.hint, m.hinted)
 	switch {
 	case cfg.maxElapsed > 0 && d >= cfg.maxElapsed-elapsed:
 		return d, stopMaxElapsed
@@ -70,9 +124,18 @@ func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time
 	if hinted {
 		return min(hint, cfg.hintCap)
 	}
+	// Draw random samples only where they change the result: the
+	// library's own schedules other than Decorrelated ignore theirs, and
+	// jitter leaves a zero wait zero.
 	b := cfg.backoff
-	d := max(b.Delay(attempt, prev, cfg.random()), 0)
-	if _, random := b.(decorrelated); !random && cfg.jitter != NoJitter {
+	var u float64
+	switch b.(type) {
+	case constant, linear, exponential, BackoffFunc:
+	default:
+		u = cfg.random()
+	}
+	d := max(b.Delay(attempt, prev, u), 0)
+	if _, random := b.(decorrelated); !random && d > 0 && cfg.jitter != NoJitter {
 		d = cfg.jitter.Apply(d, cfg.random())
 	}
 	if cfg.backoffCap > 0 {
