@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -923,6 +924,33 @@ func TestIdempotentHangingStoreTimesOut(t *testing.T) {
 		err = retry.Do(context.Background(), func(context.Context) error { return nil }, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
 		assert.Equal(t, 2*time.Second+(5*time.Second), time.Since(start))
+	})
+}
+
+func TestIdempotentStoreTimeoutRunsOnTheRetriersClock(t *testing.T) {
+	// Under synctest the real clock is fake; a mock clock that nobody
+	// advances must keep the store call waiting, and advancing it by the
+	// timeout must end it.
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		store.set(func(f *faultyStore) { f.hang = true })
+		mock := clock.NewMock()
+		done := make(chan error, 1)
+		go func() {
+			done <- retry.Do(context.Background(), func(context.Context) error { return nil },
+				retry.WithClock(mock), retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", StoreTimeout: 2 * time.Second}))
+		}()
+		time.Sleep(time.Hour) // real (fake) time passes: the mock's does not
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("Do returned %v before the mock clock moved", err)
+		default:
+		}
+		mock.Add(2 * time.Second)
+		err := <-done
+		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
 	})
 }
 
