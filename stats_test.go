@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/adaptertest"
+	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 )
 
-var errFlaky = adaptertest.ErrFlaky
+var errFlaky = metricstest.ErrFlaky
 
 // truth is what the conservation test counts on its own, to compare with
 // what Stats counted.
@@ -104,7 +104,6 @@ func TestStats_conservation(t *testing.T) {
 		for o := retry.OutcomeSuccess; o <= retry.OutcomeCanceled; o++ {
 			assert.Equal(t, total.outcomes[o], s.Outcome(o), "outcome %s", o)
 		}
-		assert.Zero(t, s.BudgetDenied)
 		assert.Equal(t, total.perCall[0], s.NoAttempt, "calls without attempt")
 		assert.Equal(t, s.Attempts-(s.Calls()-s.NoAttempt), s.Retries, "retries = attempts - calls that started")
 		assert.Equal(t, int64(0), s.InFlight, "in flight")
@@ -204,7 +203,7 @@ func randomCall(t *testing.T, rng *rand.Rand, stats *retry.Stats, tr *truth) {
 func TestStats_gauges(t *testing.T) {
 	t.Parallel()
 	stats := retry.NewStats()
-	adaptertest.Gauges(t, stats,
+	metricstest.Gauges(t, stats,
 		func() float64 { return float64(stats.Snapshot().InFlight) },
 		func() float64 { return float64(stats.Snapshot().Waiting) })
 	s := stats.Snapshot()
@@ -262,6 +261,6 @@ func TestStats_deadLettersAndBuckets(t *testing.T) {
 
 func TestStats_noAllocation(t *testing.T) {
 	stats := retry.NewStats()
-	adaptertest.NoAllocation(t, stats)
+	metricstest.NoAllocation(t, stats)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = stats.Snapshot() }))
 }

@@ -17,9 +17,10 @@
 //	retry.call.duration       histogram s: from the start of Do to its return, waits included
 //
 // retry.outcome is one of success, permanent, exhausted, max-elapsed,
-// deadline, canceled, and budget-denied (reserved for a retry budget; no
-// call has it yet). The retry.calls and retry.dead_letters series of an
-// operation all exist, at 0, from its first event.
+// deadline and canceled. The retry.calls and retry.dead_letters series of
+// an operation all exist, at 0, from its first event. The two up-down
+// counters follow [retrymetrics.GaugeDelta], as retryprom's gauges and the
+// retry package's Stats do.
 //
 // # Spans
 //
@@ -52,15 +53,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/adapter"
+	"github.com/steadfast-go/retry/retrymetrics"
 )
 
 // ScopeName is the instrumentation scope of the meter.
 const ScopeName = "github.com/steadfast-go/retry/retryotel"
 
-// DefaultMaxOperations is the number of distinct operation names reported
-// as themselves when [Options.MaxOperations] is 0.
-const DefaultMaxOperations = 100
+// DefaultMaxOperations (100) is the number of distinct operation names
+// reported as themselves when [Options.MaxOperations] is 0.
+const DefaultMaxOperations = retrymetrics.DefaultMaxOperations
 
 // Attribute keys of the metrics and span events.
 const (
@@ -71,10 +72,6 @@ const (
 	// DeadLetterResultKey holds "recorded" or "failed" on retry.dead_letters.
 	DeadLetterResultKey = attribute.Key("retry.dead_letter.result")
 )
-
-// OutcomeBudgetDenied is the retry.outcome value reserved for calls
-// refused by a retry budget. No call has it yet.
-const OutcomeBudgetDenied = adapter.BudgetDenied
 
 // Options configures [New]. The zero value gives the defaults.
 type Options struct {
@@ -91,9 +88,8 @@ type Options struct {
 	DurationBuckets []float64
 }
 
-// outcomes are the retry.outcome values, indexed by adapter.OutcomeIndex:
-// the outcomes of retry.Outcome, then budget-denied.
-var outcomes = adapter.Outcomes()
+// outcomes are the retry.outcome values, indexed by retry.Outcome.
+var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeCanceled)
 
 // Observer is a retry.Observer that records OpenTelemetry metrics and span
 // events. Build one with [New]; the zero value is not usable. An Observer
@@ -105,7 +101,7 @@ type Observer struct {
 	perCall                  metric.Int64Histogram
 	duration                 metric.Float64Histogram
 
-	ops *adapter.Table[*series]
+	ops *retrymetrics.Table[*series]
 }
 
 // series holds the attribute options of one operation, built once so that
@@ -122,13 +118,14 @@ type series struct {
 // The error wraps retry.ErrInvalidOption for bad options, or is the
 // meter's error for an instrument it could not make.
 func New(opts Options) (*Observer, error) {
-	limit, err := adapter.Limit("retryotel.New", opts.MaxOperations, DefaultMaxOperations)
+	o := &Observer{}
+	ops, err := retrymetrics.NewTable(opts.MaxOperations, o.newSeries)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: retryotel.New: %w", retry.ErrInvalidOption, err)
 	}
-	buckets, err := adapter.DurationBuckets("retryotel.New", opts.DurationBuckets)
+	buckets, err := retrymetrics.DurationBuckets(opts.DurationBuckets)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: retryotel.New: %w", retry.ErrInvalidOption, err)
 	}
 	mp := opts.MeterProvider
 	if mp == nil {
@@ -136,7 +133,6 @@ func New(opts Options) (*Observer, error) {
 	}
 	m := mp.Meter(ScopeName)
 
-	var o Observer
 	var errs [8]error
 	o.calls, errs[0] = m.Int64Counter("retry.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Calls ended, by outcome."))
@@ -152,15 +148,15 @@ func New(opts Options) (*Observer, error) {
 		metric.WithDescription("Dead letters of failed calls, by result: recorded by a sink, or failed in every sink."))
 	o.perCall, errs[6] = m.Int64Histogram("retry.call.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts per ended call."),
-		metric.WithExplicitBucketBoundaries(adapter.AttemptBuckets()...))
+		metric.WithExplicitBucketBoundaries(retrymetrics.AttemptBuckets()...))
 	o.duration, errs[7] = m.Float64Histogram("retry.call.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from the start of a call to its end, waits included."),
 		metric.WithExplicitBucketBoundaries(buckets...))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("retryotel: making the instruments: %w", err)
 	}
-	o.ops = adapter.NewTable(limit, o.newSeries)
-	return &o, nil
+	o.ops = ops
+	return o, nil
 }
 
 // newSeries builds the options of an operation, and adds 0 to each of
@@ -192,11 +188,17 @@ func (o *Observer) OnAttemptStart(ctx context.Context, e retry.AttemptStart) {
 	o.attempts.Add(ctx, 1, s.add...)
 	if e.Attempt > 1 {
 		o.retries.Add(ctx, 1, s.add...)
-	} else {
-		o.inFlight.Add(ctx, 1, s.add...)
 	}
-	if e.Wait > 0 {
-		o.waiting.Add(ctx, -1, s.add...)
+	o.gauges(ctx, s, retrymetrics.OnAttemptStart(e.Attempt, e.Wait))
+}
+
+// gauges moves the up-down counters of the operation of s by g.
+func (o *Observer) gauges(ctx context.Context, s *series, g retrymetrics.GaugeDelta) {
+	if g.InFlight != 0 {
+		o.inFlight.Add(ctx, int64(g.InFlight), s.add...)
+	}
+	if g.Waiting != 0 {
+		o.waiting.Add(ctx, int64(g.Waiting), s.add...)
 	}
 }
 
@@ -206,8 +208,8 @@ func (o *Observer) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 // OnRetry counts a wait in progress when the retry has a delay, and adds a
 // "retry" event to the span in ctx.
 func (o *Observer) OnRetry(ctx context.Context, e retry.RetryScheduled) {
-	if e.Delay > 0 {
-		o.waiting.Add(ctx, 1, o.ops.Get(e.Name).add...)
+	if g := retrymetrics.OnRetry(e.Delay); g != (retrymetrics.GaugeDelta{}) {
+		o.gauges(ctx, o.ops.Get(e.Name), g)
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		attrs := []attribute.KeyValue{
@@ -226,15 +228,10 @@ func (o *Observer) OnRetry(ctx context.Context, e retry.RetryScheduled) {
 // and adds a "retry.done" event to the span in ctx.
 func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
 	s := o.ops.Get(e.Name)
-	if i := adapter.OutcomeIndex(e.Outcome); i >= 0 {
-		o.calls.Add(ctx, 1, s.outcome[i]...)
+	if int(e.Outcome) < len(s.outcome) {
+		o.calls.Add(ctx, 1, s.outcome[e.Outcome]...)
 	}
-	if e.Attempts > 0 {
-		o.inFlight.Add(ctx, -1, s.add...)
-	}
-	if e.Waited {
-		o.waiting.Add(ctx, -1, s.add...)
-	}
+	o.gauges(ctx, s, retrymetrics.OnDone(e.Attempts, e.Waited))
 	switch e.DeadLetter {
 	case retry.DeadLetterRecorded:
 		o.deadLetters.Add(ctx, 1, s.recorded...)
