@@ -2,7 +2,7 @@
 // OpenTelemetry: metrics through a MeterProvider, and events on the span in
 // each call's context.
 //
-//	obs, err := retryotel.New(retryotel.Options{MeterProvider: provider})
+//	obs, err := retryotel.New(provider, retryotel.Options{})
 //	r, err := retry.New(retry.WithName("charge-card"), retry.WithObserver(obs))
 //
 // The metrics are the same as retryprom's, named the OpenTelemetry way:
@@ -47,7 +47,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -74,10 +73,8 @@ const (
 )
 
 // Options configures [New]. The zero value gives the defaults.
+// MaxOperations and DurationBuckets mean the same as in retryprom's Options.
 type Options struct {
-	// MeterProvider makes the meter. Default: otel.GetMeterProvider(),
-	// read once by New.
-	MeterProvider metric.MeterProvider
 	// MaxOperations is how many distinct operation names keep their own
 	// retry.operation value; the rest count as "other". It must not be
 	// negative. Default (0): DefaultMaxOperations.
@@ -114,10 +111,14 @@ type series struct {
 	failed   []metric.AddOption
 }
 
-// New returns an Observer whose instruments come from opts.MeterProvider.
-// The error wraps retry.ErrInvalidOption for bad options, or is the
-// meter's error for an instrument it could not make.
-func New(opts Options) (*Observer, error) {
+// New returns an Observer whose instruments come from the meter
+// [ScopeName] of mp; pass otel.GetMeterProvider() for the global provider.
+// The error wraps retry.ErrInvalidOption for a nil mp or bad options, or
+// is the meter's error for an instrument it could not make.
+func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
+	if mp == nil {
+		return nil, fmt.Errorf("%w: retryotel.New: the meter provider is nil; pass otel.GetMeterProvider() for the global one", retry.ErrInvalidOption)
+	}
 	o := &Observer{}
 	ops, err := retrymetrics.NewTable(opts.MaxOperations, o.newSeries)
 	if err != nil {
@@ -126,10 +127,6 @@ func New(opts Options) (*Observer, error) {
 	buckets, err := retrymetrics.DurationBuckets(opts.DurationBuckets)
 	if err != nil {
 		return nil, fmt.Errorf("%w: retryotel.New: %w", retry.ErrInvalidOption, err)
-	}
-	mp := opts.MeterProvider
-	if mp == nil {
-		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter(ScopeName)
 

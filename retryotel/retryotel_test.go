@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
@@ -36,8 +37,7 @@ func newObserver(t *testing.T, opts retryotel.Options) (*retryotel.Observer, fun
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	opts.MeterProvider = mp
-	obs, err := retryotel.New(opts)
+	obs, err := retryotel.New(mp, opts)
 	require.NoError(t, err)
 	collect := func(name string) metricdata.Metrics {
 		t.Helper()
@@ -206,19 +206,23 @@ func TestObserver_gauges(t *testing.T) {
 
 func TestNew_errors(t *testing.T) {
 	t.Parallel()
+	mp := sdkmetric.NewMeterProvider()
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	cases := []struct {
 		name string
+		mp   metric.MeterProvider
 		opts retryotel.Options
 		want string
 	}{
-		{name: "negative_max", opts: retryotel.Options{MaxOperations: -1}, want: "retryotel.New: MaxOperations -1 is negative"},
-		{name: "empty_buckets", opts: retryotel.Options{DurationBuckets: []float64{}}, want: "retryotel.New: DurationBuckets [] must be"},
-		{name: "unordered_buckets", opts: retryotel.Options{DurationBuckets: []float64{2, 1}}, want: "retryotel.New: DurationBuckets [2 1] must be"},
+		{name: "nil_provider", opts: retryotel.Options{}, want: "the meter provider is nil"},
+		{name: "negative_max", mp: mp, opts: retryotel.Options{MaxOperations: -1}, want: "retryotel.New: MaxOperations -1 is negative"},
+		{name: "empty_buckets", mp: mp, opts: retryotel.Options{DurationBuckets: []float64{}}, want: "retryotel.New: DurationBuckets [] must be"},
+		{name: "unordered_buckets", mp: mp, opts: retryotel.Options{DurationBuckets: []float64{2, 1}}, want: "retryotel.New: DurationBuckets [2 1] must be"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			obs, err := retryotel.New(tc.opts)
+			obs, err := retryotel.New(tc.mp, tc.opts)
 			assert.Nil(t, obs)
 			assert.ErrorIs(t, err, retry.ErrInvalidOption)
 			assert.ErrorContains(t, err, tc.want)

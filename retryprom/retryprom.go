@@ -65,6 +65,7 @@ const (
 const DefaultMaxOperations = retrymetrics.DefaultMaxOperations
 
 // Options configures [New]. The zero value gives the defaults.
+// MaxOperations and DurationBuckets mean the same as in retryotel's Options.
 type Options struct {
 	// Namespace is the prefix of every metric name: letters, digits, _
 	// and :, not starting with a digit. Default: "retry". The alert rules
