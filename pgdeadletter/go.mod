@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/steadfast-go/retry v0.0.0-00010101000000-000000000000
+	github.com/steadfast-go/retry/pgstore v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -19,4 +20,7 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 )
 
-replace github.com/steadfast-go/retry => ../
+replace (
+	github.com/steadfast-go/retry => ../
+	github.com/steadfast-go/retry/pgstore => ../pgstore
+)
