@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/adaptertest"
+	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 )
 
 // waitRecorder notes the events that say when waits begin and end.
@@ -74,7 +74,7 @@ func TestObserver_waitEvents(t *testing.T) {
 				if tc.cancel > 0 {
 					time.AfterFunc(tc.cancel, cancel)
 				}
-				_ = retry.Do(ctx, adaptertest.Failing(9, nil), retry.WithObserver(rec),
+				_ = retry.Do(ctx, metricstest.Failing(9, nil), retry.WithObserver(rec),
 					retry.WithBackoff(tc.backoff), retry.WithJitter(retry.NoJitter))
 			})
 			assert.Equal(t, tc.want, rec.events)

@@ -14,6 +14,13 @@
 //
 // Times are kept to the microsecond, PostgreSQL's precision, and read back
 // in UTC.
+//
+// Table names follow one rule, shared with pgstore and kept in the package
+// [github.com/steadfast-go/retry/pgstore/pgschema]: "table" or
+// "schema.table", each part a lower-case unquoted SQL identifier (a
+// lower-case letter or underscore, then lower-case letters, digits or
+// underscores), at most 48 bytes for the table and 63 for the schema.
+// Other names are refused with an error wrapping [retry.ErrInvalidOption].
 package pgdeadletter
 
 import (
@@ -30,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/pgstore/pgschema"
 )
 
 // ErrNotFound is returned by [Sink.Get] for an ID that has no record.
@@ -43,8 +51,7 @@ var ErrNotFound = errors.New("pgdeadletter: dead letter not found")
 // with ctx's error.
 type Sink struct {
 	pool  *pgxpool.Pool
-	name  string         // the table's name as given
-	ident pgx.Identifier // name, checked by parseTable
+	ident pgschema.Table // the table's name, checked
 	table string         // ident, quoted for SQL
 
 	put, mark, get string // SQL built once by New
@@ -57,11 +64,14 @@ type config struct {
 	table string
 }
 
-// WithTable sets the table's name: "table" or "schema.table", each part
-// letters, digits and underscores, not starting with a digit, and the
-// table part at most 51 characters so that the index names derived from it
-// fit PostgreSQL's limit. Other names are refused, never quoted into SQL
-// as given. Default: [DefaultTable], in the connection's search path.
+// WithTable sets the table's name: "table" or "schema.table", by the rule
+// of [pgschema] that pgstore follows too: each part a lower-case unquoted
+// SQL identifier (a lower-case letter or underscore, then lower-case
+// letters, digits or underscores), at most 48 bytes for the table, so
+// that the index names made from it fit PostgreSQL's limit, and 63 for the
+// schema. Other names are refused with an error wrapping
+// [retry.ErrInvalidOption], never quoted into SQL as given. Default:
+// [DefaultTable], in the connection's search path.
 func WithTable(name string) Option {
 	return func(c *config) { c.table = name }
 }
@@ -80,11 +90,11 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Sink, error) {
 		}
 		o(&c)
 	}
-	ident, err := parseTable(c.table)
+	ident, err := pgschema.ParseTable(c.table)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: pgdeadletter: WithTable(%q): %w", retry.ErrInvalidOption, c.table, err)
 	}
-	s := &Sink{pool: pool, name: c.table, ident: ident, table: ident.Sanitize()}
+	s := &Sink{pool: pool, ident: ident, table: ident.Quoted()}
 	s.put = "INSERT INTO " + s.table + " (" + columns + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING"
 	s.mark = "UPDATE " + s.table + " SET redriven = now() WHERE id = $1 AND redriven IS NULL"
 	s.get = "SELECT " + columns + " FROM " + s.table + " WHERE id = $1"
@@ -92,7 +102,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Sink, error) {
 }
 
 // Table returns the table's name, as given to [WithTable].
-func (s *Sink) Table() string { return s.name }
+func (s *Sink) Table() string { return s.ident.String() }
 
 // columns are the columns a record is written to and read from, in the
 // order of putArgs and scan.

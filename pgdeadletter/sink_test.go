@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/pgdeadletter"
 	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
+	"github.com/steadfast-go/retry/pgstore/pgschema"
+	"github.com/steadfast-go/retry/pgstore/pgschema/pgschematest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -114,21 +118,34 @@ func TestPutHonoursContext(t *testing.T) {
 }
 
 func TestNewValidatesTable(t *testing.T) {
-	pool := pgdltest.Pool(t)
-	for _, name := range []string{"dead_letters", "public.dead_letters", "_x", "Mixed_Case9", strings.Repeat("t", 51)} {
-		s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(name))
-		if assert.NoError(t, err, name) {
-			assert.NotEmpty(t, s.Table())
-		}
-	}
-	for _, name := range []string{
-		"", "9lives", "a.b.c", "x; DROP TABLE users", `x"y`, "a-b", "a b", ".t", "s.", "ünïcode",
-		strings.Repeat("t", 52), strings.Repeat("s", 64) + ".t",
-	} {
+	// New does not connect: nothing listens on port 1.
+	pool, err := pgxpool.New(t.Context(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	// The names pgstore's tests run too.
+	pgschematest.TestTableNames(t, func(name string) error {
 		_, err := pgdeadletter.New(pool, pgdeadletter.WithTable(name))
-		assert.ErrorIs(t, err, retry.ErrInvalidOption, "%q", name)
+		return err
+	})
+	_, err = pgdeadletter.New(pool, pgdeadletter.WithTable("Dead_Letters"))
+	assert.ErrorContains(t, err, `pgdeadletter: WithTable("Dead_Letters"): the table name must be a lower-case letter`)
+
+	s, err := pgdeadletter.New(pool, pgdeadletter.WithTable("app.dead_letters"))
+	require.NoError(t, err)
+	assert.Equal(t, "app.dead_letters", s.Table(), "as given")
+	assert.Contains(t, s.Schema(), `CREATE TABLE IF NOT EXISTS "app"."dead_letters" (`)
+	// The longest table name leaves room for every index name's suffix.
+	long := strings.Repeat("t", pgschema.MaxTableName)
+	s, err = pgdeadletter.New(pool, pgdeadletter.WithTable(long))
+	require.NoError(t, err)
+	indexes := regexp.MustCompile(`CREATE INDEX IF NOT EXISTS "([^"]+)"`).FindAllStringSubmatch(s.Schema(), -1)
+	assert.Len(t, indexes, 4)
+	for _, m := range indexes {
+		assert.True(t, strings.HasPrefix(m[1], long), m[1])
+		assert.LessOrEqual(t, len(m[1]), 63, m[1])
 	}
-	_, err := pgdeadletter.New(nil)
+
+	_, err = pgdeadletter.New(nil)
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
 	_, err = pgdeadletter.New(pool, nil)
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)

@@ -18,4 +18,11 @@
 //	store, err := pgstore.New(pool, pgstore.WithTable("billing_idempotency"))
 //	...
 //	if err := store.Migrate(ctx); err != nil { ... }
+//
+// Table names follow one rule, shared with pgdeadletter and kept in the
+// package [github.com/steadfast-go/retry/pgstore/pgschema]: "table" or
+// "schema.table", each part a lower-case unquoted SQL identifier (a
+// lower-case letter or underscore, then lower-case letters, digits or
+// underscores), at most 48 bytes for the table and 63 for the schema.
+// Other names are refused with an error wrapping [retry.ErrInvalidOption].
 package pgstore

@@ -2,25 +2,33 @@ package pgstore
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/benbjohnson/clock"
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/isnil"
+	"github.com/steadfast-go/retry/pgstore/pgschema"
 )
 
 // DefaultTable is the table a [Store] uses unless [WithTable] names
 // another.
 const DefaultTable = "retry_idempotency"
 
+// MaxTableName is the longest table part [WithTable] accepts, in bytes
+// ([pgschema.MaxTableName]), so that the expiry index's name, the table's
+// and "_expires_at_idx", fits PostgreSQL's 63.
+const MaxTableName = 48
+
+// indexSuffix names the expiry index after the table.
+const indexSuffix = "_expires_at_idx"
+
 // Option configures a [Store]. Options are applied in order by [New]; a
 // later option overrides an earlier one of the same kind.
 type Option func(*config)
 
 type config struct {
-	err    error // the first invalid option, reported by New
-	schema string
-	table  string
-	clock  clock.Clock
+	err   error // the first invalid option, reported by New
+	table pgschema.Table
+	clock clock.Clock
 }
 
 func (c *config) fail(format string, args ...any) {
@@ -31,19 +39,21 @@ func (c *config) fail(format string, args ...any) {
 
 // WithTable sets the table that holds the records, as "table" or
 // "schema.table", so that several stores (services, tenants, test runs)
-// can share one database. Each part must be a lower-case SQL identifier:
-// a letter or underscore, then letters, digits or underscores, at most
-// [MaxTableName] bytes for the table and 63 for the schema. The name is
-// checked, then quoted; it is never spliced into SQL unchecked. Without a
-// schema the connection's search_path decides. Default: [DefaultTable].
+// can share one database. The name follows the rule of [pgschema], which
+// pgdeadletter follows too: each part a lower-case unquoted SQL
+// identifier (a lower-case letter or underscore, then lower-case letters,
+// digits or underscores), at most [MaxTableName] (48) bytes for the table
+// and 63 for the schema. The name is checked, then quoted; it is never
+// spliced into SQL unchecked. Without a schema the connection's
+// search_path decides. Default: [DefaultTable].
 func WithTable(name string) Option {
 	return func(c *config) {
-		schema, table, err := parseTable(name)
+		t, err := pgschema.ParseTable(name)
 		if err != nil {
 			c.fail("WithTable(%q): %v", name, err)
 			return
 		}
-		c.schema, c.table = schema, table
+		c.table = t
 	}
 }
 
@@ -60,10 +70,17 @@ func WithClock(c clock.Clock) Option {
 		case c == nil:
 			cfg.fail("WithClock(nil): the clock must not be nil")
 			return
-		case isnil.Is(c):
+		case isNilPointer(c):
 			cfg.fail("WithClock((%T)(nil)): the clock must not be nil", c)
 			return
 		}
 		cfg.clock = c
 	}
+}
+
+// isNilPointer reports whether v holds a nil pointer (a *clock.Mock that
+// was never made), whose methods would panic at the first call.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/pgstore"
+	"github.com/steadfast-go/retry/pgstore/pgschema"
+	"github.com/steadfast-go/retry/pgstore/pgschema/pgschematest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,10 +30,10 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"nil clock", pool, []pgstore.Option{pgstore.WithClock(nil)}, "WithClock(nil)"},
 		{"nil clock pointer", pool, []pgstore.Option{pgstore.WithClock((*clock.Mock)(nil))}, "WithClock((*clock.Mock)(nil)): the clock must not be nil"},
 		{"empty table", pool, []pgstore.Option{pgstore.WithTable("")}, "table name is empty"},
-		{"injection", pool, []pgstore.Option{pgstore.WithTable("x; DROP TABLE users")}, "must be a letter"},
-		{"quote", pool, []pgstore.Option{pgstore.WithTable(`x"y`)}, "must be a letter"},
+		{"injection", pool, []pgstore.Option{pgstore.WithTable("x; DROP TABLE users")}, "must be a lower-case letter"},
+		{"quote", pool, []pgstore.Option{pgstore.WithTable(`x"y`)}, "must be a lower-case letter"},
 		{"upper case", pool, []pgstore.Option{pgstore.WithTable("Idem")}, "lower-case"},
-		{"leading digit", pool, []pgstore.Option{pgstore.WithTable("1idem")}, "must be a letter"},
+		{"leading digit", pool, []pgstore.Option{pgstore.WithTable("1idem")}, "must be a lower-case letter"},
 		{"empty schema", pool, []pgstore.Option{pgstore.WithTable(".idem")}, "schema name is empty"},
 		{"two dots", pool, []pgstore.Option{pgstore.WithTable("a.b.c")}, "table name must be"},
 		{"too long", pool, []pgstore.Option{pgstore.WithTable(strings.Repeat("a", pgstore.MaxTableName+1))}, "at most 48"},
@@ -45,6 +47,15 @@ func TestNewRejectsBadInput(t *testing.T) {
 			assert.ErrorContains(t, err, tt.want)
 		})
 	}
+}
+
+// TestTableNameRule runs the names that pgdeadletter's tests run too.
+func TestTableNameRule(t *testing.T) {
+	pool := downPool(t)
+	pgschematest.TestTableNames(t, func(name string) error {
+		_, err := pgstore.New(pool, pgstore.WithTable(name))
+		return err
+	})
 }
 
 func TestTableNames(t *testing.T) {
@@ -68,6 +79,14 @@ func TestTableNames(t *testing.T) {
 	store, err := pgstore.New(pool, pgstore.WithTable("app.idem"))
 	require.NoError(t, err)
 	assert.Contains(t, store.Schema(), `CREATE INDEX IF NOT EXISTS "idem_expires_at_idx" ON "app"."idem" (expires_at);`)
+	// The longest table name leaves room for the index name's suffix.
+	assert.Equal(t, pgschema.MaxTableName, pgstore.MaxTableName)
+	long := strings.Repeat("a", pgstore.MaxTableName)
+	store, err = pgstore.New(pool, pgstore.WithTable(long))
+	require.NoError(t, err)
+	index := long + "_expires_at_idx"
+	assert.Len(t, index, 63)
+	assert.Contains(t, store.Schema(), `CREATE INDEX IF NOT EXISTS "`+index+`"`)
 	assert.NotContains(t, store.Schema(), "{{")
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/steadfast-go/retry/pgstore/pgschema"
 )
 
 //go:embed schema.sql
@@ -18,7 +19,7 @@ var schemaSQL string
 func (s *Store) Schema() string {
 	return strings.NewReplacer(
 		"{{table}}", s.name,
-		"{{index}}", pgx.Identifier{s.table + indexSuffix}.Sanitize(),
+		"{{index}}", pgx.Identifier{s.table.Name() + indexSuffix}.Sanitize(),
 	).Replace(schemaSQL)
 }
 
@@ -26,17 +27,9 @@ func (s *Store) Schema() string {
 // changes nothing when they do. Processes that start together may all call
 // it: a transaction-scoped advisory lock on the table name runs them one
 // at a time, since concurrent CREATE … IF NOT EXISTS can fail in
-// PostgreSQL. A named schema must exist already.
+// PostgreSQL (see [pgschema.Migrate]). A named schema must exist already.
 func (s *Store) Migrate(ctx context.Context) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "pgstore:"+s.name); err != nil {
-			return err
-		}
-		// No parameters: the simple protocol runs the statements in turn.
-		_, err := tx.Exec(ctx, s.Schema(), pgx.QueryExecModeSimpleProtocol)
-		return err
-	})
-	if err != nil {
+	if err := pgschema.Migrate(ctx, s.pool, "pgstore:"+s.name, s.Schema()); err != nil {
 		return fmt.Errorf("pgstore: migrate %s: %w", s.name, err)
 	}
 	return nil

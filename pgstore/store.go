@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/pgstore/pgschema"
 )
 
 // Store is a [retry.IdempotencyStore] on a PostgreSQL table. Build it with
@@ -27,8 +28,8 @@ import (
 type Store struct {
 	pool  *pgxpool.Pool
 	clock clock.Clock // nil: the server's now()
-	name  string      // quoted, possibly schema-qualified table name
-	table string      // unquoted table, for the index name
+	table pgschema.Table
+	name  string // table, quoted for SQL
 	q     queries
 }
 
@@ -39,7 +40,8 @@ var _ retry.IdempotencyStore = (*Store)(nil)
 // [retry.ErrInvalidOption] and names the problem. New does not touch the
 // database; call [Store.Migrate] to create the table.
 func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
-	c := config{table: DefaultTable}
+	var c config
+	WithTable(DefaultTable)(&c)
 	if pool == nil {
 		c.fail("the pool is nil; build one with pgxpool.New")
 	}
@@ -53,8 +55,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	name := quote(c.schema, c.table)
-	return &Store{pool: pool, clock: c.clock, name: name, table: c.table, q: buildQueries(name)}, nil
+	name := c.table.Quoted()
+	return &Store{pool: pool, clock: c.clock, table: c.table, name: name, q: buildQueries(name)}, nil
 }
 
 // Table returns the quoted, possibly schema-qualified name of the store's

@@ -16,7 +16,7 @@ import (
 func BenchmarkObserver(b *testing.B) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer func() { _ = mp.Shutdown(context.Background()) }()
-	obs, err := retryotel.New(retryotel.Options{MeterProvider: mp})
+	obs, err := retryotel.New(mp, retryotel.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

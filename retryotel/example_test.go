@@ -18,7 +18,7 @@ func ExampleNew() {
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer func() { _ = provider.Shutdown(context.Background()) }()
 
-	obs, err := retryotel.New(retryotel.Options{MeterProvider: provider})
+	obs, err := retryotel.New(provider, retryotel.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -2,7 +2,7 @@
 // OpenTelemetry: metrics through a MeterProvider, and events on the span in
 // each call's context.
 //
-//	obs, err := retryotel.New(retryotel.Options{MeterProvider: provider})
+//	obs, err := retryotel.New(provider, retryotel.Options{})
 //	r, err := retry.New(retry.WithName("charge-card"), retry.WithObserver(obs))
 //
 // The metrics are the same as retryprom's, named the OpenTelemetry way:
@@ -17,9 +17,10 @@
 //	retry.call.duration       histogram s: from the start of Do to its return, waits included
 //
 // retry.outcome is one of success, permanent, exhausted, max-elapsed,
-// deadline, canceled, and budget-denied (reserved for a retry budget; no
-// call has it yet). The retry.calls and retry.dead_letters series of an
-// operation all exist, at 0, from its first event.
+// deadline and canceled. The retry.calls and retry.dead_letters series of
+// an operation all exist, at 0, from its first event. The two up-down
+// counters follow [retrymetrics.GaugeDelta], as retryprom's gauges and the
+// retry package's Stats do.
 //
 // # Spans
 //
@@ -46,21 +47,20 @@ import (
 	"errors"
 	"fmt"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/adapter"
+	"github.com/steadfast-go/retry/retrymetrics"
 )
 
 // ScopeName is the instrumentation scope of the meter.
 const ScopeName = "github.com/steadfast-go/retry/retryotel"
 
-// DefaultMaxOperations is the number of distinct operation names reported
-// as themselves when [Options.MaxOperations] is 0.
-const DefaultMaxOperations = 100
+// DefaultMaxOperations (100) is the number of distinct operation names
+// reported as themselves when [Options.MaxOperations] is 0.
+const DefaultMaxOperations = retrymetrics.DefaultMaxOperations
 
 // Attribute keys of the metrics and span events.
 const (
@@ -72,15 +72,9 @@ const (
 	DeadLetterResultKey = attribute.Key("retry.dead_letter.result")
 )
 
-// OutcomeBudgetDenied is the retry.outcome value reserved for calls
-// refused by a retry budget. No call has it yet.
-const OutcomeBudgetDenied = adapter.BudgetDenied
-
 // Options configures [New]. The zero value gives the defaults.
+// MaxOperations and DurationBuckets mean the same as in retryprom's Options.
 type Options struct {
-	// MeterProvider makes the meter. Default: otel.GetMeterProvider(),
-	// read once by New.
-	MeterProvider metric.MeterProvider
 	// MaxOperations is how many distinct operation names keep their own
 	// retry.operation value; the rest count as "other". It must not be
 	// negative. Default (0): DefaultMaxOperations.
@@ -91,9 +85,8 @@ type Options struct {
 	DurationBuckets []float64
 }
 
-// outcomes are the retry.outcome values, indexed by adapter.OutcomeIndex:
-// the outcomes of retry.Outcome, then budget-denied.
-var outcomes = adapter.Outcomes()
+// outcomes are the retry.outcome values, indexed by retry.Outcome.
+var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeCanceled)
 
 // Observer is a retry.Observer that records OpenTelemetry metrics and span
 // events. Build one with [New]; the zero value is not usable. An Observer
@@ -105,7 +98,7 @@ type Observer struct {
 	perCall                  metric.Int64Histogram
 	duration                 metric.Float64Histogram
 
-	ops *adapter.Table[*series]
+	ops *retrymetrics.Table[*series]
 }
 
 // series holds the attribute options of one operation, built once so that
@@ -118,25 +111,25 @@ type series struct {
 	failed   []metric.AddOption
 }
 
-// New returns an Observer whose instruments come from opts.MeterProvider.
-// The error wraps retry.ErrInvalidOption for bad options, or is the
-// meter's error for an instrument it could not make.
-func New(opts Options) (*Observer, error) {
-	limit, err := adapter.Limit("retryotel.New", opts.MaxOperations, DefaultMaxOperations)
-	if err != nil {
-		return nil, err
-	}
-	buckets, err := adapter.DurationBuckets("retryotel.New", opts.DurationBuckets)
-	if err != nil {
-		return nil, err
-	}
-	mp := opts.MeterProvider
+// New returns an Observer whose instruments come from the meter
+// [ScopeName] of mp; pass otel.GetMeterProvider() for the global provider.
+// The error wraps retry.ErrInvalidOption for a nil mp or bad options, or
+// is the meter's error for an instrument it could not make.
+func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	if mp == nil {
-		mp = otel.GetMeterProvider()
+		return nil, fmt.Errorf("%w: retryotel.New: the meter provider is nil; pass otel.GetMeterProvider() for the global one", retry.ErrInvalidOption)
+	}
+	o := &Observer{}
+	ops, err := retrymetrics.NewTable(opts.MaxOperations, o.newSeries)
+	if err != nil {
+		return nil, fmt.Errorf("%w: retryotel.New: %w", retry.ErrInvalidOption, err)
+	}
+	buckets, err := retrymetrics.DurationBuckets(opts.DurationBuckets)
+	if err != nil {
+		return nil, fmt.Errorf("%w: retryotel.New: %w", retry.ErrInvalidOption, err)
 	}
 	m := mp.Meter(ScopeName)
 
-	var o Observer
 	var errs [8]error
 	o.calls, errs[0] = m.Int64Counter("retry.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Calls ended, by outcome."))
@@ -152,15 +145,15 @@ func New(opts Options) (*Observer, error) {
 		metric.WithDescription("Dead letters of failed calls, by result: recorded by a sink, or failed in every sink."))
 	o.perCall, errs[6] = m.Int64Histogram("retry.call.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts per ended call."),
-		metric.WithExplicitBucketBoundaries(adapter.AttemptBuckets()...))
+		metric.WithExplicitBucketBoundaries(retrymetrics.AttemptBuckets()...))
 	o.duration, errs[7] = m.Float64Histogram("retry.call.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from the start of a call to its end, waits included."),
 		metric.WithExplicitBucketBoundaries(buckets...))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("retryotel: making the instruments: %w", err)
 	}
-	o.ops = adapter.NewTable(limit, o.newSeries)
-	return &o, nil
+	o.ops = ops
+	return o, nil
 }
 
 // newSeries builds the options of an operation, and adds 0 to each of
@@ -192,11 +185,17 @@ func (o *Observer) OnAttemptStart(ctx context.Context, e retry.AttemptStart) {
 	o.attempts.Add(ctx, 1, s.add...)
 	if e.Attempt > 1 {
 		o.retries.Add(ctx, 1, s.add...)
-	} else {
-		o.inFlight.Add(ctx, 1, s.add...)
 	}
-	if e.Wait > 0 {
-		o.waiting.Add(ctx, -1, s.add...)
+	o.gauges(ctx, s, retrymetrics.OnAttemptStart(e.Attempt, e.Wait))
+}
+
+// gauges moves the up-down counters of the operation of s by g.
+func (o *Observer) gauges(ctx context.Context, s *series, g retrymetrics.GaugeDelta) {
+	if g.InFlight != 0 {
+		o.inFlight.Add(ctx, int64(g.InFlight), s.add...)
+	}
+	if g.Waiting != 0 {
+		o.waiting.Add(ctx, int64(g.Waiting), s.add...)
 	}
 }
 
@@ -206,8 +205,8 @@ func (o *Observer) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 // OnRetry counts a wait in progress when the retry has a delay, and adds a
 // "retry" event to the span in ctx.
 func (o *Observer) OnRetry(ctx context.Context, e retry.Scheduled) {
-	if e.Delay > 0 {
-		o.waiting.Add(ctx, 1, o.ops.Get(e.Name).add...)
+	if g := retrymetrics.OnRetry(e.Delay); g != (retrymetrics.GaugeDelta{}) {
+		o.gauges(ctx, o.ops.Get(e.Name), g)
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		attrs := []attribute.KeyValue{
@@ -226,15 +225,10 @@ func (o *Observer) OnRetry(ctx context.Context, e retry.Scheduled) {
 // and adds a "retry.done" event to the span in ctx.
 func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
 	s := o.ops.Get(e.Name)
-	if i := adapter.OutcomeIndex(e.Outcome); i >= 0 {
-		o.calls.Add(ctx, 1, s.outcome[i]...)
+	if int(e.Outcome) < len(s.outcome) {
+		o.calls.Add(ctx, 1, s.outcome[e.Outcome]...)
 	}
-	if e.Attempts > 0 {
-		o.inFlight.Add(ctx, -1, s.add...)
-	}
-	if e.Waited {
-		o.waiting.Add(ctx, -1, s.add...)
-	}
+	o.gauges(ctx, s, retrymetrics.OnDone(e.Attempts, e.Waited))
 	switch {
 	case e.DeadLettered:
 		o.deadLetters.Add(ctx, 1, s.recorded...)

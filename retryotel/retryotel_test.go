@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
@@ -18,15 +19,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/adaptertest"
+	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retryotel"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
-	errFlaky = adaptertest.ErrFlaky
-	failing  = adaptertest.Failing
+	errFlaky = metricstest.ErrFlaky
+	failing  = metricstest.Failing
 )
 
 // newObserver returns an Observer on a meter provider with a manual
@@ -36,8 +37,7 @@ func newObserver(t *testing.T, opts retryotel.Options) (*retryotel.Observer, fun
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	opts.MeterProvider = mp
-	obs, err := retryotel.New(opts)
+	obs, err := retryotel.New(mp, opts)
 	require.NoError(t, err)
 	collect := func(name string) metricdata.Metrics {
 		t.Helper()
@@ -70,7 +70,7 @@ func counter(name, unit, desc string, monotonic bool, points ...metricdata.DataP
 func TestObserver_metrics(t *testing.T) {
 	t.Parallel()
 	obs, collect := newObserver(t, retryotel.Options{DurationBuckets: []float64{1, 10}})
-	adaptertest.ThreeCalls(t, obs)
+	metricstest.ThreeCalls(t, obs)
 	op := opSet("charge-card")
 	outcome := func(o string, v int64) metricdata.DataPoint[int64] {
 		return metricdata.DataPoint[int64]{Attributes: opSet("charge-card", retryotel.OutcomeKey.String(o)), Value: v}
@@ -81,7 +81,7 @@ func TestObserver_metrics(t *testing.T) {
 	want := []metricdata.Metrics{
 		counter("retry.calls", "{call}", "Calls ended, by outcome.", true,
 			outcome("success", 1), outcome("permanent", 1), outcome("exhausted", 1), outcome("max-elapsed", 0),
-			outcome("deadline", 0), outcome("canceled", 0), outcome("budget-denied", 0)),
+			outcome("deadline", 0), outcome("canceled", 0)),
 		counter("retry.attempts", "{attempt}", "Attempts made, first attempts included.", true,
 			metricdata.DataPoint[int64]{Attributes: op, Value: 7}),
 		counter("retry.retries", "{attempt}", "Attempts after the first of their call.", true,
@@ -201,24 +201,28 @@ func TestObserver_gauges(t *testing.T) {
 			return float64(sum)
 		}
 	}
-	adaptertest.Gauges(t, obs, value("retry.calls.in_flight"), value("retry.waits.in_progress"))
+	metricstest.Gauges(t, obs, value("retry.calls.in_flight"), value("retry.waits.in_progress"))
 }
 
 func TestNew_errors(t *testing.T) {
 	t.Parallel()
+	mp := sdkmetric.NewMeterProvider()
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	cases := []struct {
 		name string
+		mp   metric.MeterProvider
 		opts retryotel.Options
 		want string
 	}{
-		{name: "negative_max", opts: retryotel.Options{MaxOperations: -1}, want: "MaxOperations -1 is negative"},
-		{name: "empty_buckets", opts: retryotel.Options{DurationBuckets: []float64{}}, want: "DurationBuckets [] must be"},
-		{name: "unordered_buckets", opts: retryotel.Options{DurationBuckets: []float64{2, 1}}, want: "DurationBuckets [2 1] must be"},
+		{name: "nil_provider", opts: retryotel.Options{}, want: "the meter provider is nil"},
+		{name: "negative_max", mp: mp, opts: retryotel.Options{MaxOperations: -1}, want: "retryotel.New: MaxOperations -1 is negative"},
+		{name: "empty_buckets", mp: mp, opts: retryotel.Options{DurationBuckets: []float64{}}, want: "retryotel.New: DurationBuckets [] must be"},
+		{name: "unordered_buckets", mp: mp, opts: retryotel.Options{DurationBuckets: []float64{2, 1}}, want: "retryotel.New: DurationBuckets [2 1] must be"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			obs, err := retryotel.New(tc.opts)
+			obs, err := retryotel.New(tc.mp, tc.opts)
 			assert.Nil(t, obs)
 			assert.ErrorIs(t, err, retry.ErrInvalidOption)
 			assert.ErrorContains(t, err, tc.want)
@@ -228,7 +232,7 @@ func TestNew_errors(t *testing.T) {
 
 func TestObserver_noAllocation(t *testing.T) {
 	obs, _ := newObserver(t, retryotel.Options{})
-	adaptertest.NoAllocation(t, obs)
+	metricstest.NoAllocation(t, obs)
 }
 
 // TestObserver_callWithoutAttempt: a call whose context is done before

@@ -16,9 +16,10 @@
 //	retry_call_duration_seconds{operation}       histogram: from Do's start to its return
 //
 // The outcome label is one of success, permanent, exhausted, max-elapsed,
-// deadline, canceled and budget-denied (reserved for a retry budget: no
-// call has it yet). Every outcome's series exists, at 0, from the first
-// event of an operation, so rate() sees the first failure.
+// deadline and canceled. Every outcome's series exists, at 0, from the
+// first event of an operation, so rate() sees the first failure. The two
+// gauges follow [retrymetrics.GaugeDelta], as retryotel's and the retry
+// package's Stats do.
 //
 // # Cardinality
 //
@@ -29,9 +30,9 @@
 // name is counted under operation="unnamed". Names that are not valid
 // UTF-8 count under "other". All of these count toward the limit.
 //
-// With the default duration buckets each operation has 41 series (13
+// With the default duration buckets each operation has 40 series (12
 // counters and gauges, 11 for the attempts histogram, 17 for the duration
-// histogram), so there are at most 41 × (MaxOperations + 1) in all: 4141
+// histogram), so there are at most 40 × (MaxOperations + 1) in all: 4040
 // by default.
 //
 // The alerts in alerts/retry.rules.yml use these metrics; see
@@ -45,27 +46,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/adapter"
+	"github.com/steadfast-go/retry/retrymetrics"
 )
 
 // Operation names used in place of a call's own name.
 const (
-	// OtherOperation is the operation label of calls whose name came after
-	// the limit of distinct names was reached, or is not valid UTF-8.
-	OtherOperation = adapter.Other
-	// UnnamedOperation is the operation label of calls without a name.
-	UnnamedOperation = adapter.Unnamed
+	// OtherOperation ("other") is the operation label of calls whose name
+	// came after the limit of distinct names was reached, or is not valid
+	// UTF-8.
+	OtherOperation = retrymetrics.Other
+	// UnnamedOperation ("unnamed") is the operation label of calls
+	// without a name.
+	UnnamedOperation = retrymetrics.Unnamed
 )
 
-// OutcomeBudgetDenied is the outcome label reserved for calls refused by a
-// retry budget. No call has it yet; its series stay at 0.
-const OutcomeBudgetDenied = adapter.BudgetDenied
-
-// DefaultMaxOperations is the number of distinct operation names that get
-// their own series when [Options.MaxOperations] is 0.
-const DefaultMaxOperations = 100
+// DefaultMaxOperations (100) is the number of distinct operation names
+// that get their own series when [Options.MaxOperations] is 0.
+const DefaultMaxOperations = retrymetrics.DefaultMaxOperations
 
 // Options configures [New]. The zero value gives the defaults.
+// MaxOperations and DurationBuckets mean the same as in retryotel's Options.
 type Options struct {
 	// Namespace is the prefix of every metric name: letters, digits, _
 	// and :, not starting with a digit. Default: "retry". The alert rules
@@ -81,9 +81,8 @@ type Options struct {
 	DurationBuckets []float64
 }
 
-// outcomes are the outcome label values, indexed by adapter.OutcomeIndex:
-// the outcomes of retry.Outcome, then budget-denied.
-var outcomes = adapter.Outcomes()
+// outcomes are the outcome label values, indexed by retry.Outcome.
+var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeCanceled)
 
 // Observer is a retry.Observer that updates Prometheus metrics, and a
 // prometheus.Collector of them. Build one with [New]; the zero value is
@@ -100,7 +99,7 @@ type Observer struct {
 	perCall    *prometheus.HistogramVec
 	duration   *prometheus.HistogramVec
 
-	ops *adapter.Table[*series]
+	ops *retrymetrics.Table[*series]
 }
 
 // series are the metrics of one operation.
@@ -121,13 +120,14 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("%w: retryprom.New: the registerer is nil", retry.ErrInvalidOption)
 	}
-	limit, err := adapter.Limit("retryprom.New", opts.MaxOperations, DefaultMaxOperations)
+	o := &Observer{}
+	ops, err := retrymetrics.NewTable(opts.MaxOperations, o.newSeries)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: retryprom.New: %w", retry.ErrInvalidOption, err)
 	}
-	buckets, err := adapter.DurationBuckets("retryprom.New", opts.DurationBuckets)
+	buckets, err := retrymetrics.DurationBuckets(opts.DurationBuckets)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: retryprom.New: %w", retry.ErrInvalidOption, err)
 	}
 	ns := opts.Namespace
 	if ns == "" {
@@ -136,7 +136,6 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	if !validName(ns) {
 		return nil, fmt.Errorf("%w: retryprom.New: Namespace %q must be letters, digits, _ and :, not starting with a digit", retry.ErrInvalidOption, ns)
 	}
-	o := &Observer{}
 	op := []string{"operation"}
 	o.calls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "calls_total",
 		Help: "Calls ended, by outcome."}, []string{"operation", "outcome"})
@@ -151,13 +150,13 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	o.deadLetter = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dead_letters_total",
 		Help: "Dead letters of failed calls, by result: recorded by a sink, or failed in every sink."}, []string{"operation", "result"})
 	o.perCall = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "attempts_per_call",
-		Help: "Attempts per ended call.", Buckets: adapter.AttemptBuckets()}, op)
+		Help: "Attempts per ended call.", Buckets: retrymetrics.AttemptBuckets()}, op)
 	o.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "call_duration_seconds",
 		Help: "Time from the start of a call to its end, waits included.", Buckets: buckets}, op)
 	if err := reg.Register(o); err != nil {
 		return nil, fmt.Errorf("retryprom: registering the metrics: %w", err)
 	}
-	o.ops = adapter.NewTable(limit, o.newSeries)
+	o.ops = ops
 	return o, nil
 }
 
@@ -218,12 +217,8 @@ func (o *Observer) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
 	s.attempts.Inc()
 	if e.Attempt > 1 {
 		s.retries.Inc()
-	} else {
-		s.inFlight.Inc()
 	}
-	if e.Wait > 0 {
-		s.waiting.Dec()
-	}
+	s.gauges(retrymetrics.OnAttemptStart(e.Attempt, e.Wait))
 }
 
 // OnAttemptEnd does nothing: attempts are counted as they start.
@@ -231,23 +226,18 @@ func (o *Observer) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 
 // OnRetry counts a wait in progress when the retry has a delay.
 func (o *Observer) OnRetry(_ context.Context, e retry.Scheduled) {
-	if e.Delay > 0 {
-		o.lookup(e.Name).waiting.Inc()
+	if g := retrymetrics.OnRetry(e.Delay); g != (retrymetrics.GaugeDelta{}) {
+		o.lookup(e.Name).gauges(g)
 	}
 }
 
 // OnDone counts the call's outcome, attempts, duration and dead letter.
 func (o *Observer) OnDone(_ context.Context, e retry.Done) {
 	s := o.lookup(e.Name)
-	if i := adapter.OutcomeIndex(e.Outcome); i >= 0 {
-		s.calls[i].Inc()
+	if int(e.Outcome) < len(s.calls) {
+		s.calls[e.Outcome].Inc()
 	}
-	if e.Attempts > 0 {
-		s.inFlight.Dec()
-	}
-	if e.Waited {
-		s.waiting.Dec()
-	}
+	s.gauges(retrymetrics.OnDone(e.Attempts, e.Waited))
 	switch {
 	case e.DeadLettered:
 		s.dlRecorded.Inc()
@@ -256,4 +246,14 @@ func (o *Observer) OnDone(_ context.Context, e retry.Done) {
 	}
 	s.perCall.Observe(float64(e.Attempts))
 	s.duration.Observe(e.Elapsed.Seconds())
+}
+
+// gauges moves the operation's gauges by g.
+func (s *series) gauges(g retrymetrics.GaugeDelta) {
+	if g.InFlight != 0 {
+		s.inFlight.Add(float64(g.InFlight))
+	}
+	if g.Waiting != 0 {
+		s.waiting.Add(float64(g.Waiting))
+	}
 }

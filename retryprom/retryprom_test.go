@@ -14,15 +14,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/adaptertest"
+	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retryprom"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
-	errFlaky = adaptertest.ErrFlaky
-	failing  = adaptertest.Failing
+	errFlaky = metricstest.ErrFlaky
+	failing  = metricstest.Failing
 )
 
 func newObserver(t *testing.T, opts retryprom.Options) (*retryprom.Observer, *prometheus.Registry) {
@@ -36,7 +36,7 @@ func newObserver(t *testing.T, opts retryprom.Options) (*retryprom.Observer, *pr
 func TestObserver_metrics(t *testing.T) {
 	t.Parallel()
 	obs, reg := newObserver(t, retryprom.Options{DurationBuckets: []float64{1, 10}})
-	adaptertest.ThreeCalls(t, obs)
+	metricstest.ThreeCalls(t, obs)
 	want := `
 # HELP retry_attempts_per_call Attempts per ended call.
 # TYPE retry_attempts_per_call histogram
@@ -66,7 +66,6 @@ retry_call_duration_seconds_count{operation="charge-card"} 3
 retry_calls_in_flight{operation="charge-card"} 0
 # HELP retry_calls_total Calls ended, by outcome.
 # TYPE retry_calls_total counter
-retry_calls_total{operation="charge-card",outcome="budget-denied"} 0
 retry_calls_total{operation="charge-card",outcome="canceled"} 0
 retry_calls_total{operation="charge-card",outcome="deadline"} 0
 retry_calls_total{operation="charge-card",outcome="exhausted"} 1
@@ -177,13 +176,12 @@ func sumGauge(t *testing.T, g prometheus.Gatherer, name string) float64 {
 func TestObserver_gauges(t *testing.T) {
 	t.Parallel()
 	obs, reg := newObserver(t, retryprom.Options{})
-	adaptertest.Gauges(t, obs,
+	metricstest.Gauges(t, obs,
 		func() float64 { return sumGauge(t, reg, "retry_calls_in_flight") },
 		func() float64 { return sumGauge(t, reg, "retry_waits_in_progress") })
 	want := `
 # HELP retry_calls_total Calls ended, by outcome.
 # TYPE retry_calls_total counter
-retry_calls_total{operation="op",outcome="budget-denied"} 0
 retry_calls_total{operation="op",outcome="canceled"} 10
 retry_calls_total{operation="op",outcome="deadline"} 10
 retry_calls_total{operation="op",outcome="exhausted"} 0
@@ -256,7 +254,7 @@ func TestNew_errors(t *testing.T) {
 
 func TestObserver_noAllocation(t *testing.T) {
 	obs, _ := newObserver(t, retryprom.Options{})
-	adaptertest.NoAllocation(t, obs)
+	metricstest.NoAllocation(t, obs)
 }
 
 // TestObserver_callWithoutAttempt: a call whose context is done before
@@ -276,7 +274,6 @@ func TestObserver_callWithoutAttempt(t *testing.T) {
 retry_calls_in_flight{operation="op"} 0
 # HELP retry_calls_total Calls ended, by outcome.
 # TYPE retry_calls_total counter
-retry_calls_total{operation="op",outcome="budget-denied"} 0
 retry_calls_total{operation="op",outcome="canceled"} 1
 retry_calls_total{operation="op",outcome="deadline"} 0
 retry_calls_total{operation="op",outcome="exhausted"} 0

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/adaptertest"
+	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retryslog"
 )
 
@@ -52,7 +52,7 @@ func logged(t *testing.T, handlerLevel slog.Level, opts *retryslog.Options, fn f
 
 func TestSlogObserver_retriesThenSuccess(t *testing.T) {
 	t.Parallel()
-	recs := logged(t, slog.LevelDebug, nil, adaptertest.Failing(3, nil))
+	recs := logged(t, slog.LevelDebug, nil, metricstest.Failing(3, nil))
 	want := []map[string]any{
 		{"level": "INFO", "msg": "retry: attempt failed, retrying", "operation": "charge-card", "attempt": 1.0, "delay": 1e9, "error": "flaky"},
 		{"level": "INFO", "msg": "retry: attempt failed, retrying", "operation": "charge-card", "attempt": 2.0, "delay": 1e9, "error": "flaky"},
@@ -63,7 +63,7 @@ func TestSlogObserver_retriesThenSuccess(t *testing.T) {
 
 func TestSlogObserver_firstTrySuccessIsSilent(t *testing.T) {
 	t.Parallel()
-	assert.Empty(t, logged(t, slog.LevelDebug, nil, adaptertest.Failing(1, nil)))
+	assert.Empty(t, logged(t, slog.LevelDebug, nil, metricstest.Failing(1, nil)))
 }
 
 func TestSlogObserver_levels(t *testing.T) {
@@ -75,9 +75,9 @@ func TestSlogObserver_levels(t *testing.T) {
 		level   string
 		outcome string
 	}{
-		{name: "permanent", fn: adaptertest.Failing(2, retry.Permanent(adaptertest.ErrFlaky)), level: "WARN", outcome: "permanent"},
-		{name: "exhausted", fn: adaptertest.Failing(9, nil), level: "ERROR", outcome: "exhausted"},
-		{name: "max_elapsed", fn: adaptertest.Failing(9, nil), extra: []retry.Option{retry.WithMaxElapsed(1500 * time.Millisecond)}, level: "ERROR", outcome: "max-elapsed"},
+		{name: "permanent", fn: metricstest.Failing(2, retry.Permanent(metricstest.ErrFlaky)), level: "WARN", outcome: "permanent"},
+		{name: "exhausted", fn: metricstest.Failing(9, nil), level: "ERROR", outcome: "exhausted"},
+		{name: "max_elapsed", fn: metricstest.Failing(9, nil), extra: []retry.Option{retry.WithMaxElapsed(1500 * time.Millisecond)}, level: "ERROR", outcome: "max-elapsed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,13 +100,13 @@ func TestSlogObserver_contextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 		defer cancel()
-		err := retry.Do(ctx, adaptertest.Failing(9, nil), retry.WithObserver(obs),
+		err := retry.Do(ctx, metricstest.Failing(9, nil), retry.WithObserver(obs),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 
 		ctx, cancel = context.WithCancel(t.Context())
 		time.AfterFunc(500*time.Millisecond, cancel)
-		err = retry.Do(ctx, adaptertest.Failing(9, nil), retry.WithObserver(obs),
+		err = retry.Do(ctx, metricstest.Failing(9, nil), retry.WithObserver(obs),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
 		require.ErrorIs(t, err, context.Canceled)
 	})
@@ -125,7 +125,7 @@ func TestSlogObserver_debugRetriesStayOut(t *testing.T) {
 			return []slog.Attr{slog.String("request_id", "r-1")}
 		},
 	}
-	recs := logged(t, slog.LevelInfo, opts, adaptertest.Failing(9, nil))
+	recs := logged(t, slog.LevelInfo, opts, metricstest.Failing(9, nil))
 	require.Len(t, recs, 1)
 	assert.Equal(t, "ERROR", recs[0]["level"])
 	assert.Equal(t, "r-1", recs[0]["request_id"])
@@ -134,7 +134,7 @@ func TestSlogObserver_debugRetriesStayOut(t *testing.T) {
 
 func TestSlogObserver_noPayloadUnlessOptedIn(t *testing.T) {
 	t.Parallel()
-	recs := logged(t, slog.LevelDebug, nil, adaptertest.Failing(9, nil), retry.WithPayload([]byte("card=4242424242424242")))
+	recs := logged(t, slog.LevelDebug, nil, metricstest.Failing(9, nil), retry.WithPayload([]byte("card=4242424242424242")))
 	require.Len(t, recs, 3)
 	for _, r := range recs {
 		b, err := json.Marshal(r)

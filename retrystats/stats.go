@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrymetrics"
 )
 
 // Stats is a [retry.Observer] that counts calls, attempts, retries, waits and
@@ -15,6 +16,9 @@ import (
 // [retry.WithObserver] and read it with [Stats.Snapshot]. For per-operation
 // metrics use the retryprom or retryotel modules instead: Stats adds up
 // every call it observes, whatever its name.
+//
+// InFlight and Waiting follow the same rule as retryprom's and
+// retryotel's gauges, [retrymetrics.GaugeDelta].
 //
 // Stats uses atomic counters only: it takes no lock and makes no
 // allocation. A Stats is safe for concurrent use by multiple goroutines
@@ -38,27 +42,25 @@ type Stats struct {
 // retry.OutcomeCanceled.
 const numOutcomes = int(retry.OutcomeCanceled) + 1
 
-// attemptBounds are the upper bounds of the attempts-per-call histogram.
-var attemptBounds = [...]int{1, 2, 3, 4, 5, 10, 100, 1000}
-
-// durationBounds are the upper bounds of the call-duration histogram.
-var durationBounds = [...]time.Duration{
-	time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
-	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
-	250 * time.Millisecond, 500 * time.Millisecond, time.Second,
-	2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
-	30 * time.Second, time.Minute,
-}
+// attemptBounds and durationBounds are the upper bounds of the histograms,
+// the same as retryprom's and retryotel's default ones.
+var (
+	attemptBounds  = retrymetrics.AttemptBounds()
+	durationBounds = retrymetrics.DurationBounds()
+)
 
 // OnAttemptStart counts the attempt, and ends the wait before it.
 func (s *Stats) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
-	if e.Attempt > 1 {
-		s.retries.Add(1)
-	} else {
+	g := retrymetrics.OnAttemptStart(e.Attempt, e.Wait)
+	// The attempt that puts its call in flight is its first; Snapshot
+	// derives InFlight from started.
+	if g.InFlight > 0 {
 		s.started.Add(1)
+	} else {
+		s.retries.Add(1)
 	}
-	if e.Wait > 0 {
-		s.waiting.Add(-1)
+	if g.Waiting != 0 {
+		s.waiting.Add(int64(g.Waiting))
 	}
 }
 
@@ -67,8 +69,8 @@ func (s *Stats) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 
 // OnRetry counts a wait in progress when the retry has a delay.
 func (s *Stats) OnRetry(_ context.Context, e retry.Scheduled) {
-	if e.Delay > 0 {
-		s.waiting.Add(1)
+	if g := retrymetrics.OnRetry(e.Delay); g.Waiting != 0 {
+		s.waiting.Add(int64(g.Waiting))
 	}
 }
 
@@ -77,10 +79,11 @@ func (s *Stats) OnDone(_ context.Context, e retry.Done) {
 	// The wait ends and noAttempt counts before calls does, and Snapshot
 	// reads them the other way round, so that a snapshot never shows more
 	// calls ended than started, nor more calls waiting than in flight.
-	if e.Waited {
-		s.waiting.Add(-1)
+	g := retrymetrics.OnDone(e.Attempts, e.Waited)
+	if g.Waiting != 0 {
+		s.waiting.Add(int64(g.Waiting))
 	}
-	if e.Attempts == 0 {
+	if g.InFlight == 0 { // never in flight: no attempt
 		s.noAttempt.Add(1)
 	}
 	if int(e.Outcome) < numOutcomes {
@@ -113,7 +116,7 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 //
 // Once no call is running, the fields agree exactly:
 //
-//	Calls() == Success + Permanent + Exhausted + MaxElapsed + Deadline + Canceled + BudgetDenied
+//	Calls() == Success + Permanent + Exhausted + MaxElapsed + Deadline + Canceled
 //	Retries == Attempts - (Calls() - NoAttempt)
 //	InFlight == 0 && Waiting == 0
 //
@@ -123,10 +126,6 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 type Snapshot struct {
 	// Calls that ended, by outcome (see [retry.Outcome]).
 	Success, Permanent, Exhausted, MaxElapsed, Deadline, Canceled uint64
-	// BudgetDenied is reserved for calls refused by a retry budget. No
-	// budget exists yet, so it is always 0; it is here so that dashboards
-	// and the identity above need no change when one comes.
-	BudgetDenied uint64
 	// NoAttempt counts calls that ended before their first attempt: the
 	// context was already done, or, with [retry.WithIdempotency], the store
 	// replayed an outcome, refused the call, or another caller held the
@@ -167,7 +166,7 @@ type Snapshot struct {
 
 // Calls returns the number of calls that ended: the sum of the outcomes.
 func (s Snapshot) Calls() uint64 {
-	return s.Success + s.Permanent + s.Exhausted + s.MaxElapsed + s.Deadline + s.Canceled + s.BudgetDenied
+	return s.Success + s.Permanent + s.Exhausted + s.MaxElapsed + s.Deadline + s.Canceled
 }
 
 // Outcome returns the number of calls that ended with o, or 0 for an

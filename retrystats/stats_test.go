@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/adaptertest"
+	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retrystats"
 )
 
-var errFlaky = adaptertest.ErrFlaky
+var errFlaky = metricstest.ErrFlaky
 
 // truth is what the conservation test counts on its own, to compare with
 // what Stats counted.
@@ -52,7 +52,7 @@ func (t *truth) add(o truth) {
 // makes the full 100,000 calls.
 func TestStats_conservation(t *testing.T) {
 	calls := 100_000
-	if adaptertest.RaceEnabled {
+	if raceEnabled {
 		calls = 10_000
 	}
 	const callers = 8
@@ -107,7 +107,6 @@ func TestStats_conservation(t *testing.T) {
 		for o := retry.OutcomeSuccess; o <= retry.OutcomeCanceled; o++ {
 			assert.Equal(t, total.outcomes[o], s.Outcome(o), "outcome %s", o)
 		}
-		assert.Zero(t, s.BudgetDenied)
 		assert.Equal(t, total.perCall[0], s.NoAttempt, "calls without attempt")
 		assert.Equal(t, s.Attempts-(s.Calls()-s.NoAttempt), s.Retries, "retries = attempts - calls that started")
 		assert.Equal(t, int64(0), s.InFlight, "in flight")
@@ -207,7 +206,7 @@ func randomCall(t *testing.T, rng *rand.Rand, stats *retrystats.Stats, tr *truth
 func TestStats_gauges(t *testing.T) {
 	t.Parallel()
 	stats := new(retrystats.Stats)
-	adaptertest.Gauges(t, stats,
+	metricstest.Gauges(t, stats,
 		func() float64 { return float64(stats.Snapshot().InFlight) },
 		func() float64 { return float64(stats.Snapshot().Waiting) })
 	s := stats.Snapshot()
@@ -274,6 +273,6 @@ func TestStats_deadLettersAndBuckets(t *testing.T) {
 
 func TestStats_noAllocation(t *testing.T) {
 	stats := new(retrystats.Stats)
-	adaptertest.NoAllocation(t, stats)
+	metricstest.NoAllocation(t, stats)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = stats.Snapshot() }))
 }

@@ -1,0 +1,50 @@
+package retrymetrics_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrymetrics"
+)
+
+func TestBuckets(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, [8]int{1, 2, 3, 4, 5, 10, 100, 1000}, retrymetrics.AttemptBounds())
+	assert.Equal(t, []float64{1, 2, 3, 4, 5, 10, 100, 1000}, retrymetrics.AttemptBuckets())
+	assert.Equal(t, time.Millisecond, retrymetrics.DurationBounds()[0])
+	assert.Equal(t, time.Minute, retrymetrics.DurationBounds()[13])
+
+	def, err := retrymetrics.DurationBuckets(nil)
+	require.NoError(t, err)
+	assert.Equal(t, []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}, def,
+		"the default is DurationBounds in seconds")
+	def[0] = 99
+	again, err := retrymetrics.DurationBuckets(nil)
+	require.NoError(t, err)
+	assert.Equal(t, 0.001, again[0], "a new slice each time")
+
+	custom := []float64{1, 2}
+	got, err := retrymetrics.DurationBuckets(custom)
+	require.NoError(t, err)
+	custom[0] = 0
+	assert.Equal(t, []float64{1, 2}, got, "a copy")
+	for _, bad := range [][]float64{{}, {1, 1}, {2, 1}} {
+		_, err := retrymetrics.DurationBuckets(bad)
+		assert.ErrorContains(t, err, "DurationBuckets", "%v", bad)
+		assert.ErrorContains(t, err, "must be one or more increasing bounds", "%v", bad)
+	}
+}
+
+func TestOutcomeLabels(t *testing.T) {
+	t.Parallel()
+	labels := retrymetrics.OutcomeLabels(retry.OutcomeCanceled)
+	assert.Equal(t, []string{"success", "permanent", "exhausted", "max-elapsed", "deadline", "canceled"}, labels)
+	for o := retry.OutcomeSuccess; o <= retry.OutcomeCanceled; o++ {
+		assert.Equal(t, o.String(), labels[o])
+	}
+	assert.Equal(t, []string{"success"}, retrymetrics.OutcomeLabels(retry.OutcomeSuccess))
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package retrystats_test
+
+const raceEnabled = true
