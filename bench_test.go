@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrystats"
 )
 
 // sink keeps results alive so the compiler cannot drop the calls.
@@ -99,6 +100,40 @@ func BenchmarkRetrierDo_threeFailuresZeroWaits(b *testing.B) {
 		sink = r.Do(ctx, f.call)
 	}
 }
+
+// BenchmarkRetrierDo_parallel shares one Retrier among all goroutines
+// (-cpu 1,2 shows the scaling): a first-try success without an observer
+// writes no shared memory, so it scales with the cores; with Stats every
+// call adds to shared counters. Direct is the floor.
+func BenchmarkRetrierDo_parallel(b *testing.B) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		do   func() error
+	}{
+		{"direct", func() error { return succeedFn(ctx) }},
+		{"no_observer", func() error { return parallelPlain.Do(ctx, succeed) }},
+		{"stats", func() error { return parallelStats.Do(ctx, succeed) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var err error
+				for pb.Next() {
+					err = tc.do()
+				}
+				if err != nil {
+					b.Error(err)
+				}
+			})
+		})
+	}
+}
+
+var (
+	parallelPlain = func() *retry.Retrier { r, _ := retry.New(); return r }()
+	parallelStats = func() *retry.Retrier { r, _ := retry.New(retry.WithObserver(new(retrystats.Stats))); return r }()
+)
 
 // BenchmarkHandLoop_threeFailures is the floor of the one above: a
 // hand-written loop of the same four calls, with no waits, calling fn
