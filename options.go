@@ -42,16 +42,10 @@ type Option func(*config)
 // Retrier's) is never used by a call: Do takes zeroConfig instead.
 type config struct {
 	err            error // the first invalid option, reported by New
-	resolved       bool  // apply has filled in the defaults
-	slow           bool  // the first attempt needs the loop's state; set by apply
 	maxAttempts    int
 	backoff        Backoff
 	jitter         Jitter
-	jitterSet      bool
-	maxDelay       time.Duration
-	maxDelaySet    bool
-	backoffCap     time.Duration // caps the backoff's waits; 0: none (resolved)
-	hintCap        time.Duration // caps server-supplied waits (resolved)
+	maxDelay       time.Duration // caps every wait; 0: only server-supplied ones, at defaultMaxServerDelay
 	maxElapsed     time.Duration
 	attemptTimeout time.Duration
 	clock          clock.Clock
@@ -64,6 +58,9 @@ type config struct {
 	payload        []byte
 	dl             *deadLetterConfig // nil without dead-letter options
 	idem           *idemConfig       // nil: not idempotent
+	resolved       bool              // apply has filled in the defaults
+	slow           bool              // the first attempt needs the loop's state; set by apply
+	jitterSet      bool
 }
 
 func (c *config) fail(format string, args ...any) {
@@ -106,9 +103,14 @@ func WithMaxAttempts(n int) Option {
 // [BackoffFunc] or nil pointer.
 func WithBackoff(b Backoff) Option {
 	return func(c *config) {
-		if s, isNil := nilArg(b); isNil {
-			c.fail("WithBackoff(%s): the backoff must not be nil", s)
-			return
+		switch b.(type) {
+		case constant, linear, exponential, decorrelated:
+			// The library's own: never nil, and cheap to check.
+		default:
+			if s, isNil := nilArg(b); isNil {
+				c.fail("WithBackoff(%s): the backoff must not be nil", s)
+				return
+			}
 		}
 		if v, ok := b.(validator); ok {
 			if err := v.validate(); err != nil {
@@ -152,7 +154,7 @@ func WithMaxDelay(d time.Duration) Option {
 			c.fail("WithMaxDelay(0): a zero cap would remove every wait; for no waits use WithBackoff(Constant(0))")
 			return
 		}
-		c.maxDelay, c.maxDelaySet = d, true
+		c.maxDelay = d
 	}
 }
 

@@ -122,7 +122,12 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 // or hint for a server-supplied delay, each within its cap (see resolve).
 func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time.Duration {
 	if hinted {
-		return min(hint, cfg.hintCap)
+		// An explicit max delay caps every wait; without one only a
+		// server's, since the backoff is the caller's own choice.
+		if cfg.maxDelay > 0 {
+			return min(hint, cfg.maxDelay)
+		}
+		return min(hint, defaultMaxServerDelay)
 	}
 	// Draw random samples only where they change the result: the
 	// library's own schedules other than Decorrelated ignore theirs, and
@@ -138,8 +143,8 @@ func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time
 	if _, random := b.(decorrelated); !random && d > 0 && cfg.jitter != NoJitter {
 		d = cfg.jitter.Apply(d, cfg.random())
 	}
-	if cfg.backoffCap > 0 {
-		d = min(d, cfg.backoffCap)
+	if cfg.maxDelay > 0 {
+		d = min(d, cfg.maxDelay)
 	}
 	return d
 }

@@ -122,12 +122,6 @@ func (c *config) resolve() {
 	if !c.jitterSet {
 		c.jitter, c.jitterSet = FullJitter, true
 	}
-	// An explicit max delay caps every wait; without one only a
-	// server's, since the backoff is the caller's own choice.
-	c.backoffCap, c.hintCap = 0, defaultMaxServerDelay
-	if c.maxDelaySet {
-		c.backoffCap, c.hintCap = c.maxDelay, c.maxDelay
-	}
 	c.resolved = true
 }
 
