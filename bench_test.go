@@ -2,7 +2,7 @@ package retry_test
 
 import (
 	"context"
-	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/parkcost"
+	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retrystats"
 )
 
@@ -157,91 +159,112 @@ func BenchmarkHandLoop_threeFailures(b *testing.B) {
 // handFn is a package variable so that calls through it stay indirect.
 var handFn func(context.Context) error
 
-// BenchmarkParkedCalls parks 100,000 calls in a one-hour wait and reports
-// the heap each holds beyond a goroutine that parks on the same context
-// without Do (goroutine stacks are not heap either way). It then cancels
-// the shared context and reports how long it takes until all have
-// returned, for Do and for the plain goroutines.
+// BenchmarkParkedCalls parks 100,000 calls in a one-hour wait, after one
+// failed attempt, and reports what each holds once all are parked and a
+// GC has run: its live heap and its goroutine's stack, separately, since
+// a goroutine's stack is not heap. It then cancels the shared context and
+// reports how long it takes until all have returned.
 //
-// The floor is the least a hand-written wait does for the same result: a
-// time.Timer, a select on it and ctx.Done(), and context.Cause once the
-// context is done.
+// Each configuration runs beside two references, measured the same way in
+// the same iteration: the floor, the least a hand-written wait does for
+// the same result (a time.Timer, a select on it and ctx.Done(), and
+// context.Cause once the context is done), and the bare goroutine, which
+// parks on ctx.Done() after the same failed call. All figures are
+// absolute per goroutine: the stack is its whole stack (2,048 B unless it
+// grew), the heap what it holds after the GC (the runtime reuses the
+// goroutine descriptors of earlier runs, so they are not in it).
 func BenchmarkParkedCalls(b *testing.B) {
 	const n = 100_000
-	plain := func(parked *sync.WaitGroup) func(context.Context) error {
-		return func(ctx context.Context) error {
-			_ = failOnce(ctx)
-			parked.Done()
-			<-ctx.Done()
-			return ctx.Err()
-		}
-	}
 	// Warm up: the first 100,000 goroutines grow runtime tables that later
-	// runs reuse, which would otherwise count against the baseline.
-	parkedHeap(b, n, plain)
-	for b.Loop() {
-		base, baseElapsed := parkedHeap(b, n, plain)
-		withDo, elapsed := parkedHeap(b, n, func(parked *sync.WaitGroup) func(context.Context) error {
-			r := mustNew(b, retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2),
-				retry.WithWaitArmed(func(time.Duration) { parked.Done() }))
-			return func(ctx context.Context) error { return r.Do(ctx, failOnce) }
-		})
-		floor, floorElapsed := parkedHeap(b, n, func(parked *sync.WaitGroup) func(context.Context) error {
-			return func(ctx context.Context) error {
-				_ = failOnce(ctx)
-				t := time.NewTimer(time.Hour)
-				defer t.Stop()
-				parked.Done()
-				select {
-				case <-t.C:
-					return nil
-				case <-ctx.Done():
-					return context.Cause(ctx)
+	// runs reuse, which would otherwise count against the first figures.
+	measureParked(b, n, parkedBare)
+	for _, c := range []struct {
+		name string
+		opts func() []retry.Option // called per measurement: a fresh store each time
+		ctx  func(ctx context.Context, i int64) context.Context
+	}{
+		{name: "Do"},
+		{name: "Do_observed", opts: func() []retry.Option {
+			return []retry.Option{retry.WithObserver(new(retrystats.Stats))}
+		}},
+		{
+			name: "Do_idempotent",
+			// Each call its own key: it claims it, fails once, and parks
+			// in the retry wait.
+			opts: func() []retry.Option {
+				return []retry.Option{retry.WithIdempotency(memstore.New(nil), nil)}
+			},
+			ctx: func(ctx context.Context, i int64) context.Context {
+				return retry.ContextWithIdempotencyKey(ctx, "parked-"+strconv.FormatInt(i, 10))
+			},
+		},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			do := func(parked *sync.WaitGroup) func(context.Context) error {
+				opts := []retry.Option{retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2),
+					retry.WithWaitArmed(func(time.Duration) { parked.Done() })}
+				if c.opts != nil {
+					opts = append(opts, c.opts()...)
 				}
+				r := mustNew(b, opts...)
+				if c.ctx == nil {
+					return func(ctx context.Context) error { return r.Do(ctx, failOnce) }
+				}
+				var keys atomic.Int64
+				return func(ctx context.Context) error { return r.Do(c.ctx(ctx, keys.Add(1)), failOnce) }
+			}
+			for b.Loop() {
+				got := measureParked(b, n, do)
+				floor := measureParked(b, n, parkedFloor)
+				bare := measureParked(b, n, parkedBare)
+				got.Report(b, "")
+				b.ReportMetric(got.StartStack, "new-goroutine-stack-B")
+				floor.Report(b, "floor-")
+				bare.Report(b, "goroutine-")
+				b.ReportMetric(got.Total()/floor.Total(), "x-floor-total")
+				b.ReportMetric(float64(got.Returned)/float64(floor.Returned), "x-floor-return")
 			}
 		})
-		b.ReportMetric((withDo-base)/n, "heap-B/parked-call")
-		b.ReportMetric((floor-base)/n, "floor-heap-B/parked-call")
-		b.ReportMetric(float64(elapsed.Milliseconds()), "ms-to-return-all")
-		b.ReportMetric(float64(floorElapsed.Milliseconds()), "floor-ms-to-return-all")
-		b.ReportMetric(float64(baseElapsed.Milliseconds()), "baseline-ms-to-return-all")
 	}
 }
 
-// parkedHeap runs n goroutines of the call that prepare builds and waits
-// until all have marked themselves parked. It returns the heap they hold
-// and how long they take to return, each with an error, once their shared
-// context is cancelled.
-func parkedHeap(b *testing.B, n int, prepare func(parked *sync.WaitGroup) func(context.Context) error) (float64, time.Duration) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var parked, returned sync.WaitGroup
+// parkedBare is the bare goroutine: the same failed call, then a park on
+// the context.
+func parkedBare(parked *sync.WaitGroup) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_ = failOnce(ctx)
+		parked.Done()
+		<-ctx.Done()
+		return ctx.Err()
+	}
+}
+
+// parkedFloor is the least a hand-written wait does for Do's result.
+func parkedFloor(parked *sync.WaitGroup) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_ = failOnce(ctx)
+		t := time.NewTimer(time.Hour)
+		defer t.Stop()
+		parked.Done()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// measureParked measures n calls that prepare builds; each marks itself
+// parked with Done when it starts its wait.
+func measureParked(b *testing.B, n int, prepare func(parked *sync.WaitGroup) func(context.Context) error) parkcost.Cost {
+	var parked sync.WaitGroup
 	parked.Add(n)
-	returned.Add(n)
-	call := prepare(&parked)
-	var failed atomic.Int64
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for range n {
-		go func() {
-			defer returned.Done()
-			if call(ctx) != nil {
-				failed.Add(1)
-			}
-		}()
+	c, err := parkcost.Measure(n, prepare(&parked), parked.Wait)
+	if err != nil {
+		b.Fatal(err)
 	}
-	parked.Wait()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	start := time.Now()
-	cancel()
-	returned.Wait()
-	elapsed := time.Since(start)
-	if failed.Load() != int64(n) {
-		b.Fatalf("%d of %d calls returned an error", failed.Load(), n)
-	}
-	return float64(after.HeapAlloc) - float64(before.HeapAlloc), elapsed
+	return c
 }
 
 func failOnce(context.Context) error { return errTransient }
