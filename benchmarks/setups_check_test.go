@@ -34,3 +34,37 @@ func TestSetups_doWhatTheBenchmarksSay(t *testing.T) {
 		t.Run("ThreeFailures/"+s.name, func(t *testing.T) { check(t, s, 3, 4) })
 	}
 }
+
+// TestParkedSetups_waitAnHourAfterOneFailure checks each parked setup
+// once: it calls the operation once, is still waiting a second before the
+// hour is up, and returns an error as soon as its context is cancelled.
+func TestParkedSetups_waitAnHourAfterOneFailure(t *testing.T) {
+	for _, s := range parkedSetups {
+		t.Run(s.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				calls := 0
+				fail := s.transient(errTransient)
+				fn := func(context.Context) error { calls++; return fail }
+				var err error
+				done := make(chan struct{})
+				go func() { err = s.build()(ctx, fn); close(done) }()
+				time.Sleep(time.Hour - time.Second)
+				synctest.Wait()
+				select {
+				case <-done:
+					t.Fatalf("returned before the hour was up: %v", err)
+				default:
+				}
+				assert.Equal(t, 1, calls)
+				start := time.Now()
+				cancel()
+				<-done
+				require.Error(t, err)
+				assert.Equal(t, time.Duration(0), time.Since(start))
+				assert.Equal(t, 1, calls)
+			})
+		})
+	}
+}
