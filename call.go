@@ -19,6 +19,8 @@ type call struct {
 	prevWait time.Duration
 	last     error
 	timer    waitTimer
+	deadline time.Time   // the context's deadline, read at the first failure
+	dlState  uint8       // 0: deadline not read yet; 1: none; 2: read
 	waited   bool        // the call ended in (or right after) a non-zero wait
 	dead     *attemptLog // the dead-letter hook's per-attempt errors; nil until a failure
 	dlStored bool        // the dead-letter hook stored the call's record
@@ -144,9 +146,15 @@ func (c *call) next(attempt int, prev time.Duration, err error, maxAttempts int)
 	if c.cfg.maxElapsed > 0 {
 		elapsed = c.cfg.now().Sub(c.start)
 	}
-	deadline, hasDeadline := c.ctx.Deadline()
+	if c.dlState == 0 { // a context's deadline never changes: read it once
+		c.dlState = 1
+		if d, ok := c.ctx.Deadline(); ok {
+			c.deadline, c.dlState = d, 2
+		}
+	}
+	hasDeadline := c.dlState == 2
 	if hasDeadline {
-		left = c.cfg.until(deadline)
+		left = c.cfg.until(c.deadline)
 	}
 	return c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil, elapsed, left, hasDeadline)
 }
