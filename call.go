@@ -161,7 +161,7 @@ func (c *call) next(attempt int, prev time.Duration, err error, maxAttempts int)
 
 // sleep waits d on the call's timer and reports whether it ran to the end
 // (false: the context was done first). A zero wait arms no timer, but
-// still calls the WithWaitArmed hook, so that a test advancing a mock
+// still calls the clock's WaitArmed hook, so that a test advancing a mock
 // clock once per wait sees every wait of any schedule.
 func (c *call) sleep(d time.Duration) bool {
 	if d <= 0 {
