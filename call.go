@@ -19,6 +19,8 @@ type call struct {
 	prevWait time.Duration
 	last     error
 	timer    waitTimer
+	deadline time.Time   // the context's deadline, read at the first failure
+	dlState  uint8       // 0: deadline not read yet; 1: none; 2: read
 	waited   bool        // the call ended in (or right after) a non-zero wait
 	dead     *attemptLog // the dead-letter hook's per-attempt errors; nil until a failure
 	dlStored bool        // the dead-letter hook stored the call's record
@@ -144,16 +146,22 @@ func (c *call) next(attempt int, prev time.Duration, err error, maxAttempts int)
 	if c.cfg.maxElapsed > 0 {
 		elapsed = c.cfg.now().Sub(c.start)
 	}
-	deadline, hasDeadline := c.ctx.Deadline()
+	if c.dlState == 0 { // a context's deadline never changes: read it once
+		c.dlState = 1
+		if d, ok := c.ctx.Deadline(); ok {
+			c.deadline, c.dlState = d, 2
+		}
+	}
+	hasDeadline := c.dlState == 2
 	if hasDeadline {
-		left = c.cfg.until(deadline)
+		left = c.cfg.until(c.deadline)
 	}
 	return c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil, elapsed, left, hasDeadline)
 }
 
 // sleep waits d on the call's timer and reports whether it ran to the end
 // (false: the context was done first). A zero wait arms no timer, but
-// still calls the WithWaitArmed hook, so that a test advancing a mock
+// still calls the clock's WaitArmed hook, so that a test advancing a mock
 // clock once per wait sees every wait of any schedule.
 func (c *call) sleep(d time.Duration) bool {
 	if d <= 0 {

@@ -81,37 +81,31 @@ func WithDeadLetter(sink DeadLetterSink, opts *DeadLetterOptions) Option {
 		o = *opts
 		o.On = append([]Outcome(nil), o.On...) // the caller may reuse its slice
 	}
-	return func(c *config) {
-		if s, isNil := nilArg(sink); isNil {
-			c.fail("WithDeadLetter(%s, opts): the sink must not be nil", s)
-			return
-		}
-		if s, isNil := nilArg(o.Fallback); o.Fallback != nil && isNil {
-			c.fail("WithDeadLetter: DeadLetterOptions.Fallback is %s; leave it nil for none", s)
-			return
-		}
-		if o.Timeout < 0 {
-			c.fail("WithDeadLetter: DeadLetterOptions.Timeout is %v; it must not be negative (0 is the default)", o.Timeout)
-			return
-		}
-		d := &deadLetterConfig{sink: sink, fallback: o.Fallback, on: defaultDeadLetterOn,
-			timeout: or(o.Timeout, defaultDeadLetterTimeout), maxErrors: o.MaxErrors}
-		switch {
-		case o.MaxErrors == 0:
-			d.maxErrors = defaultDeadLetterErrors
-		case o.MaxErrors < 0:
-			d.maxErrors = 0
-		}
-		if len(o.On) > 0 {
-			d.on = 0
-			for _, out := range o.On {
-				if out == OutcomeSuccess || out > OutcomeCanceled {
-					c.fail("WithDeadLetter: DeadLetterOptions.On holds %v; only failure outcomes can be dead-lettered", out)
-					return
-				}
-				d.on |= 1 << out
-			}
-		}
-		c.dl = d
+	if s, isNil := nilArg(sink); isNil {
+		return invalid("WithDeadLetter(%s, opts): the sink must not be nil", s)
 	}
+	if s, isNil := nilArg(o.Fallback); o.Fallback != nil && isNil {
+		return invalid("WithDeadLetter: DeadLetterOptions.Fallback is %s; leave it nil for none", s)
+	}
+	if o.Timeout < 0 {
+		return invalid("WithDeadLetter: DeadLetterOptions.Timeout is %v; it must not be negative (0 is the default)", o.Timeout)
+	}
+	d := &deadLetterConfig{sink: sink, fallback: o.Fallback, on: defaultDeadLetterOn,
+		timeout: or(o.Timeout, defaultDeadLetterTimeout), maxErrors: o.MaxErrors}
+	switch {
+	case o.MaxErrors == 0:
+		d.maxErrors = defaultDeadLetterErrors
+	case o.MaxErrors < 0:
+		d.maxErrors = 0
+	}
+	if len(o.On) > 0 {
+		d.on = 0
+		for _, out := range o.On {
+			if out == OutcomeSuccess || out > OutcomeCanceled {
+				return invalid("WithDeadLetter: DeadLetterOptions.On holds %v; only failure outcomes can be dead-lettered", out)
+			}
+			d.on |= 1 << out
+		}
+	}
+	return Option{set: setDeadLetter, v: d}
 }

@@ -6,5 +6,5 @@ import "time"
 // on the real clock (under testing/synctest): users get the same hook from
 // a clock with a WaitArmed method, such as retrytest.Clock.
 func WithWaitArmed(f func(d time.Duration)) Option {
-	return func(c *config) { c.testWaitArmed = f }
+	return Option{set: setFunc, v: func(c config) config { c.testWaitArmed = f; return c }}
 }

@@ -151,41 +151,35 @@ func WithIdempotency(store IdempotencyStore, opts *IdempotencyOptions) Option {
 	if opts != nil {
 		o = *opts
 	}
-	return func(c *config) {
-		if s, isNil := nilArg(store); isNil {
-			// The key is an identifier: it stays out of the error text.
-			c.fail("WithIdempotency(%s, opts): the store must not be nil", s)
-			return
-		}
-		if p := idemKeyProblem(o.Key); o.Key != "" && p != "" {
-			c.fail("WithIdempotency: %s", p)
-			return
-		}
-		for _, d := range [...]struct {
-			name string
-			v    time.Duration
-		}{{"Lease", o.Lease}, {"Retention", o.Retention}, {"StoreTimeout", o.StoreTimeout}} {
-			if d.v < 0 {
-				c.fail("WithIdempotency: IdempotencyOptions.%s is %v; it must not be negative (0 is the default)", d.name, d.v)
-				return
-			}
-		}
-		if (o.Marshal == nil) != (o.Unmarshal == nil) {
-			c.fail("WithIdempotency: set both IdempotencyOptions.Marshal and Unmarshal, or neither")
-			return
-		}
-		ic := &idemConfig{
-			store: store, key: o.Key,
-			lease: or(o.Lease, defaultLease), retention: or(o.Retention, defaultRetention),
-			storeTimeout: or(o.StoreTimeout, defaultStoreTimeout),
-			marshal:      json.Marshal, unmarshal: json.Unmarshal,
-			noWait: o.FailWhileHeld, failOpen: o.FailOpen, keepFailures: o.KeepFailures,
-		}
-		if o.Marshal != nil {
-			ic.marshal, ic.unmarshal = o.Marshal, o.Unmarshal
-		}
-		c.idem = ic
+	if s, isNil := nilArg(store); isNil {
+		// The key is an identifier: it stays out of the error text.
+		return invalid("WithIdempotency(%s, opts): the store must not be nil", s)
 	}
+	if p := idemKeyProblem(o.Key); o.Key != "" && p != "" {
+		return invalid("WithIdempotency: %s", p)
+	}
+	for _, d := range [...]struct {
+		name string
+		v    time.Duration
+	}{{"Lease", o.Lease}, {"Retention", o.Retention}, {"StoreTimeout", o.StoreTimeout}} {
+		if d.v < 0 {
+			return invalid("WithIdempotency: IdempotencyOptions.%s is %v; it must not be negative (0 is the default)", d.name, d.v)
+		}
+	}
+	if (o.Marshal == nil) != (o.Unmarshal == nil) {
+		return invalid("WithIdempotency: set both IdempotencyOptions.Marshal and Unmarshal, or neither")
+	}
+	ic := &idemConfig{
+		store: store, key: o.Key,
+		lease: or(o.Lease, defaultLease), retention: or(o.Retention, defaultRetention),
+		storeTimeout: or(o.StoreTimeout, defaultStoreTimeout),
+		marshal:      json.Marshal, unmarshal: json.Unmarshal,
+		noWait: o.FailWhileHeld, failOpen: o.FailOpen, keepFailures: o.KeepFailures,
+	}
+	if o.Marshal != nil {
+		ic.marshal, ic.unmarshal = o.Marshal, o.Unmarshal
+	}
+	return Option{set: setIdempotency, v: ic}
 }
 
 // or returns d, or def when d is zero.

@@ -34,8 +34,97 @@ const (
 
 // Option configures a [Retrier]. Options are applied once, in order, by
 // [New] or [Retrier.With] (or by the package-level [Do] and [DoValue]); a
-// later option overrides an earlier one of the same kind.
-type Option func(*config)
+// later option overrides an earlier one of the same kind. Build them with
+// the With functions; the zero Option is invalid. An Option is a small
+// value that holds its setting: applying one calls no code, which is what
+// lets the package-level Do keep its policy on the stack.
+type Option struct {
+	set setting
+	n   int64  // attempts, a duration, a Jitter
+	v   any    // an interface setting, a resolved feature config, or the error of bad input
+	s   string // a name
+	b   []byte // a payload
+}
+
+// setting says which setting an Option holds.
+type setting uint8
+
+const (
+	setNone setting = iota // the zero Option
+	setInvalid
+	setMaxAttempts
+	setBackoff
+	setJitter
+	setMaxDelay
+	setMaxElapsed
+	setAttemptTimeout
+	setClock
+	setRetryIf
+	setRandom
+	setObserver
+	setName
+	setPayload
+	setIdempotency
+	setDeadLetter
+	setFunc // anything else: v is a func(config) config, for the package's own use
+)
+
+// invalid is the Option of bad input: New reports err.
+func invalid(format string, args ...any) Option {
+	return Option{set: setInvalid, v: fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)}
+}
+
+// applyOne applies o to c.
+func (c *config) applyOne(i int, o *Option) {
+	switch o.set {
+	case setNone:
+		c.fail("option %d is the zero Option; build options with the With functions", i)
+	case setInvalid:
+		if c.err == nil {
+			c.err = o.v.(error)
+		}
+	case setMaxAttempts:
+		c.maxAttempts = int(o.n)
+	case setBackoff:
+		c.backoff = o.v.(Backoff)
+	case setJitter:
+		c.jitter, c.jitterSet = Jitter(o.n), true
+	case setMaxDelay:
+		c.maxDelay = time.Duration(o.n)
+	case setMaxElapsed:
+		c.maxElapsed = time.Duration(o.n)
+	case setAttemptTimeout:
+		c.attemptTimeout = time.Duration(o.n)
+	case setClock:
+		c.clock = o.v.(clock.Clock)
+	case setRetryIf:
+		c.retryIf = o.v.(func(error) bool)
+	case setRandom:
+		c.rand = o.v.(*lockedSource)
+	case setObserver:
+		obs := o.v.(Observer)
+		switch prev := c.observer.(type) {
+		case nil:
+			c.observer = obs
+		case observers:
+			c.observer = append(prev[:len(prev):len(prev)], obs)
+		default:
+			c.observer = observers{prev, obs}
+		}
+	case setName:
+		c.name = o.s
+	case setPayload:
+		c.payload = o.b
+	case setIdempotency:
+		c.idem = o.v.(*idemConfig)
+	case setDeadLetter:
+		c.dl = o.v.(*deadLetterConfig)
+	case setFunc:
+		// By value: a *config passed to a func value would put every
+		// config on the heap.
+		*c = o.v.(func(config) config)(*c)
+	}
+}
 
 // config holds what the options set, with the defaults resolved once, by
 // apply, for the calls to use as they are. An unresolved config (the zero
@@ -89,53 +178,39 @@ func nilArg(v any) (string, bool) {
 // Default: 3, one call and two retries, as the SRE book and the AWS SDKs
 // use, so a failing dependency sees at most 3x its normal load.
 func WithMaxAttempts(n int) Option {
-	return func(c *config) {
-		if n < 1 {
-			c.fail("WithMaxAttempts(%d): attempts must be at least 1 (math.MaxInt for no limit)", n)
-			return
-		}
-		c.maxAttempts = n
+	if n < 1 {
+		return invalid("WithMaxAttempts(%d): attempts must be at least 1 (math.MaxInt for no limit)", n)
 	}
+	return Option{set: setMaxAttempts, n: int64(n)}
 }
 
 // WithBackoff sets the schedule of waits between attempts. Default:
 // Exponential(100ms, 2, 10s). b must not be nil, nor hold a nil
 // [BackoffFunc] or nil pointer.
 func WithBackoff(b Backoff) Option {
-	return func(c *config) {
-		switch b.(type) {
-		case constant, linear, exponential, decorrelated:
-			// The library's own: never nil, and cheap to check.
-		default:
-			if s, isNil := nilArg(b); isNil {
-				c.fail("WithBackoff(%s): the backoff must not be nil", s)
-				return
-			}
+	switch b.(type) {
+	case constant, linear, exponential, decorrelated:
+		// The library's own: never nil, and cheap to check.
+	default:
+		if s, isNil := nilArg(b); isNil {
+			return invalid("WithBackoff(%s): the backoff must not be nil", s)
 		}
-		if v, ok := b.(validator); ok {
-			if err := v.validate(); err != nil {
-				if c.err == nil {
-					c.err = err
-				}
-				return
-			}
-		}
-		c.backoff = b
 	}
+	if v, ok := b.(validator); ok {
+		if err := v.validate(); err != nil {
+			return Option{set: setInvalid, v: err}
+		}
+	}
+	return Option{set: setBackoff, v: b}
 }
 
 // WithJitter sets how waits are randomized. Default: [FullJitter]. It has
 // no effect on [Decorrelated], which is random by itself.
 func WithJitter(j Jitter) Option {
-	return func(c *config) {
-		if err := j.validate(); err != nil {
-			if c.err == nil {
-				c.err = err
-			}
-			return
-		}
-		c.jitter, c.jitterSet = j, true
+	if err := j.validate(); err != nil {
+		return Option{set: setInvalid, v: err}
 	}
+	return Option{set: setJitter, n: int64(j)}
 }
 
 // WithMaxDelay caps every wait, the backoff's after jitter and
@@ -145,17 +220,13 @@ func WithJitter(j Jitter) Option {
 // the backoff's waits (the schedule's own max applies), and
 // [defaultMaxServerDelay] on server-supplied ones.
 func WithMaxDelay(d time.Duration) Option {
-	return func(c *config) {
-		switch {
-		case d < 0:
-			c.fail("WithMaxDelay(%v): the delay must not be negative", d)
-			return
-		case d == 0:
-			c.fail("WithMaxDelay(0): a zero cap would remove every wait; for no waits use WithBackoff(Constant(0))")
-			return
-		}
-		c.maxDelay = d
+	switch {
+	case d < 0:
+		return invalid("WithMaxDelay(%v): the delay must not be negative", d)
+	case d == 0:
+		return invalid("WithMaxDelay(0): a zero cap would remove every wait; for no waits use WithBackoff(Constant(0))")
 	}
+	return Option{set: setMaxDelay, n: int64(d)}
 }
 
 // WithMaxElapsed sets a time budget for the whole call, attempts and waits
@@ -166,13 +237,10 @@ func WithMaxDelay(d time.Duration) Option {
 // deadline or [WithAttemptTimeout] for that. d must not be negative; 0
 // means no budget. Default: no budget.
 func WithMaxElapsed(d time.Duration) Option {
-	return func(c *config) {
-		if d < 0 {
-			c.fail("WithMaxElapsed(%v): the budget must not be negative", d)
-			return
-		}
-		c.maxElapsed = d
+	if d < 0 {
+		return invalid("WithMaxElapsed(%v): the budget must not be negative", d)
 	}
+	return Option{set: setMaxElapsed, n: int64(d)}
 }
 
 // WithAttemptTimeout gives each attempt its own context, derived from Do's
@@ -184,13 +252,10 @@ func WithMaxElapsed(d time.Duration) Option {
 // context.WithTimeout, or by the injected clock's WithTimeout, which with
 // clock.Mock also starts a goroutine for the attempt.
 func WithAttemptTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d < 0 {
-			c.fail("WithAttemptTimeout(%v): the timeout must not be negative", d)
-			return
-		}
-		c.attemptTimeout = d
+	if d < 0 {
+		return invalid("WithAttemptTimeout(%v): the timeout must not be negative", d)
 	}
+	return Option{set: setAttemptTimeout, n: int64(d)}
 }
 
 // WithClock sets the clock for waits, the time budget, attempt timeouts,
@@ -208,13 +273,10 @@ func WithAttemptTimeout(d time.Duration) Option {
 // clock build them with mock.WithTimeout or mock.WithDeadline. c must not
 // be nil, nor hold a nil pointer.
 func WithClock(c clock.Clock) Option {
-	return func(cfg *config) {
-		if s, isNil := nilArg(c); isNil {
-			cfg.fail("WithClock(%s): the clock must not be nil", s)
-			return
-		}
-		cfg.clock = c
+	if s, isNil := nilArg(c); isNil {
+		return invalid("WithClock(%s): the clock must not be nil", s)
 	}
+	return Option{set: setClock, v: c}
 }
 
 // WithRetryIf sets which errors are worth another attempt: when f returns
@@ -224,13 +286,10 @@ func WithClock(c clock.Clock) Option {
 // done. f must be safe for concurrent use. Default: every error is
 // retried.
 func WithRetryIf(f func(error) bool) Option {
-	return func(c *config) {
-		if f == nil {
-			c.fail("WithRetryIf(nil): the predicate must not be nil")
-			return
-		}
-		c.retryIf = f
+	if f == nil {
+		return invalid("WithRetryIf(nil): the predicate must not be nil")
 	}
+	return Option{set: setRetryIf, v: f}
 }
 
 // WithRandom sets the source of the random samples used by jitter and
@@ -240,13 +299,10 @@ func WithRetryIf(f func(error) bool) Option {
 // not be nil, nor hold a nil pointer. Default: math/rand/v2's global
 // generator, which needs no lock.
 func WithRandom(src rand.Source) Option {
-	return func(c *config) {
-		if s, isNil := nilArg(src); isNil {
-			c.fail("WithRandom(%s): the source must not be nil", s)
-			return
-		}
-		c.rand = &lockedSource{src: src}
+	if s, isNil := nilArg(src); isNil {
+		return invalid("WithRandom(%s): the source must not be nil", s)
 	}
+	return Option{set: setRandom, v: &lockedSource{src: src}}
 }
 
 // WithObserver adds an observer of attempts, retries and outcomes. Given
@@ -254,27 +310,17 @@ func WithRandom(src rand.Source) Option {
 // must not be nil, nor hold a nil pointer. Default: none, which costs
 // nothing.
 func WithObserver(o Observer) Option {
-	return func(c *config) {
-		if s, isNil := nilArg(o); isNil {
-			c.fail("WithObserver(%s): the observer must not be nil", s)
-			return
-		}
-		switch prev := c.observer.(type) {
-		case nil:
-			c.observer = o
-		case observers:
-			c.observer = append(prev[:len(prev):len(prev)], o)
-		default:
-			c.observer = observers{prev, o}
-		}
+	if s, isNil := nilArg(o); isNil {
+		return invalid("WithObserver(%s): the observer must not be nil", s)
 	}
+	return Option{set: setObserver, v: o}
 }
 
 // WithName names the operation for observers, logs and metrics (as their
 // "operation" label). Keep names few and fixed, such as "charge-card":
 // never put IDs or user input in them. Default: "".
 func WithName(name string) Option {
-	return func(c *config) { c.name = name }
+	return Option{set: setName, s: name}
 }
 
 // WithPayload attaches the operation's input, such as a request body, to
@@ -282,7 +328,7 @@ func WithName(name string) Option {
 // different work, and dead letters keep it for replay. Do does not copy p;
 // do not change it while the call runs. Default: none.
 func WithPayload(p []byte) Option {
-	return func(c *config) { c.payload = p }
+	return Option{set: setPayload, b: p}
 }
 
 // lockedSource makes a rand.Source safe for concurrent use.

@@ -10,7 +10,7 @@ package retry
 // what deadletter.Redrive uses; use it to write your own.
 // src must not be nil when r has no sink.
 func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error) {
-	return r.With(WithName(dl.Name), WithPayload(dl.Payload), func(c *config) {
+	return r.With(WithName(dl.Name), WithPayload(dl.Payload), Option{set: setFunc, v: func(c config) config {
 		d := &deadLetterConfig{timeout: defaultDeadLetterTimeout, maxErrors: defaultDeadLetterErrors}
 		if c.dl != nil {
 			*d = *c.dl
@@ -18,7 +18,7 @@ func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error
 		if d.sink == nil {
 			if s, isNil := nilArg(src); isNil {
 				c.fail("ForRedrive(dl, %s): the Retrier has no sink, so the source must not be nil", s)
-				return
+				return c
 			}
 			d.sink = src
 		}
@@ -28,5 +28,6 @@ func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error
 		if dl.IdempotencyKey == "" {
 			c.idem = nil
 		}
-	})
+		return c
+	}})
 }

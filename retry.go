@@ -28,12 +28,8 @@ func New(opts ...Option) (*Retrier, error) {
 }
 
 func (c *config) apply(opts []Option) error {
-	for i, o := range opts {
-		if o == nil {
-			c.fail("option %d is nil", i)
-			continue
-		}
-		o(c)
+	for i := range opts {
+		c.applyOne(i, &opts[i])
 	}
 	c.checkIdem()
 	c.resolve()
@@ -111,13 +107,17 @@ func (r *Retrier) config() *config {
 	return &r.c
 }
 
+// defaultBackoff is the schedule of a Retrier without WithBackoff. It is
+// made once, so that resolving it costs no allocation.
+var defaultBackoff Backoff = exponential{initial: defaultInitialDelay, multiplier: defaultMultiplier, max: defaultBackoffMax}
+
 // resolve fills in the defaults of what the options left unset.
 func (c *config) resolve() {
 	if c.maxAttempts == 0 {
 		c.maxAttempts = defaultMaxAttempts
 	}
 	if c.backoff == nil {
-		c.backoff = exponential{initial: defaultInitialDelay, multiplier: defaultMultiplier, max: defaultBackoffMax}
+		c.backoff = defaultBackoff
 	}
 	if !c.jitterSet {
 		c.jitter, c.jitterSet = FullJitter, true
@@ -163,14 +163,25 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 	return run(ctx, cfg, fn)
 }
 
-// Do calls fn with a Retrier built from opts; see [Retrier.Do]. It costs
-// one allocation per call for the options; on hot paths build a Retrier
-// once with [New] instead.
+// Do calls fn with a Retrier built from opts; see [Retrier.Do]. Options
+// without observers, idempotency, dead letters or time limits cost no
+// allocation when the first attempt succeeds: the policy is built on the
+// stack and moved to the heap only when a retry needs it.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
-	var r Retrier
-	if err := r.c.apply(opts); err != nil {
+	var c config
+	if err := c.apply(opts); err != nil {
 		return err
 	}
+	if !c.slow && ctx != nil && fn != nil && ctx.Err() == nil {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		r := &Retrier{c: c}
+		_, err = loop[struct{}](ctx, &r.c, unit(fn), err, nil)
+		return err
+	}
+	r := &Retrier{c: c}
 	return r.Do(ctx, fn)
 }
 

@@ -637,7 +637,7 @@ func TestNew_rejectsBadInputWithoutCallingFn(t *testing.T) {
 		{"nil_retry_if", retry.WithRetryIf(nil), "WithRetryIf(nil)"},
 		{"nil_random", retry.WithRandom(nil), "WithRandom(nil)"},
 		{"nil_observer", retry.WithObserver(nil), "WithObserver(nil)"},
-		{"nil_option", nil, "option 0 is nil"},
+		{"zero_option", retry.Option{}, "option 0 is the zero Option"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

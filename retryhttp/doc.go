@@ -74,7 +74,7 @@
 //
 // A request's Idempotency-Key (given or generated) also becomes its key for
 // a Retrier built with retry.WithIdempotency(store, nil), scoped as
-// "http METHOD host KEY" (at most [retry.MaxIdempotencyKeyLen] bytes in
+// "http METHOD host KEY" (at most 255 bytes in
 // all), unless the request's context has a key already
 // ([retry.ContextWithIdempotencyKey]). The store then keeps the status of a
 // completed request, not its response: a later request with the same key

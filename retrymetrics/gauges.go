@@ -38,7 +38,7 @@ func OnAttemptStart(attempt int, wait time.Duration) GaugeDelta {
 	return d
 }
 
-// OnRetry returns the delta of a scheduled retry, from the RetryScheduled
+// OnRetry returns the delta of a scheduled retry, from the Scheduled
 // event's Delay.
 func OnRetry(delay time.Duration) GaugeDelta {
 	if delay > 0 {
