@@ -87,6 +87,11 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 		}
 		return nil
 	}
+	if cfg.idem == nil && !cfg.dl.active() {
+		// No hooks: run would only add its frame to a parked call's stack.
+		_, err := loop(ctx, cfg, unit(fn), nil, nil)
+		return err
+	}
 	_, err := run(ctx, cfg, unit(fn))
 	return err
 }
@@ -159,6 +164,9 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 			return loop(ctx, cfg, fn, err, nil)
 		}
 		return v, nil
+	}
+	if cfg.idem == nil && !cfg.dl.active() {
+		return loop(ctx, cfg, fn, nil, nil)
 	}
 	return run(ctx, cfg, fn)
 }
@@ -253,13 +261,17 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			var zero T
 			return finish(&c, hooks, zero, c.stopFor(verdict))
 		}
-		if obs := cfg.observer; obs != nil {
-			obs.OnRetry(ctx, Scheduled{Name: cfg.name, Attempt: c.attempts, Delay: d, Err: err})
+		if cfg.observer != nil {
+			c.scheduled(d, err)
 		}
 		c.prevWait = d
-		if !c.sleep(d) {
-			var zero T
-			return finish(&c, hooks, zero, c.stopForContext(true))
+		if ch := c.armWait(d); ch != nil {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				var zero T
+				return finish(&c, hooks, zero, c.stopForContext(true))
+			}
 		}
 		err = nil
 	}
