@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/parkcost"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retrystats"
+	"github.com/steadfast-go/retry/retrytest/parkcost"
 )
 
 // sink keeps results alive so the compiler cannot drop the calls.

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/parkcost"
 	"github.com/steadfast-go/retry/retrystats"
+	"github.com/steadfast-go/retry/retrytest/parkcost"
 )
 
 // TestDo_parkedCallKeepsTwoKBStack: a call parked in a wait, with or

@@ -9,7 +9,7 @@ import (
 	cenkalti "github.com/cenkalti/backoff/v5"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/internal/parkcost"
+	"github.com/steadfast-go/retry/retrytest/parkcost"
 )
 
 // parkedSetup is one way to make a call that fails once and then waits an

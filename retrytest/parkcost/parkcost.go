@@ -1,5 +1,8 @@
-// Package parkcost measures what calls parked in a long wait hold, for the
-// benchmarks of the root module and of the benchmarks module alike.
+// Package parkcost measures what calls parked in a long wait hold (heap
+// and goroutine stack, per call) and how long they take to return once
+// their context is cancelled: the measure behind the parked-call
+// benchmarks of this repository, usable for any retrying code. It is
+// test support; nothing in the library imports it.
 package parkcost
 
 import (

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/steadfast-go/retry/internal/parkcost"
+	"github.com/steadfast-go/retry/retrytest/parkcost"
 )
 
 // parkedCall parks on ctx, marks itself parked, and returns ret(ctx).
