@@ -18,16 +18,6 @@ var ErrExhausted = errors.New("retry: attempts exhausted")
 // problem. When Do returns it, fn was not called.
 var ErrInvalidOption = errors.New("retry: invalid option")
 
-// wrapped is a sentinel that wraps another sentinel without the ": " join
-// that fmt.Errorf would put in its message.
-type wrapped struct {
-	msg string
-	err error
-}
-
-func (w *wrapped) Error() string { return w.msg }
-func (w *wrapped) Unwrap() error { return w.err }
-
 // Error is the error Do returns whenever no attempt succeeded, whatever the
 // reason: the shape is the same on every path, so callers can rely on
 // errors.As and errors.Is alone.
@@ -143,15 +133,7 @@ func (p *permanentError) Unwrap() error { return p.err }
 // It does not look further inside an [*Error]: the markers an inner Do saw
 // were that Do's to act on.
 func IsPermanent(err error) bool {
-	return walk(err, func(err error) bool {
-		switch e := err.(type) {
-		case *permanentError:
-			return true
-		case *Error:
-			return e.Outcome == OutcomePermanent
-		}
-		return false
-	}) != nil
+	return classify(err).permanent
 }
 
 // After marks err with a delay the server asked for, such as an HTTP
@@ -176,19 +158,6 @@ type retryAfterError struct {
 
 func (r *retryAfterError) Error() string { return r.err.Error() }
 func (r *retryAfterError) Unwrap() error { return r.err }
-
-// retryAfterOf returns the delay of the first After marker in err's
-// chain, not looking inside an *Error.
-func retryAfterOf(err error) (time.Duration, bool) {
-	found := walk(err, func(err error) bool {
-		_, ok := err.(*retryAfterError)
-		return ok
-	})
-	if found == nil {
-		return 0, false
-	}
-	return found.(*retryAfterError).delay, true
-}
 
 // walk returns the first error in err's tree, depth first, for which match
 // is true. Unlike errors.As it stops at an *Error, so that markers seen by an
