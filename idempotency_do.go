@@ -92,29 +92,48 @@ func (s *idemCall[T]) begin(c *call) (v T, err error, done bool) {
 			return v, err, true
 		}
 	}
+	v, stop, run := s.take(cl, err, fresh)
+	switch {
+	case run:
+		return v, nil, false
+	case stop == errHeld:
+		s.state = heldFirst // the first attempt fails without a new look
+		return v, nil, false
+	case stop == nil:
+		return v, nil, true // a replayed success
+	case s.ctx.Err() != nil && stop == s.ctx.Err():
+		return v, nil, false // the loop stops for the context
+	}
+	c.last = stop
+	return v, c.fail(OutcomePermanent, nil, nil), true
+}
+
+// take acts on what a look at the key found, before the first attempt or
+// a later one: run says fn may run now, because the call took the claim
+// (its state becomes claimed) or the store failed and fail-open is on.
+// Otherwise stop says why not, with v: nil for a replayed success, a
+// replayed permanent failure, ErrKeyReuse, errHeld, the store's failure,
+// or the context's error when the store failed because the caller left.
+func (s *idemCall[T]) take(cl Claim, err error, claimed idemState) (v T, stop error, run bool) {
 	switch {
 	case err != nil && s.ctx.Err() != nil:
-		// The loop stops for the context.
+		return v, s.ctx.Err(), false
 	case err != nil && !s.ic.failOpen:
-		c.last = err
-		return v, c.fail(OutcomePermanent, nil, nil), true
+		return v, err, false
 	case err != nil:
 		s.state = unguarded
-	case cl.Status != ClaimAcquired && cl.Fingerprint != s.fp:
-		c.last = ErrKeyReuse
-		return v, c.fail(OutcomePermanent, nil, nil), true
-	case cl.Status == ClaimCompleted:
-		if v, err = s.replay(cl.Outcome); err != nil {
-			c.last = err
-			return v, c.fail(OutcomePermanent, nil, nil), true
-		}
 		return v, nil, true
+	case cl.Status != ClaimAcquired && cl.Fingerprint != s.fp:
+		return v, ErrKeyReuse, false
+	case cl.Status == ClaimCompleted:
+		s.state = settled
+		v, err = s.replay(cl.Outcome)
+		return v, err, false
 	case cl.Status == ClaimHeld:
-		s.state = heldFirst
-	default:
-		s.state, s.token, s.held = fresh, cl.Token, s.looked
+		return v, errHeld, false
 	}
-	return v, nil, false
+	s.state, s.token, s.held = claimed, cl.Token, s.looked
+	return v, nil, true
 }
 
 // waitForHolder looks the key up again after each wait of the backoff
@@ -153,23 +172,13 @@ func (s *idemCall[T]) before(*call) (v T, err error, skip bool) {
 		return v, errHeld, true
 	case heldByPeer:
 		cl, err := s.claim()
+		v, stop, run := s.take(cl, err, holding)
 		switch {
-		case err != nil && s.ctx.Err() != nil:
-			return v, s.ctx.Err(), true
-		case err != nil && !s.ic.failOpen:
-			return v, Permanent(err), true
-		case err != nil:
-			s.state = unguarded
-		case cl.Status != ClaimAcquired && cl.Fingerprint != s.fp:
-			return v, Permanent(ErrKeyReuse), true
-		case cl.Status == ClaimCompleted:
-			s.state = settled
-			v, err = s.replay(cl.Outcome)
-			return v, err, true
-		case cl.Status == ClaimHeld:
-			return v, errHeld, true
+		case run:
+		case stop == nil, stop == errHeld, stop == s.ctx.Err(), IsPermanent(stop):
+			return v, stop, true // replayed, still held, or the caller left
 		default:
-			s.state, s.token, s.held = holding, cl.Token, s.looked
+			return v, Permanent(stop), true
 		}
 	case fresh:
 		s.state = holding

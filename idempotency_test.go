@@ -1189,6 +1189,32 @@ func TestIdempotentWaitModeFailsClosedWhenTheStoreFailsWhileWaiting(t *testing.T
 	})
 }
 
+// The same when the caller does not wait but spends attempts looking: a
+// store failure at a later look fails closed too, permanent, fn not run.
+func TestIdempotentFailWhileHeldFailsClosedWhenALaterLookFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		_, err := store.IdempotencyStore.Claim(context.Background(), "k", "", time.Hour)
+		require.NoError(t, err)
+		go func() {
+			time.Sleep(1500 * time.Millisecond) // after the second look
+			store.set(func(f *faultyStore) { f.claimErr = errors.New("down") })
+		}()
+		err = retry.Do(context.Background(), func(context.Context) error {
+			t.Error("fn called although the store failed")
+			return nil
+		}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}),
+			retry.WithMaxAttempts(10), retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
+		require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+		assert.True(t, retry.IsPermanent(err))
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomePermanent, e.Outcome)
+		assert.Equal(t, 3, e.Attempts, "held at 0s and 1s, the store down at 2s")
+		assert.Equal(t, 3, store.counts()[0])
+	})
+}
+
 func TestIdempotentFailOpenKeepsGoingWhenRenewFails(t *testing.T) {
 	store := newFaulty()
 	store.set(func(f *faultyStore) { f.renewErr = errors.New("down") })
