@@ -42,7 +42,10 @@ func TestAllocs(t *testing.T) {
 		t.Skip("the race detector allocates; run without -race")
 	}
 	ctx := context.Background()
+	// r has New's default budget; noBudget shows the loop's own cost, since
+	// three failures per call would soon empty a budget.
 	r := mustNew(t, retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+	noBudget := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
 	f := &threeFailures{}
 	value := func(context.Context) (int, error) { return 1, nil }
 	cases := []struct {
@@ -52,7 +55,7 @@ func TestAllocs(t *testing.T) {
 	}{
 		{"retrier_first_try_success", 0, func() { sink = r.Do(ctx, succeed) }},
 		{"retrier_value_first_try_success", 0, func() { _, sink = retry.DoValueOn(ctx, r, value) }},
-		{"retrier_three_failures_zero_waits", 0, func() { sink = r.Do(ctx, f.call) }},
+		{"retrier_three_failures_zero_waits", 0, func() { sink = noBudget.Do(ctx, f.call) }},
 		{"package_do_three_options", 0, func() {
 			sink = retry.Do(ctx, succeed, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter))
 		}},
@@ -66,7 +69,7 @@ func TestAllocs(t *testing.T) {
 			assert.LessOrEqual(t, got, tc.wantAllocs)
 		})
 	}
-	require.NoError(t, r.Do(ctx, f.call), "the failing fn still ends in success")
+	require.NoError(t, noBudget.Do(ctx, f.call), "the failing fn still ends in success")
 }
 
 func BenchmarkDirect(b *testing.B) {
@@ -95,7 +98,9 @@ func BenchmarkDo_threeOptions(b *testing.B) {
 
 func BenchmarkRetrierDo_threeFailuresZeroWaits(b *testing.B) {
 	ctx := context.Background()
-	r := mustNew(b, retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+	// No budget: three failures per call would soon empty one, and this
+	// measures the loop.
+	r := mustNew(b, retry.WithBudget(nil), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
 	f := &threeFailures{}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -201,7 +206,8 @@ func BenchmarkParkedCalls(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			do := func(parked *sync.WaitGroup) func(context.Context) error {
-				opts := []retry.Option{retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2),
+				// No budget: it would refuse most of these retries.
+				opts := []retry.Option{retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2),
 					retry.WithWaitArmed(func(time.Duration) { parked.Done() })}
 				if c.opts != nil {
 					opts = append(opts, c.opts()...)

@@ -25,7 +25,45 @@ type call struct {
 	dead     *attemptLog // the dead-letter hook's per-attempt errors; nil until a failure
 	dlStored bool        // the dead-letter hook stored the call's record
 	dlFailed bool        // the dead-letter hook found every sink failing
+	refused  bool        // the breaker refused the next attempt: the error says why
 }
+
+// settle tells the budget and the breaker how an attempt that called fn
+// ended; done is the breaker's, if it allowed the attempt.
+//
+//go:noinline
+func (c *call) settle(err error, done func(failed bool)) {
+	failed, throttled := c.cfg.failed(c.ctx, err)
+	if b := c.cfg.budget; b != nil {
+		b.Attempted(c.attempts, failed, throttled)
+	}
+	if done != nil {
+		done(failed)
+	}
+}
+
+// askBudget asks the budget for leave to wait d and retry, and returns the
+// call's error if it refused.
+//
+//go:noinline
+func (c *call) askBudget(d time.Duration) error {
+	if err := c.cfg.budget.Retry(d); err != nil {
+		return c.fail(OutcomeRefused, err, nil)
+	}
+	return nil
+}
+
+// waitEnded tells the budget that a wait it allowed is over. Out of
+// line, like scheduled, to keep the loop's frame small.
+//
+//go:noinline
+func (c *call) waitEnded(d time.Duration) {
+	if d > 0 && c.cfg.budget != nil {
+		c.cfg.budget.Waited()
+	}
+}
+
+
 
 // attemptStarted tells the observer, and marks the attempt's start. The
 // first attempt starts with the call, and a success ends with its
@@ -110,6 +148,11 @@ func (c *call) stopFor(v verdict) error {
 		return c.stopForContext(false)
 	case stopExhausted:
 		return c.fail(OutcomeExhausted, ErrExhausted, nil)
+	case stopInner:
+		// Another Retrier gave up on this error: end as it did.
+		var in *Error
+		errors.As(c.last, &in) // classify found one
+		return c.fail(in.Outcome, in.Cause, nil)
 	case stopMaxElapsed:
 		return c.fail(OutcomeMaxElapsed, ErrExhausted, nil)
 	case stopDeadline:

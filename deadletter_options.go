@@ -11,7 +11,7 @@ const (
 // defaultDeadLetterOn is the set of outcomes dead-lettered by default.
 // The time budget of WithMaxElapsed is a budget of attempts (its cause is
 // ErrExhausted), so running out of it counts as exhausted.
-const defaultDeadLetterOn = 1<<OutcomeExhausted | 1<<OutcomeMaxElapsed | 1<<OutcomePermanent
+const defaultDeadLetterOn = 1<<OutcomeExhausted | 1<<OutcomeMaxElapsed | 1<<OutcomePermanent | 1<<OutcomeRefused
 
 // DeadLetterOptions tunes [WithDeadLetter]. The zero value, or a nil
 // *DeadLetterOptions, gives the defaults; zero means the default in every
@@ -24,8 +24,9 @@ type DeadLetterOptions struct {
 	// On lists the outcomes that are dead-lettered. Add [OutcomeDeadline]
 	// and [OutcomeCanceled] to keep calls cut short by their context too.
 	// [OutcomeSuccess] and unknown outcomes are invalid. Default (nil or
-	// empty): [OutcomeExhausted], [OutcomeMaxElapsed] and
-	// [OutcomePermanent].
+	// empty): [OutcomeExhausted], [OutcomeMaxElapsed], [OutcomePermanent]
+	// and [OutcomeRefused] (a budget or a breaker stopped the call: the
+	// work was not done).
 	On []Outcome
 	// Timeout bounds each sink's Put, on the Retrier's clock
 	// ([WithClock]): Do waits at most this for the sink, and as much again
@@ -101,7 +102,7 @@ func WithDeadLetter(sink DeadLetterSink, opts *DeadLetterOptions) Option {
 	if len(o.On) > 0 {
 		d.on = 0
 		for _, out := range o.On {
-			if out == OutcomeSuccess || out > OutcomeCanceled {
+			if out == OutcomeSuccess || out > OutcomeRefused {
 				return invalid("WithDeadLetter: DeadLetterOptions.On holds %v; only failure outcomes can be dead-lettered", out)
 			}
 			d.on |= 1 << out

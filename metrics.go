@@ -30,11 +30,14 @@ const (
 	OutcomeDeadline
 	// OutcomeCanceled means the context was canceled.
 	OutcomeCanceled
+	// OutcomeRefused means a [Budget] refused the next retry, or a
+	// [Breaker] the next attempt: Do stopped at once, without waiting.
+	OutcomeRefused
 )
 
 // String returns the outcome's name in lower case, as used for metric
-// labels: "success", "permanent", "exhausted", "max-elapsed", "deadline" or
-// "canceled".
+// labels: "success", "permanent", "exhausted", "max-elapsed", "deadline",
+// "canceled" or "refused".
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeSuccess:
@@ -49,6 +52,8 @@ func (o Outcome) String() string {
 		return "deadline"
 	case OutcomeCanceled:
 		return "canceled"
+	case OutcomeRefused:
+		return "refused"
 	default:
 		return "unknown"
 	}
@@ -60,7 +65,7 @@ func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil 
 
 // UnmarshalText parses a name returned by String.
 func (o *Outcome) UnmarshalText(b []byte) error {
-	for c := OutcomeSuccess; c <= OutcomeCanceled; c++ {
+	for c := OutcomeSuccess; c <= OutcomeRefused; c++ {
 		if c.String() == string(b) {
 			*o = c
 			return nil

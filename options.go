@@ -66,6 +66,9 @@ const (
 	setPayload
 	setIdempotency
 	setDeadLetter
+	setBudget
+	setBreaker
+	setNestedRetries
 	setFunc // anything else: v is a func(config) config, for the package's own use
 )
 
@@ -119,6 +122,15 @@ func (c *config) applyOne(i int, o *Option) {
 		c.idem = o.v.(*idemConfig)
 	case setDeadLetter:
 		c.dl = o.v.(*deadLetterConfig)
+	case setBudget:
+		c.budget, c.budgetSet = nil, true
+		if o.v != nil {
+			c.budget = o.v.(Budget)
+		}
+	case setBreaker:
+		c.breaker = o.v.(Breaker)
+	case setNestedRetries:
+		c.nestedRetries = true
 	case setFunc:
 		// By value: a *config passed to a func value would put every
 		// config on the heap.
@@ -147,6 +159,10 @@ type config struct {
 	payload        []byte
 	dl             *deadLetterConfig // nil without dead-letter options
 	idem           *idemConfig       // nil: not idempotent
+	budget         Budget            // nil: no budget
+	breaker        Breaker           // nil: no breaker
+	budgetSet      bool              // WithBudget was given (New adds the default otherwise)
+	nestedRetries  bool              // retry errors other Retriers gave up on
 	resolved       bool              // apply has filled in the defaults
 	slow           bool              // the first attempt needs the loop's state; set by apply
 	jitterSet      bool

@@ -17,6 +17,7 @@ const (
 	stopExhausted                 // that was the last attempt allowed
 	stopMaxElapsed                // the wait would end at or after the time budget
 	stopDeadline                  // the wait would end at or after the context's deadline
+	stopInner                     // another Retrier gave up on the error already
 )
 
 // alwaysRetried is implemented by the errors of attempts that a hook
@@ -27,6 +28,7 @@ type alwaysRetried interface{ alwaysRetried() }
 // marks is what one walk of an error's chain found for the policy.
 type marks struct {
 	permanent bool          // a Permanent marker, or an *Error that ended permanently
+	inner     bool          // an *Error of a Retrier that gave up: exhausted, out of time, refused
 	canceled  bool          // the chain matches context.Canceled (errors.Is)
 	hinted    bool          // an After marker was found
 	hint      time.Duration // the first After marker's delay
@@ -56,6 +58,7 @@ func (m *marks) walk(err error) {
 			continue
 		case *Error:
 			m.permanent = m.permanent || e.Outcome == OutcomePermanent
+			m.inner = m.inner || e.Outcome == OutcomeExhausted || e.Outcome == OutcomeMaxElapsed || e.Outcome == OutcomeRefused
 			m.canceled = m.canceled || errors.Is(e, context.Canceled)
 			return
 		}
@@ -101,8 +104,10 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 		// Someone cancelled the work on purpose; another attempt would
 		// be cancelled too.
 		return 0, stopPermanent
+	case m.inner && !cfg.nestedRetries:
+		return 0, stopInner
 	}
-	if _, always := err.(alwaysRetried); !m.hinted && !always && cfg.retryIf != nil && !cfg.retryIf(err) {
+	if cfg.refuses(err, m) {
 		return 0, stopPermanent
 	}
 	if attempt >= maxAttempts {
@@ -116,6 +121,28 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 		return d, stopDeadline
 	}
 	return d, wait
+}
+
+// refuses says whether WithRetryIf refuses err, which classify found m in.
+func (cfg *config) refuses(err error, m marks) bool {
+	_, always := err.(alwaysRetried)
+	return !m.hinted && !always && cfg.retryIf != nil && !cfg.retryIf(err)
+}
+
+// failed says whether an attempt's error counts against the downstream,
+// for a budget and a breaker: an error the policy would retry, attempts
+// left or not. A permanent error, a cancellation, or an error another
+// Retrier gave up on is an answer, not a failure of the downstream.
+// throttled says the server asked for a delay.
+func (cfg *config) failed(ctx context.Context, err error) (failed, throttled bool) {
+	if err == nil || ctx.Err() != nil {
+		return false, false
+	}
+	m := classify(err)
+	if m.permanent || m.canceled || (m.inner && !cfg.nestedRetries) || cfg.refuses(err, m) {
+		return false, false
+	}
+	return true, m.hinted
 }
 
 // wait computes the wait after attempt failed: jitter(backoff(attempt)),

@@ -24,6 +24,9 @@ func New(opts ...Option) (*Retrier, error) {
 	if err := r.c.apply(opts); err != nil {
 		return nil, err
 	}
+	if !r.c.budgetSet {
+		r.c.budget, r.c.budgetSet = defaultBudget(), true
+	}
 	return r, nil
 }
 
@@ -39,7 +42,7 @@ func (c *config) apply(opts []Option) error {
 	}
 	// Everything that needs the loop's state from the first attempt on
 	// sends calls down the slow path.
-	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil || c.dl.active()
+	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil || c.dl.active() || c.breaker != nil
 	return c.err
 }
 
@@ -84,6 +87,9 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 		if err := fn(ctx); err != nil {
 			_, err = loop[struct{}](ctx, cfg, unit(fn), err, nil)
 			return err
+		}
+		if cfg.budget != nil {
+			cfg.budget.Attempted(1, false, false)
 		}
 		return nil
 	}
@@ -163,6 +169,9 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 		if err != nil {
 			return loop(ctx, cfg, fn, err, nil)
 		}
+		if cfg.budget != nil {
+			cfg.budget.Attempted(1, false, false)
+		}
 		return v, nil
 	}
 	if cfg.idem == nil && !cfg.dl.active() {
@@ -183,6 +192,9 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 	if !c.slow && ctx != nil && fn != nil && ctx.Err() == nil {
 		err := fn(ctx)
 		if err == nil {
+			if c.budget != nil {
+				c.budget.Attempted(1, false, false)
+			}
 			return nil
 		}
 		r := &Retrier{c: c}
@@ -239,6 +251,9 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 	err := firstErr
 	if err != nil {
 		c.attempts = 1
+		if cfg.budget != nil {
+			c.settle(err, nil)
+		}
 	} else if ctx.Err() == nil {
 		if v, err, done := hooks.begin(&c); done {
 			return finish(&c, hooks, v, err)
@@ -254,6 +269,10 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			if v, err = runAttempt(&c, hooks, fn); err == nil {
 				return finish(&c, hooks, v, nil)
 			}
+			if c.refused {
+				var zero T
+				return finish(&c, hooks, zero, err)
+			}
 		}
 		c.last = err
 		d, verdict := c.next(c.attempts, c.prevWait, err, cfg.maxAttempts)
@@ -261,17 +280,25 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			var zero T
 			return finish(&c, hooks, zero, c.stopFor(verdict))
 		}
+		if cfg.budget != nil {
+			if err = c.askBudget(d); err != nil {
+				var zero T
+				return finish(&c, hooks, zero, err)
+			}
+		}
 		if cfg.observer != nil {
-			c.scheduled(d, err)
+			c.scheduled(d, c.last)
 		}
 		c.prevWait = d
 		if ch := c.armWait(d); ch != nil {
 			select {
 			case <-ch:
 			case <-ctx.Done():
+				c.waitEnded(d)
 				var zero T
 				return finish(&c, hooks, zero, c.stopForContext(true))
 			}
+			c.waitEnded(d)
 		}
 		err = nil
 	}
@@ -281,10 +308,23 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 // (a replayed outcome, a key another caller holds) or look at fn's result.
 func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, error)) (T, error) {
 	c.attempts++
-	c.attemptStarted()
 	v, err, skip := hooks.before(c)
+	var done func(failed bool)
+	if !skip && c.cfg.breaker != nil {
+		var refused error
+		if done, refused = c.cfg.breaker.Allow(); refused != nil {
+			c.attempts-- // no attempt was made
+			c.refused = true
+			var zero T
+			return zero, c.fail(OutcomeRefused, refused, nil)
+		}
+	}
+	c.attemptStarted()
 	if !skip {
 		v, err = attempt(c.ctx, c.cfg, fn)
+		if done != nil || c.cfg.budget != nil {
+			c.settle(err, done)
+		}
 	}
 	v, err = hooks.after(c, v, err)
 	c.attemptEnded(err)

@@ -701,9 +701,10 @@ func TestRetrier_withAddsOptionsAndLeavesTheOriginal(t *testing.T) {
 
 func TestRetrier_isReusableAndSafeForConcurrentUse(t *testing.T) {
 	// A shared Retrier must give every call the full policy: the bug of
-	// stateful backoffs is that a second call gets fewer attempts.
+	// stateful backoffs is that a second call gets fewer attempts. (A
+	// budget shares state on purpose; it has tests of its own.)
 	synctest.Test(t, func(t *testing.T) {
-		r := mustNew(t, retry.WithMaxAttempts(4), retry.WithBackoff(retry.Exponential(time.Millisecond, 2, time.Second)),
+		r := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(4), retry.WithBackoff(retry.Exponential(time.Millisecond, 2, time.Second)),
 			retry.WithRandom(rand.NewPCG(1, 1)))
 		var wg sync.WaitGroup
 		counts := make([]atomic.Int64, 50)
@@ -818,7 +819,8 @@ func TestDo_mockClockRecipe(t *testing.T) {
 func TestDo_parkedCallsAllReturnOnCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
-		r := mustNew(t, retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2))
+		// No budget: it would refuse most of these waits (a test of its own).
+		r := mustNew(t, retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2))
 		const n = 1000
 		errs := make(chan error, n)
 		for range n {

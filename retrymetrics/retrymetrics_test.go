@@ -41,9 +41,9 @@ func TestBuckets(t *testing.T) {
 
 func TestOutcomeLabels(t *testing.T) {
 	t.Parallel()
-	labels := retrymetrics.OutcomeLabels(retry.OutcomeCanceled)
-	assert.Equal(t, []string{"success", "permanent", "exhausted", "max-elapsed", "deadline", "canceled"}, labels)
-	for o := retry.OutcomeSuccess; o <= retry.OutcomeCanceled; o++ {
+	labels := retrymetrics.OutcomeLabels(retry.OutcomeRefused)
+	assert.Equal(t, []string{"success", "permanent", "exhausted", "max-elapsed", "deadline", "canceled", "refused"}, labels)
+	for o := retry.OutcomeSuccess; o <= retry.OutcomeRefused; o++ {
 		assert.Equal(t, o.String(), labels[o])
 	}
 	assert.Equal(t, []string{"success"}, retrymetrics.OutcomeLabels(retry.OutcomeSuccess))

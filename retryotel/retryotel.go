@@ -86,7 +86,7 @@ type Options struct {
 }
 
 // outcomes are the retry.outcome values, indexed by retry.Outcome.
-var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeCanceled)
+var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeRefused)
 
 // Observer is a retry.Observer that records OpenTelemetry metrics and span
 // events. Build one with [New]; the zero value is not usable. An Observer

@@ -82,7 +82,7 @@ type Options struct {
 }
 
 // outcomes are the outcome label values, indexed by retry.Outcome.
-var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeCanceled)
+var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeRefused)
 
 // Observer is a retry.Observer that updates Prometheus metrics, and a
 // prometheus.Collector of them. Build one with [New]; the zero value is

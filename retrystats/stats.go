@@ -4,10 +4,12 @@ package retrystats
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrymetrics"
 )
 
@@ -33,14 +35,16 @@ type Stats struct {
 	waiting     atomic.Int64
 	dlRecorded  atomic.Uint64
 	dlFailed    atomic.Uint64
+	denied      atomic.Uint64 // refused calls: by a budget
+	open        atomic.Uint64 // refused calls: by an open circuit
 	perCall     [len(attemptBounds) + 1]atomic.Uint64
 	duration    [len(durationBounds) + 1]atomic.Uint64
 	durationSum atomic.Int64
 }
 
 // numOutcomes is the number of Outcome values, retry.OutcomeSuccess to
-// retry.OutcomeCanceled.
-const numOutcomes = int(retry.OutcomeCanceled) + 1
+// retry.OutcomeRefused.
+const numOutcomes = int(retry.OutcomeRefused) + 1
 
 // attemptBounds and durationBounds are the upper bounds of the histograms,
 // the same as retryprom's and retryotel's default ones.
@@ -89,6 +93,14 @@ func (s *Stats) OnDone(_ context.Context, e retry.Done) {
 	if int(e.Outcome) < numOutcomes {
 		s.calls[e.Outcome].Add(1)
 	}
+	if e.Outcome == retry.OutcomeRefused {
+		switch {
+		case errors.Is(e.Err, overload.ErrBudgetExhausted):
+			s.denied.Add(1)
+		case errors.Is(e.Err, overload.ErrCircuitOpen):
+			s.open.Add(1)
+		}
+	}
 	switch {
 	case e.DeadLettered:
 		s.dlRecorded.Add(1)
@@ -116,7 +128,7 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 //
 // Once no call is running, the fields agree exactly:
 //
-//	Calls() == Success + Permanent + Exhausted + MaxElapsed + Deadline + Canceled
+//	Calls() == Success + Permanent + Exhausted + MaxElapsed + Deadline + Canceled + Refused
 //	Retries == Attempts - (Calls() - NoAttempt)
 //	InFlight == 0 && Waiting == 0
 //
@@ -125,7 +137,11 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 // 0, nor Waiting above InFlight.
 type Snapshot struct {
 	// Calls that ended, by outcome (see [retry.Outcome]).
-	Success, Permanent, Exhausted, MaxElapsed, Deadline, Canceled uint64
+	Success, Permanent, Exhausted, MaxElapsed, Deadline, Canceled, Refused uint64
+	// BudgetDenied and CircuitOpen count the Refused calls by who refused
+	// them: a retry budget ([overload.ErrBudgetExhausted]) or a circuit
+	// breaker ([overload.ErrCircuitOpen]).
+	BudgetDenied, CircuitOpen uint64
 	// NoAttempt counts calls that ended before their first attempt: the
 	// context was already done, or, with [retry.WithIdempotency], the store
 	// replayed an outcome, refused the call, or another caller held the
@@ -166,7 +182,7 @@ type Snapshot struct {
 
 // Calls returns the number of calls that ended: the sum of the outcomes.
 func (s Snapshot) Calls() uint64 {
-	return s.Success + s.Permanent + s.Exhausted + s.MaxElapsed + s.Deadline + s.Canceled
+	return s.Success + s.Permanent + s.Exhausted + s.MaxElapsed + s.Deadline + s.Canceled + s.Refused
 }
 
 // Outcome returns the number of calls that ended with o, or 0 for an
@@ -185,6 +201,8 @@ func (s Snapshot) Outcome(o retry.Outcome) uint64 {
 		return s.Deadline
 	case retry.OutcomeCanceled:
 		return s.Canceled
+	case retry.OutcomeRefused:
+		return s.Refused
 	default:
 		return 0
 	}
@@ -202,6 +220,9 @@ func (s *Stats) Snapshot() Snapshot {
 		MaxElapsed:          s.calls[retry.OutcomeMaxElapsed].Load(),
 		Deadline:            s.calls[retry.OutcomeDeadline].Load(),
 		Canceled:            s.calls[retry.OutcomeCanceled].Load(),
+		Refused:             s.calls[retry.OutcomeRefused].Load(),
+		BudgetDenied:        s.denied.Load(),
+		CircuitOpen:         s.open.Load(),
 		NoAttempt:           s.noAttempt.Load(),
 		Waiting:             s.waiting.Load(),
 		DeadLettersRecorded: s.dlRecorded.Load(),

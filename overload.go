@@ -1,0 +1,97 @@
+package retry
+
+import (
+	"time"
+
+	"github.com/steadfast-go/retry/overload"
+)
+
+// Budget limits the retries of every call that shares it, so that a
+// struggling downstream is not buried under them: [overload.TokenBucket]
+// and [overload.Ratio] are the library's. Pass one to [WithBudget]; give
+// each downstream its own budget and share it among the Retriers that
+// call it.
+//
+// Do reports to it on its own goroutine and holds no lock of its own
+// while it does; implementations must be safe for concurrent use and must
+// not block.
+type Budget interface {
+	// Attempted is told how attempt number attempt (1 for a call's
+	// first) of fn ended: failed for an error worth retrying (not one
+	// that is permanent, nor the context's), throttled when that error
+	// carried a server's delay ([After]), such as HTTP 429 with
+	// Retry-After. A success has failed false. Attempts that did not
+	// call fn (an idempotent call's replay) are not reported.
+	Attempted(attempt int, failed, throttled bool)
+	// Retry asks, after a failed attempt, for leave to wait d and attempt
+	// again. A non-nil error refuses it: Do stops at once, without the
+	// wait, with an [*Error] of [OutcomeRefused] that matches both this
+	// error and the last attempt's. A call's first attempt is never asked
+	// for, and a server's delay does not bypass the budget.
+	Retry(d time.Duration) error
+	// Waited is told that a wait of d > 0 that Retry allowed has ended
+	// (or was cut short by the context), so that a budget can bound the
+	// calls waiting at once.
+	Waited()
+}
+
+// Breaker is a circuit breaker's gate, asked before every attempt:
+// github.com/steadfast-go/retry/retrygobreaker adapts sony/gobreaker.
+// Pass one to [WithBreaker].
+//
+// Allow returns a non-nil error (wrapping [overload.ErrCircuitOpen]) to
+// refuse the attempt: fn is not called and no wait is spent; the call
+// ends at once with an [*Error] of [OutcomeRefused] that matches the
+// refusal and the last real attempt's error, if there was one. Otherwise
+// Do calls done once the attempt ended: failed for an error worth
+// retrying, as for [Budget.Attempted]; a permanent error or a success is
+// not a failure of the downstream. Implementations must be safe for
+// concurrent use and must not block.
+type Breaker interface {
+	Allow() (done func(failed bool), err error)
+}
+
+// WithBudget sets the retry budget that the Retrier's calls share with
+// every other call given the same b. nil removes the budget: each call is
+// then limited by [WithMaxAttempts] alone.
+//
+// Default for [New]: each Retrier has a budget of its own,
+// overload.NewTokenBucket with its defaults (100 tokens, 0.1 back per
+// success), shared by every call of the Retrier and of those derived from
+// it with [Retrier.With]. A downstream that fails every call then sees
+// about 50 retries in all, not two per call; retries come back with its
+// successes. The package-level [Do] and [DoValue], and the zero Retrier,
+// have no budget: a call on its own has nothing to share one with.
+func WithBudget(b Budget) Option {
+	if s, isNil := nilArg(b); isNil && b != nil {
+		return invalid("WithBudget(%s): pass a nil interface to remove the budget", s)
+	}
+	return Option{set: setBudget, v: b}
+}
+
+// WithBreaker puts a circuit breaker's gate before every attempt; see
+// [Breaker]. b must not be nil, nor hold a nil pointer. Default: none.
+func WithBreaker(b Breaker) Option {
+	if s, isNil := nilArg(b); isNil {
+		return invalid("WithBreaker(%s): the breaker must not be nil", s)
+	}
+	return Option{set: setBreaker, v: b}
+}
+
+// WithNestedRetries lets this Retrier retry an error that another Retrier
+// already gave up on: an [*Error] of [OutcomeExhausted],
+// [OutcomeMaxElapsed] or [OutcomeRefused] in fn's error. By default such
+// an error ends the call at once, with the inner call's Outcome, so that
+// only one layer of a stack of Retriers retries: three nested layers of 3
+// attempts reach the leaf 3 times, not 27 ("retry only at the layer
+// immediately above the one that is rejecting", the SRE book).
+func WithNestedRetries() Option {
+	return Option{set: setNestedRetries}
+}
+
+// defaultBudget is the budget New gives a Retrier without WithBudget.
+// The zero options are valid, as a test checks, so err is always nil.
+func defaultBudget() Budget {
+	b, _ := overload.NewTokenBucket(overload.TokenBucketOptions{})
+	return b
+}

@@ -1,0 +1,14 @@
+package overload
+
+import "errors"
+
+// ErrBudgetExhausted is matched (errors.Is) by the error of a call whose
+// retry a budget refused: the budget was spent, or MaxWaiting calls were
+// already waiting. The call's [retry.Error] also matches its last
+// attempt's error.
+var ErrBudgetExhausted = errors.New("retry budget exhausted")
+
+// ErrCircuitOpen is matched (errors.Is) by the error of a call whose
+// attempt a circuit breaker refused: fn was not called. Breakers given to
+// [retry.WithBreaker] wrap it in the error they refuse with.
+var ErrCircuitOpen = errors.New("circuit open")

@@ -1,0 +1,135 @@
+package overload
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// TokenBucketOptions configures a [TokenBucket]. The zero value gives the
+// defaults.
+type TokenBucketOptions struct {
+	// MaxTokens is the bucket's size, in (0, 1000] as gRPC requires. The
+	// bucket starts full and allows retries while it holds more than half
+	// of it. Default: 100, so that a downstream shared by a Retrier sees
+	// about 50 failed attempts retried before the bucket closes.
+	MaxTokens int
+	// TokenRatio is what each success puts back, in tokens, with at most
+	// three decimals; it must be positive. Retries stop for good when
+	// more than about TokenRatio failures happen per success. Default:
+	// 0.1, gRPC's example: throttled above ~10 % failures.
+	TokenRatio float64
+	// ThrottleCost is what a failure costs when the server asked for a
+	// delay (a retry.After error, such as an HTTP 429 or 503 with
+	// Retry-After), in tokens; other failures cost 1. It must be in [1,
+	// MaxTokens]. Default: 1.
+	ThrottleCost int
+	// MaxWaiting bounds how many calls sharing the bucket may wait between
+	// attempts at once; one more is refused at once with
+	// [ErrBudgetExhausted]. Each waiting call keeps its goroutine (about
+	// 2-4 KB of stack, see BENCHMARKS.md). It must not be negative; 0 means
+	// no bound. Default: no bound.
+	MaxWaiting int
+}
+
+// TokenBucket is a retry budget in the manner of gRPC's retry throttling
+// (gRFC A6) and the AWS SDKs' retry quota: it starts full at MaxTokens;
+// every failed attempt takes 1 token (ThrottleCost for a throttling
+// error), every success puts back TokenRatio, never beyond MaxTokens; a
+// retry is allowed only while the bucket holds more than MaxTokens/2. A
+// denied retry is refused at once, never delayed. A call's first attempt
+// is never refused.
+//
+// Tokens are counted in thousandths, exactly. A success costs one atomic
+// load while the bucket is full, and takes no lock ever.
+//
+// Build one with [NewTokenBucket]; the zero TokenBucket is not usable. A
+// TokenBucket is safe for concurrent use and is meant to be shared by all
+// the calls to one downstream.
+type TokenBucket struct {
+	tokens       atomic.Int64 // thousandths of a token
+	max          int64
+	half         int64
+	refund       int64
+	cost         int64
+	throttleCost int64
+	wait         waitLimit
+}
+
+// NewTokenBucket returns a full bucket. Invalid options give an error that
+// names the problem.
+func NewTokenBucket(o TokenBucketOptions) (*TokenBucket, error) {
+	if o.MaxTokens == 0 {
+		o.MaxTokens = 100
+	}
+	if o.TokenRatio == 0 {
+		o.TokenRatio = 0.1
+	}
+	if o.ThrottleCost == 0 {
+		o.ThrottleCost = 1
+	}
+	switch {
+	case o.MaxTokens < 0 || o.MaxTokens > 1000:
+		return nil, fmt.Errorf("overload: MaxTokens %d is outside (0, 1000]", o.MaxTokens)
+	case !(o.TokenRatio > 0) || math.IsInf(o.TokenRatio, 0) || o.TokenRatio > float64(o.MaxTokens):
+		return nil, fmt.Errorf("overload: TokenRatio %v must be positive and at most MaxTokens", o.TokenRatio)
+	case o.ThrottleCost < 1 || o.ThrottleCost > o.MaxTokens:
+		return nil, fmt.Errorf("overload: ThrottleCost %d is outside [1, MaxTokens]", o.ThrottleCost)
+	}
+	refund := int64(math.Round(o.TokenRatio * 1000))
+	if refund == 0 {
+		return nil, fmt.Errorf("overload: TokenRatio %v is below the 0.001 token a bucket counts", o.TokenRatio)
+	}
+	b := &TokenBucket{max: int64(o.MaxTokens) * 1000, refund: refund,
+		cost: 1000, throttleCost: int64(o.ThrottleCost) * 1000}
+	if err := b.wait.init(o.MaxWaiting); err != nil {
+		return nil, err
+	}
+	b.half = b.max / 2
+	b.tokens.Store(b.max)
+	return b, nil
+}
+
+// Attempted takes a failure's cost from the bucket, or puts a success's
+// refund back. attempt is not used: every attempt counts alike.
+func (b *TokenBucket) Attempted(attempt int, failed, throttled bool) {
+	if !failed {
+		b.add(b.refund)
+		return
+	}
+	if throttled {
+		b.add(-b.throttleCost)
+		return
+	}
+	b.add(-b.cost)
+}
+
+// add moves the bucket by delta thousandths, within [0, max].
+func (b *TokenBucket) add(delta int64) {
+	for {
+		old := b.tokens.Load()
+		n := min(max(old+delta, 0), b.max)
+		if n == old || b.tokens.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// Retry allows a retry while the bucket holds more than half its size,
+// and, with MaxWaiting, while fewer than MaxWaiting calls wait. The error
+// of a refusal matches [ErrBudgetExhausted].
+func (b *TokenBucket) Retry(wait time.Duration) error {
+	if b.tokens.Load() <= b.half {
+		return errBucketEmpty
+	}
+	return b.wait.enter(wait)
+}
+
+// Waited gives back the waiting slot of a retry allowed by Retry.
+func (b *TokenBucket) Waited() { b.wait.leave() }
+
+// Tokens returns the tokens in the bucket, for tests and health pages.
+func (b *TokenBucket) Tokens() float64 { return float64(b.tokens.Load()) / 1000 }
+
+var errBucketEmpty = fmt.Errorf("%w: the token bucket is at or below half full", ErrBudgetExhausted)
