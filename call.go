@@ -63,8 +63,6 @@ func (c *call) waitEnded(d time.Duration) {
 	}
 }
 
-
-
 // attemptStarted tells the observer, and marks the attempt's start. The
 // first attempt starts with the call, and a success ends with its
 // attempt: two clock reads in all on the path that matters most.
