@@ -58,8 +58,9 @@ type Breaker interface {
 // Default for [New]: each Retrier has a budget of its own,
 // overload.NewTokenBucket with its defaults (100 tokens, 0.1 back per
 // success), shared by every call of the Retrier and of those derived from
-// it with [Retrier.With]. A downstream that fails every call then sees
-// about 50 retries in all, not two per call; retries come back with its
+// it with [Retrier.With]. The bucket closes after 50 failed attempts: a
+// downstream that fails every call then sees 33 retries in all with the
+// default 3 attempts, not two per call, and retries come back with its
 // successes. The package-level [Do] and [DoValue], and the zero Retrier,
 // have no budget: a call on its own has nothing to share one with.
 func WithBudget(b Budget) Option {

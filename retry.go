@@ -314,7 +314,9 @@ func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, er
 		var refused error
 		if done, refused = c.cfg.breaker.Allow(); refused != nil {
 			c.attempts-- // no attempt was made
-			c.refused = true
+			// Right after a wait the call still ends in it, for the
+			// observers' gauge of waits.
+			c.refused, c.waited = true, c.attempts > 0 && c.prevWait > 0
 			var zero T
 			return zero, c.fail(OutcomeRefused, refused, nil)
 		}

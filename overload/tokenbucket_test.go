@@ -1,0 +1,146 @@
+package overload_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry/overload"
+)
+
+func TestNewTokenBucket_refusesBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    overload.TokenBucketOptions
+		want string
+	}{
+		{"max_too_big", overload.TokenBucketOptions{MaxTokens: 1001}, "MaxTokens 1001"},
+		{"max_negative", overload.TokenBucketOptions{MaxTokens: -1}, "MaxTokens -1"},
+		{"ratio_negative", overload.TokenBucketOptions{TokenRatio: -0.1}, "TokenRatio -0.1"},
+		{"ratio_tiny", overload.TokenBucketOptions{TokenRatio: 0.0001}, "0.001"},
+		{"ratio_above_max", overload.TokenBucketOptions{MaxTokens: 10, TokenRatio: 11}, "TokenRatio 11"},
+		{"throttle_cost_above_max", overload.TokenBucketOptions{MaxTokens: 10, ThrottleCost: 11}, "ThrottleCost 11"},
+		{"waiting_negative", overload.TokenBucketOptions{MaxWaiting: -1}, "MaxWaiting -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := overload.NewTokenBucket(tc.o)
+			require.Error(t, err)
+			assert.Nil(t, b)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestTokenBucket_followsGRPCThrottling(t *testing.T) {
+	// gRFC A6's example: 10 tokens, 0.1 back per success.
+	b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 10, TokenRatio: 0.1})
+	require.NoError(t, err)
+	assert.Equal(t, 10.0, b.Tokens(), "starts full")
+	for i := range 4 {
+		b.Attempted(1, true, false)
+		require.NoError(t, b.Retry(0), "failure %d leaves %v tokens, above half", i+1, b.Tokens())
+	}
+	b.Attempted(1, true, false) // 5 tokens: not above half
+	assert.Equal(t, 5.0, b.Tokens())
+	err = b.Retry(0)
+	require.ErrorIs(t, err, overload.ErrBudgetExhausted)
+	b.Attempted(1, false, false) // 5.1
+	assert.InDelta(t, 5.1, b.Tokens(), 1e-9)
+	require.NoError(t, b.Retry(0), "one success opens it again")
+	for range 100 {
+		b.Attempted(1, false, false)
+	}
+	assert.Equal(t, 10.0, b.Tokens(), "never above MaxTokens")
+	for range 20 {
+		b.Attempted(2, true, false)
+	}
+	assert.Equal(t, 0.0, b.Tokens(), "never below 0")
+}
+
+func TestTokenBucket_throttleCost(t *testing.T) {
+	b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 10, ThrottleCost: 3})
+	require.NoError(t, err)
+	b.Attempted(1, true, true)
+	assert.Equal(t, 7.0, b.Tokens())
+	b.Attempted(1, true, false)
+	assert.Equal(t, 6.0, b.Tokens())
+}
+
+func TestTokenBucket_defaults(t *testing.T) {
+	b, err := overload.NewTokenBucket(overload.TokenBucketOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 100.0, b.Tokens())
+	n := 0
+	for b.Retry(0) == nil {
+		b.Attempted(1, true, false)
+		n++
+	}
+	assert.Equal(t, 50, n, "failures the default bucket retries before it closes")
+}
+
+// TestTokenBucket_countsEveryToken shares one bucket among 64 goroutines
+// and checks the balance to the thousandth: no update is lost.
+func TestTokenBucket_countsEveryToken(t *testing.T) {
+	b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 1000, TokenRatio: 0.1})
+	require.NoError(t, err)
+	const g = 64
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			for range 7 { // 448 in all: never reaches 0
+				b.Attempted(1, true, false)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 552.0, b.Tokens())
+	for range g {
+		wg.Go(func() {
+			for range 50 { // 64 x 50 x 0.1 = 320: never reaches the top
+				b.Attempted(1, false, false)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 872.0, b.Tokens())
+	// Concurrent failures and successes, both clamps out of reach: the
+	// balance is exact whatever the interleaving.
+	// 32 x 20 failures take 640, 32 x 40 successes put back 128: the
+	// bucket stays within [232, 1000].
+	for i := range g {
+		wg.Go(func() {
+			for range 20 + 20*(i%2) {
+				b.Attempted(1, i%2 == 0, false)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 872.0-640+128, b.Tokens())
+}
+
+func TestTokenBucket_maxWaiting(t *testing.T) {
+	b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxWaiting: 10})
+	require.NoError(t, err)
+	var granted, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			if err := b.Retry(1); err != nil {
+				assert.ErrorIs(t, err, overload.ErrBudgetExhausted)
+				assert.Contains(t, err.Error(), "10 calls are already waiting")
+				refused.Add(1)
+				return
+			}
+			granted.Add(1)
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(10), granted.Load())
+	assert.Equal(t, int64(54), refused.Load())
+	require.NoError(t, b.Retry(0), "a zero wait parks nothing")
+	b.Waited()
+	require.NoError(t, b.Retry(1), "a slot given back is free again")
+}

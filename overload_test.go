@@ -1,0 +1,339 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
+	"github.com/steadfast-go/retry/retrystats"
+)
+
+// countingBudget records how Do uses a budget, and refuses retries once
+// allow is spent.
+type countingBudget struct {
+	mu                           sync.Mutex
+	allow                        int
+	attempted, failed, throttled int
+	retries, waited              int
+	firsts                       int
+}
+
+func (b *countingBudget) Attempted(attempt int, failed, throttled bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.attempted++
+	if attempt == 1 {
+		b.firsts++
+	}
+	if failed {
+		b.failed++
+	}
+	if throttled {
+		b.throttled++
+	}
+}
+
+func (b *countingBudget) Retry(time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.retries++
+	if b.allow <= 0 {
+		return errors.New("test budget: spent")
+	}
+	b.allow--
+	return nil
+}
+
+func (b *countingBudget) Waited() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.waited++
+}
+
+func TestBudget_deniedRetryStopsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 2})
+		require.NoError(t, err)
+		stats := new(retrystats.Stats)
+		r := mustNew(t, retry.WithBudget(b), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(time.Second)),
+			retry.WithObserver(stats))
+		var calls int
+		start := time.Now()
+		err = r.Do(t.Context(), func(context.Context) error { calls++; return errTransient })
+		// 2 tokens: the first failure leaves 1, not above half: no retry.
+		assert.Equal(t, 1, calls, "the first attempt is never denied; the retry is")
+		assert.Zero(t, time.Since(start), "no wait spent")
+		require.ErrorIs(t, err, overload.ErrBudgetExhausted)
+		require.ErrorIs(t, err, errTransient, "the last attempt's error")
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomeRefused, re.Outcome)
+		assert.Equal(t, 1, re.Attempts)
+		assert.Equal(t, "retry: retry budget exhausted: the token bucket is at or below half full after 1 attempt: transient", err.Error())
+		assert.False(t, retry.IsPermanent(err))
+
+		// An empty budget still lets every call make its first attempt.
+		calls = 0
+		for range 10 {
+			_ = r.Do(t.Context(), func(context.Context) error { calls++; return errTransient })
+		}
+		assert.Equal(t, 10, calls)
+		s := stats.Snapshot()
+		assert.Equal(t, uint64(11), s.Refused)
+		assert.Equal(t, uint64(11), s.BudgetDenied)
+		assert.Zero(t, s.Retries)
+	})
+}
+
+func TestBudget_serverDelayDoesNotBypassIt(t *testing.T) {
+	b := &countingBudget{}
+	r := mustNew(t, retry.WithBudget(b))
+	var calls int
+	err := r.Do(t.Context(), func(context.Context) error { calls++; return retry.After(errTransient, time.Hour) })
+	assert.Equal(t, 1, calls)
+	require.Error(t, err)
+	assert.Equal(t, 1, b.retries)
+	assert.Equal(t, 1, b.throttled, "a server's delay is a throttling failure")
+}
+
+func TestBudget_reportsEveryAttemptThatCalledFn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &countingBudget{allow: 10}
+		r := mustNew(t, retry.WithBudget(b), retry.WithMaxAttempts(4), retry.WithBackoff(retry.Constant(time.Second)))
+		fn, calls := failing(2, errTransient)
+		require.NoError(t, r.Do(t.Context(), fn))
+		assert.Equal(t, int64(3), calls.Load())
+		assert.Equal(t, 3, b.attempted)
+		assert.Equal(t, 1, b.firsts)
+		assert.Equal(t, 2, b.failed)
+		assert.Equal(t, 2, b.retries)
+		assert.Equal(t, 2, b.waited, "every wait it allowed is given back")
+
+		// A permanent error is an answer, not a failure of the downstream.
+		*b = countingBudget{allow: 10}
+		_ = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errTransient) })
+		assert.Equal(t, 1, b.attempted)
+		assert.Zero(t, b.failed)
+		assert.Zero(t, b.retries)
+
+		// A first-try success costs one report and no retry.
+		*b = countingBudget{}
+		require.NoError(t, r.Do(t.Context(), succeed))
+		assert.Equal(t, []int{1, 1, 0, 0, 0}, []int{b.attempted, b.firsts, b.failed, b.retries, b.waited})
+	})
+}
+
+func TestBudget_waitCutShortIsGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &countingBudget{allow: 1}
+		r := mustNew(t, retry.WithBudget(b), retry.WithBackoff(retry.Constant(time.Hour)))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- r.Do(ctx, failOnce) }()
+		synctest.Wait()
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+		assert.Equal(t, 1, b.waited)
+	})
+}
+
+func TestNew_defaultBudgetKeepsAnOutageNearItsLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := mustNew(t, retry.WithBackoff(retry.Constant(time.Millisecond)))
+		var calls atomic.Int64
+		for range 200 {
+			_ = r.Do(t.Context(), func(context.Context) error { calls.Add(1); return errTransient })
+		}
+		// Without a budget: 600 (3 attempts each). The default bucket
+		// of 100 closes after 50 failed attempts: 16 calls of 3, one of
+		// 2, then first attempts only until successes refill it.
+		assert.Equal(t, int64(200+33), calls.Load())
+
+		noBudget := mustNew(t, retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Millisecond)))
+		calls.Store(0)
+		for range 200 {
+			_ = noBudget.Do(t.Context(), func(context.Context) error { calls.Add(1); return errTransient })
+		}
+		assert.Equal(t, int64(600), calls.Load())
+
+		// Retrier.With shares the parent's budget: the same downstream.
+		child, err := r.With(retry.WithName("child"))
+		require.NoError(t, err)
+		calls.Store(0)
+		_ = child.Do(t.Context(), func(context.Context) error { calls.Add(1); return errTransient })
+		assert.Equal(t, int64(1), calls.Load())
+	})
+}
+
+func TestWithBudget_refusesATypedNil(t *testing.T) {
+	_, err := retry.New(retry.WithBudget((*overload.TokenBucket)(nil)))
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "WithBudget((*overload.TokenBucket)(nil))")
+	_, err = retry.New(retry.WithBreaker(nil))
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+}
+
+func TestBudget_maxWaitingRefusesFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 1000, MaxWaiting: 10})
+		require.NoError(t, err)
+		r := mustNew(t, retry.WithBudget(b), retry.WithBackoff(retry.Constant(time.Minute)), retry.WithMaxAttempts(2))
+		var wg sync.WaitGroup
+		var refused, ok atomic.Int64
+		for range 100 {
+			wg.Go(func() {
+				fn, _ := failing(1, errTransient)
+				err := r.Do(t.Context(), fn)
+				if errors.Is(err, overload.ErrBudgetExhausted) {
+					assert.Contains(t, err.Error(), "10 calls are already waiting")
+					refused.Add(1)
+					return
+				}
+				if err == nil {
+					ok.Add(1)
+				}
+			})
+		}
+		synctest.Wait()
+		assert.Equal(t, int64(90), refused.Load(), "refused without parking")
+		time.Sleep(time.Minute) // virtual: the 10 parked calls wake
+		wg.Wait()
+		assert.Equal(t, int64(10), ok.Load())
+	})
+}
+
+// fakeBreaker opens after threshold failures in a row, and records what
+// Do told it.
+type fakeBreaker struct {
+	mu        sync.Mutex
+	open      bool
+	threshold int
+	inARow    int
+	allowed   int
+	refused   int
+	reports   []bool
+}
+
+func (b *fakeBreaker) Allow() (func(bool), error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open {
+		b.refused++
+		return nil, errors.Join(overload.ErrCircuitOpen, errors.New("fake breaker: open"))
+	}
+	b.allowed++
+	return func(failed bool) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.reports = append(b.reports, failed)
+		if b.inARow = 0; failed {
+			b.inARow++
+		}
+		if failed && b.threshold > 0 && len(b.reports) >= b.threshold {
+			b.open = true
+		}
+	}, nil
+}
+
+func TestBreaker_openFailsFastWithTheLastRealError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		br := &fakeBreaker{threshold: 2}
+		stats := new(retrystats.Stats)
+		r := mustNew(t, retry.WithBreaker(br), retry.WithBudget(nil), retry.WithMaxAttempts(5),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithObserver(stats))
+		var calls int
+		start := time.Now()
+		err := r.Do(t.Context(), func(context.Context) error { calls++; return errTransient })
+		assert.Equal(t, 2, calls, "the breaker opens after the second failure")
+		assert.Equal(t, 2*time.Second, time.Since(start), "the wait before each later attempt; none after the refusal")
+		require.ErrorIs(t, err, overload.ErrCircuitOpen)
+		require.ErrorIs(t, err, errTransient)
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomeRefused, re.Outcome)
+		assert.Equal(t, 2, re.Attempts, "a refused attempt is not made")
+		assert.Equal(t, []bool{true, true}, br.reports)
+
+		// Open from the start: fn is never called, no attempt counts.
+		calls = 0
+		start = time.Now()
+		err = r.Do(t.Context(), func(context.Context) error { calls++; return nil })
+		assert.Zero(t, calls)
+		assert.Zero(t, time.Since(start))
+		require.ErrorIs(t, err, overload.ErrCircuitOpen)
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, 0, re.Attempts)
+		assert.Nil(t, re.Last)
+		s := stats.Snapshot()
+		assert.Equal(t, uint64(2), s.CircuitOpen)
+		assert.Equal(t, uint64(1), s.NoAttempt)
+		assert.Zero(t, s.InFlight)
+		assert.Zero(t, s.Waiting)
+	})
+}
+
+func TestBreaker_permanentErrorsAndSuccessesAreNotFailures(t *testing.T) {
+	br := &fakeBreaker{}
+	r := mustNew(t, retry.WithBreaker(br))
+	require.NoError(t, r.Do(t.Context(), succeed))
+	_ = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errTransient) })
+	ctx, cancel := context.WithCancel(t.Context())
+	_ = r.Do(ctx, func(context.Context) error { cancel(); return context.Canceled })
+	assert.Equal(t, []bool{false, false, false}, br.reports)
+	assert.Equal(t, 3, br.allowed)
+}
+
+// TestNested_oneLayerRetries stacks three Retriers of 3 attempts over a
+// leaf that always fails: only the innermost retries.
+func TestNested_oneLayerRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  []retry.Option
+		leafs int
+	}{
+		{"default", nil, 3},
+		{"nested_retries", []retry.Option{retry.WithNestedRetries()}, 27},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var leaf int
+			layer := func(inner func(context.Context) error) func(context.Context) error {
+				r := mustNew(t, append([]retry.Option{retry.WithBudget(nil), retry.WithMaxAttempts(3),
+					retry.WithBackoff(retry.Constant(0))}, tc.opts...)...)
+				return func(ctx context.Context) error { return r.Do(ctx, inner) }
+			}
+			top := layer(layer(layer(func(context.Context) error { leaf++; return errTransient })))
+			err := top(t.Context())
+			assert.Equal(t, tc.leafs, leaf)
+			require.ErrorIs(t, err, errTransient)
+			require.ErrorIs(t, err, retry.ErrExhausted)
+			var re *retry.Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, retry.OutcomeExhausted, re.Outcome, "the outer layer ends as the inner one did")
+			assert.False(t, retry.IsPermanent(err), "exhausted is not permanent: a queue may retry the job later")
+		})
+	}
+}
+
+func TestNested_refusedInnerEndsTheOuterCall(t *testing.T) {
+	b := &countingBudget{}
+	inner := mustNew(t, retry.WithBudget(b))
+	outer := mustNew(t, retry.WithBudget(nil), retry.WithBackoff(retry.Constant(0)))
+	var leaf int
+	err := outer.Do(t.Context(), func(ctx context.Context) error {
+		return inner.Do(ctx, func(context.Context) error { leaf++; return errTransient })
+	})
+	assert.Equal(t, 1, leaf)
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, retry.OutcomeRefused, re.Outcome)
+	assert.Equal(t, 1, re.Attempts)
+}
