@@ -71,6 +71,7 @@ retry_calls_total{operation="charge-card",outcome="deadline"} 0
 retry_calls_total{operation="charge-card",outcome="exhausted"} 1
 retry_calls_total{operation="charge-card",outcome="max-elapsed"} 0
 retry_calls_total{operation="charge-card",outcome="permanent"} 1
+retry_calls_total{operation="charge-card",outcome="refused"} 0
 retry_calls_total{operation="charge-card",outcome="success"} 1
 # HELP retry_dead_letters_total Dead letters of failed calls, by result: recorded by a sink, or failed in every sink.
 # TYPE retry_dead_letters_total counter
@@ -187,6 +188,7 @@ retry_calls_total{operation="op",outcome="deadline"} 10
 retry_calls_total{operation="op",outcome="exhausted"} 0
 retry_calls_total{operation="op",outcome="max-elapsed"} 0
 retry_calls_total{operation="op",outcome="permanent"} 0
+retry_calls_total{operation="op",outcome="refused"} 0
 retry_calls_total{operation="op",outcome="success"} 0
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_total"))
@@ -279,6 +281,7 @@ retry_calls_total{operation="op",outcome="deadline"} 0
 retry_calls_total{operation="op",outcome="exhausted"} 0
 retry_calls_total{operation="op",outcome="max-elapsed"} 0
 retry_calls_total{operation="op",outcome="permanent"} 0
+retry_calls_total{operation="op",outcome="refused"} 0
 retry_calls_total{operation="op",outcome="success"} 0
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_in_flight", "retry_calls_total"))
