@@ -1,0 +1,50 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
+)
+
+// One budget per downstream, shared by every call to it: once failures
+// have taken half its tokens, calls stop retrying at once instead of
+// tripling the load on a downstream that is down.
+func ExampleWithBudget() {
+	budget, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 10})
+	if err != nil {
+		panic(err)
+	}
+	r, err := retry.New(retry.WithBudget(budget), retry.WithBackoff(retry.Constant(0)))
+	if err != nil {
+		panic(err)
+	}
+	down := errors.New("connection refused")
+	calls := 0
+	for range 5 {
+		err = r.Do(context.Background(), func(context.Context) error { calls++; return down })
+	}
+	fmt.Println("calls of fn:", calls, "(without a budget: 15)")
+	fmt.Println(errors.Is(err, overload.ErrBudgetExhausted), errors.Is(err, down))
+	// Output:
+	// calls of fn: 8 (without a budget: 15)
+	// true true
+}
+
+// Only the layer right above the failing one retries: an outer Do does
+// not retry an error that an inner Retrier already gave up on.
+func ExampleWithNestedRetries() {
+	inner, _ := retry.New(retry.WithBackoff(retry.Constant(0)))
+	outer, _ := retry.New(retry.WithBackoff(retry.Constant(0)))
+	leaf := 0
+	err := outer.Do(context.Background(), func(ctx context.Context) error {
+		return inner.Do(ctx, func(context.Context) error { leaf++; return errors.New("down") })
+	})
+	fmt.Println("leaf calls:", leaf)
+	fmt.Println(err)
+	// Output:
+	// leaf calls: 3
+	// retry: attempts exhausted after 1 attempt: retry: attempts exhausted after 3 attempts: down
+}
