@@ -33,6 +33,11 @@
 //   - work that gave up: [WithDeadLetter] with a [DeadLetterSink], and the
 //     deadletter package to keep and redrive them;
 //   - metrics, logs and traces: an [Observer] ([WithObserver]);
+//   - protecting a downstream: a retry budget shared by its calls
+//     ([WithBudget]; a Retrier from New has one by default), a circuit
+//     breaker ([WithBreaker]), and one layer of retries (an error another
+//     Retrier gave up on is not retried again, see [WithNestedRetries]);
+//     the overload package has the budgets;
 //   - HTTP: the retryhttp package's RoundTripper;
 //   - tests: [WithClock] with a mock clock; the retrytest package's Clock
 //     says when Do has armed a wait (see the mockClock example).

@@ -41,8 +41,9 @@ type Error struct {
 	// A [Permanent] marker is still in its chain.
 	Last error
 	// Cause is why Do stopped: ErrExhausted (attempts or time budget), the context's
-	// cause (context.Cause), or context.DeadlineExceeded when the next wait
-	// would have passed the context's deadline. It is nil for
+	// cause (context.Cause), context.DeadlineExceeded when the next wait
+	// would have passed the context's deadline, or the refusal of a
+	// [Budget] or [Breaker] (OutcomeRefused). It is nil for
 	// OutcomePermanent, where Last says it all.
 	Cause error
 
