@@ -337,3 +337,12 @@ func TestNested_refusedInnerEndsTheOuterCall(t *testing.T) {
 	assert.Equal(t, retry.OutcomeRefused, re.Outcome)
 	assert.Equal(t, 1, re.Attempts)
 }
+
+func TestBreaker_panicInFnIsAFailure(t *testing.T) {
+	br := &fakeBreaker{}
+	r := mustNew(t, retry.WithBreaker(br))
+	assert.Panics(t, func() {
+		_ = r.Do(t.Context(), func(context.Context) error { panic("boom") })
+	})
+	assert.Equal(t, []bool{true}, br.reports, "done is called, so a half-open breaker is not stuck")
+}

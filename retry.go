@@ -322,14 +322,34 @@ func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, er
 		}
 	}
 	c.attemptStarted()
-	if !skip {
+	switch {
+	case skip:
+	case done != nil:
+		v, err = gatedAttempt(c, fn, done)
+	default:
 		v, err = attempt(c.ctx, c.cfg, fn)
-		if done != nil || c.cfg.budget != nil {
-			c.settle(err, done)
+		if c.cfg.budget != nil {
+			c.settle(err, nil)
 		}
 	}
 	v, err = hooks.after(c, v, err)
 	c.attemptEnded(err)
+	return v, err
+}
+
+// gatedAttempt is an attempt the breaker allowed: done hears how it ended,
+// a panic in fn included, which counts as a failure (as in gobreaker's
+// own Execute), so that a half-open breaker is not left waiting for it.
+func gatedAttempt[T any](c *call, fn func(context.Context) (T, error), done func(failed bool)) (v T, err error) {
+	ended := false
+	defer func() {
+		if !ended {
+			done(true)
+		}
+	}()
+	v, err = attempt(c.ctx, c.cfg, fn)
+	ended = true
+	c.settle(err, done)
 	return v, err
 }
 
