@@ -10,6 +10,9 @@
 // [retry.OutcomeRefused] that matches [overload.ErrCircuitOpen],
 // gobreaker.ErrOpenState (or gobreaker.ErrTooManyRequests in the
 // half-open state) and the last real attempt's error, if there was one.
+// Do asks the breaker before each attempt, not before each wait: the wait
+// scheduled after the attempt that trips the breaker is still spent, and
+// the next attempt is refused after it.
 //
 // # What counts as a failure
 //
