@@ -1,0 +1,179 @@
+// Package retrygobreaker puts a circuit breaker of
+// github.com/sony/gobreaker/v2 before every attempt of
+// github.com/steadfast-go/retry:
+//
+//	b, err := retrygobreaker.NewBreaker(gobreaker.Settings{Name: "payments", Timeout: 30 * time.Second})
+//	r, err := retry.New(retry.WithBreaker(b))
+//
+// While the breaker is open, an attempt is refused at once: fn is not
+// called and no wait is spent, and Do returns an [*retry.Error] of
+// [retry.OutcomeRefused] that matches [overload.ErrCircuitOpen],
+// gobreaker.ErrOpenState (or gobreaker.ErrTooManyRequests in the
+// half-open state) and the last real attempt's error, if there was one.
+// Do asks the breaker before each attempt, not before each wait: the wait
+// scheduled after the attempt that trips the breaker is still spent, and
+// the next attempt is refused after it.
+//
+// # What counts as a failure
+//
+// gobreaker counts attempts, not calls: each attempt of each call is one
+// request, so a call of three failed attempts is three consecutive
+// failures. Do decides what failed, not gobreaker: an error Do would
+// retry (attempts left or not) is a failure; a success, a
+// [retry.Permanent] error, an error refused by retry.WithRetryIf, an
+// error matching context.Canceled, an error another Retrier gave up on
+// (an [*retry.Error] in fn's error), and any attempt that ended with the
+// call's context done are successes for the breaker: Do reports them as
+// not failed, since they are answers or the caller's doing. A canceled
+// attempt in the half-open state therefore counts toward closing the
+// breaker.
+//
+// For that reason gobreaker's Settings.IsSuccessful and IsExcluded do not
+// see the attempt's error: they are called with nil for an attempt that
+// did not fail and with a fixed error for one that did. [NewBreaker]
+// refuses Settings that set them.
+package retrygobreaker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
+)
+
+// Breaker is a [retry.Breaker] backed by a gobreaker
+// TwoStepCircuitBreaker; pass it to [retry.WithBreaker]. Share one
+// Breaker among all the calls to one downstream, whatever Retrier makes
+// them.
+//
+// Build one with [New] or [NewBreaker]. The zero Breaker, like a nil
+// *Breaker, is not usable: it refuses every attempt with an error that
+// wraps [retry.ErrInvalidOption]. A Breaker is safe for concurrent use:
+// it holds no state of its own beyond gobreaker's, which takes a mutex.
+type Breaker struct {
+	cb      twoStep
+	open    *refusal // the refusal of the open state
+	tooMany *refusal // the refusal of the half-open state at MaxRequests
+}
+
+// twoStep is the part of gobreaker.TwoStepCircuitBreaker[T] that Breaker
+// uses, whatever T is: T types only the Execute of gobreaker's
+// one-step breaker, which the two-step one does not offer.
+type twoStep interface {
+	Allow() (done func(err error), err error)
+	Name() string
+}
+
+var _ retry.Breaker = (*Breaker)(nil)
+
+// New adapts cb, a breaker that other code may share: its state and
+// counts are cb's own, read with cb.State and cb.Counts. cb's
+// IsSuccessful and IsExcluded see nil or a fixed error, not the
+// attempt's (see the package documentation). A nil cb gives an error
+// wrapping [retry.ErrInvalidOption].
+func New[T any](cb *gobreaker.TwoStepCircuitBreaker[T]) (*Breaker, error) {
+	if cb == nil {
+		return nil, fmt.Errorf("%w: retrygobreaker.New: the breaker is nil; build one with gobreaker.NewTwoStepCircuitBreaker or use NewBreaker", retry.ErrInvalidOption)
+	}
+	return newBreaker(cb), nil
+}
+
+// NewBreaker builds a gobreaker TwoStepCircuitBreaker from st and adapts
+// it; st's zero fields take gobreaker's defaults (one trial attempt in
+// the half-open state, counts never cleared while closed, open for 60
+// seconds, open after more than 5 consecutive failed attempts). Use
+// st.OnStateChange to follow its state, or build the breaker yourself and
+// pass it to [New].
+//
+// st.IsSuccessful and st.IsExcluded must be nil: Do decides what counts
+// as a failure, and they would not see the attempt's error (see the
+// package documentation); a Settings that sets them gives an error
+// wrapping [retry.ErrInvalidOption].
+func NewBreaker(st gobreaker.Settings) (*Breaker, error) {
+	switch {
+	case st.IsSuccessful != nil:
+		return nil, fmt.Errorf("%w: retrygobreaker.NewBreaker: Settings.IsSuccessful must be nil: Do decides what counts as a failure (use retry.Permanent or retry.WithRetryIf)", retry.ErrInvalidOption)
+	case st.IsExcluded != nil:
+		return nil, fmt.Errorf("%w: retrygobreaker.NewBreaker: Settings.IsExcluded must be nil: Do decides what counts as a failure (use retry.Permanent or retry.WithRetryIf)", retry.ErrInvalidOption)
+	}
+	return newBreaker(gobreaker.NewTwoStepCircuitBreaker[struct{}](st)), nil
+}
+
+// newBreaker makes the refusals once, so that refusing an attempt costs
+// no allocation: the breaker's name does not change.
+func newBreaker(cb twoStep) *Breaker {
+	name := cb.Name()
+	return &Breaker{
+		cb:      cb,
+		open:    newRefusal(name, "is open", gobreaker.ErrOpenState),
+		tooMany: newRefusal(name, "is half-open: too many requests", gobreaker.ErrTooManyRequests),
+	}
+}
+
+// errNotBuilt refuses the attempts of a zero or nil Breaker.
+var errNotBuilt = fmt.Errorf("%w: retrygobreaker: the *Breaker is nil or zero; build one with New or NewBreaker", retry.ErrInvalidOption)
+
+// errAttemptFailed is what gobreaker is told of a failed attempt: its
+// done takes an error, and Do passes on only whether the attempt failed.
+var errAttemptFailed = errors.New("retrygobreaker: the attempt failed")
+
+// Allow asks the breaker for leave to make an attempt; Do calls it before
+// every attempt that would call fn. While gobreaker refuses (open, or
+// half-open with MaxRequests attempts under way), it returns an error
+// that matches [overload.ErrCircuitOpen] and gobreaker's own error
+// (gobreaker.ErrOpenState or gobreaker.ErrTooManyRequests) with
+// errors.Is, and whose text names the breaker and its state only.
+// Otherwise done reports how the attempt ended: failed is true for an
+// error Do would retry; see the package documentation.
+func (b *Breaker) Allow() (done func(failed bool), err error) {
+	if b == nil || b.cb == nil {
+		return nil, errNotBuilt
+	}
+	report, err := b.cb.Allow()
+	if err != nil {
+		return nil, b.refuse(err)
+	}
+	return func(failed bool) {
+		if failed {
+			report(errAttemptFailed)
+		} else {
+			report(nil)
+		}
+	}, nil
+}
+
+// refuse returns the refusal for gobreaker's error err.
+func (b *Breaker) refuse(err error) error {
+	switch err {
+	case gobreaker.ErrOpenState:
+		return b.open
+	case gobreaker.ErrTooManyRequests:
+		return b.tooMany
+	}
+	// gobreaker v2.4.0 has no other error; a later one still refuses.
+	return newRefusal(b.cb.Name(), "refused the attempt: "+err.Error(), err)
+}
+
+// refusal is the error of a refused attempt: it matches
+// overload.ErrCircuitOpen and gobreaker's error.
+type refusal struct {
+	msg  string
+	errs [2]error
+}
+
+func newRefusal(name, state string, err error) *refusal {
+	breaker := "the breaker"
+	if name != "" {
+		breaker = fmt.Sprintf("breaker %q", name)
+	}
+	return &refusal{
+		msg:  fmt.Sprintf("%s: %s %s", overload.ErrCircuitOpen, breaker, state),
+		errs: [2]error{overload.ErrCircuitOpen, err},
+	}
+}
+
+func (r *refusal) Error() string   { return r.msg }
+func (r *refusal) Unwrap() []error { return r.errs[:] }
