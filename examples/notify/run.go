@@ -255,7 +255,8 @@ func (r *runner) work(ctx context.Context) {
 func (r *runner) crash(n int64) {
 	r.crashOnce.Do(func() {
 		r.gate.Lock()
-		fmt.Fprintf(r.env.stdout, "\ncrash-at: %d sends made; exiting abruptly (os.Exit(3)): the queue, the counters and the unsent jobs are lost\n", n)
+		fmt.Fprintf(r.env.stdout, "\ncrash-at %d: %d sends made (the jobs in flight ended first, so that none is left between its send and the store's record of it);\n"+
+			"exiting abruptly with os.Exit(3): the queue, the counters and the unsent jobs are lost. Run again with the same flags, without -crash-at.\n", n, r.sends.Load())
 		os.Exit(3)
 	})
 }
