@@ -78,6 +78,7 @@ func testNamespace() string {
 // skips what the crashed run did, because the shared idempotency store
 // says so.
 func TestCrashAndRerun(t *testing.T) {
+	t.Parallel()
 	// What one uninterrupted run sends, with the memory store.
 	want, _ := runIn(t, testConfig(t), env{})
 	require.Positive(t, want.Sent)

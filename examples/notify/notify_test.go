@@ -20,6 +20,7 @@ import (
 // TestSameSeedSameSummary: two runs with one seed print the same table,
 // whatever the scheduling; another seed prints another.
 func TestSameSeedSameSummary(t *testing.T) {
+	t.Parallel()
 	first, out := runIn(t, testConfig(t, "-seed", "7"), env{})
 	second, _ := runIn(t, testConfig(t, "-seed", "7"), env{})
 	assert.Equal(t, first.table(), second.table())
@@ -48,6 +49,7 @@ func TestSameSeedSameSummary(t *testing.T) {
 // with its job ID (in the idempotency key), type, attempts, last error
 // and times.
 func TestDeadLettersAreTheFailedJobs(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	s, _ := runIn(t, cfg, env{})
 	dls, err := deadletter.ReadFile(cfg.deadLetters)
@@ -68,6 +70,7 @@ func TestDeadLettersAreTheFailedJobs(t *testing.T) {
 // TestLogsHoldNoPersonalData: the retry log (debug level: every retry)
 // names no message text, user ID or job ID.
 func TestLogsHoldNoPersonalData(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	var logs syncBuffer
 	s, _ := runIn(t, cfg, env{log: &logs})
@@ -132,6 +135,7 @@ func TestBadFlags(t *testing.T) {
 // TestResend: the -resend mode of a redrive sends a dead letter's
 // payload with the same policy; a job that cannot be sent exits 1.
 func TestResend(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	jobs := generateJobs(3, 400, 0.05)
 	var good, bad *job
@@ -163,6 +167,7 @@ func TestResend(t *testing.T) {
 // TestMetricsServed: -metrics serves the library's metrics and the
 // queue's length.
 func TestMetricsServed(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	s, _ := runIn(t, testConfig(t), env{registry: reg})
 	url, stop, err := serveMetrics("127.0.0.1:0", reg)
