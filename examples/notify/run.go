@@ -241,7 +241,7 @@ func (r *runner) work(ctx context.Context) {
 			// again, after this delivery has ended.
 			r.again <- delivery{job: d.job, n: 2}
 		}
-		if res.done.Outcome == retry.OutcomeSuccess && !res.replayed {
+		if res.unhandled == nil && res.done.Attempts > 0 && res.done.Outcome == retry.OutcomeSuccess {
 			if n := r.sends.Add(1); r.cfg.crashAt > 0 && n == int64(r.cfg.crashAt) {
 				r.crash(n)
 			}

@@ -119,9 +119,6 @@ func printCommands(w io.Writer, c config, b *backends, started time.Time, s summ
 		return
 	}
 	where := b.where
-	if c.postgres != "" {
-		where = fmt.Sprintf("-postgres '%s' -table %s_dead_letters", redactURL(c.postgres), c.namespace)
-	}
 	since := started.UTC().Truncate(time.Second).Format(time.RFC3339)
 	resend := "go run ./examples/notify -resend"
 	switch {
