@@ -146,7 +146,7 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 	fmt.Fprintf(e.stdout, "  time           virtual: each job runs on its own mock clock, so waits, latencies and timeouts take no real time\n")
 	fmt.Fprintf(e.stdout, "  idempotency    %s\n", b.storeName)
 	fmt.Fprintf(e.stdout, "  dead letters   %s\n", b.sinkName)
-	if cfg.logPath == "-" && e.log == nil {
+	if cfg.logPath == "-" {
 		fmt.Fprintf(e.stdout, "  log            standard error (slog JSON, level %v)\n", cfg.logLevel)
 	} else if e.log == nil {
 		fmt.Fprintf(e.stdout, "  log            %s (slog JSON, level %v)\n", cfg.logPath, cfg.logLevel)
