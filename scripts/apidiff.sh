@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 apidiff_version=v0.0.0-20261113113407-e3970619a1a4
-unpublished='^(benchmarks|scripts/tools)$' # as in RELEASING.md
+unpublished='^(benchmarks|examples/notify|scripts/tools)$' # as in RELEASING.md
 
 base=${1:-}
 if [ -z "$base" ]; then

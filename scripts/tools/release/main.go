@@ -38,7 +38,7 @@ import (
 
 // defaultUnpublished are the module directories that are not released:
 // they are for development only.
-const defaultUnpublished = "benchmarks,scripts/tools"
+const defaultUnpublished = "benchmarks,examples/notify,scripts/tools"
 
 // errFailed reports a check that printed its own findings.
 var errFailed = errors.New("release check failed")

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry/deadletter"
+)
+
+// TestSameSeedSameSummary: two runs with one seed print the same table,
+// whatever the scheduling; another seed prints another.
+func TestSameSeedSameSummary(t *testing.T) {
+	t.Parallel()
+	first, out := runIn(t, testConfig(t, "-seed", "7"), env{})
+	second, _ := runIn(t, testConfig(t, "-seed", "7"), env{})
+	assert.Equal(t, first.table(), second.table())
+	assert.Contains(t, out, first.table())
+
+	// The run did what the table says it measures.
+	assert.Equal(t, 400, first.Jobs)
+	assert.Equal(t, first.Jobs+first.Redelivered, first.Deliveries)
+	assert.Positive(t, first.Sent)
+	assert.Positive(t, first.RetriedJobs)
+	assert.Positive(t, first.Permanent)
+	assert.Equal(t, first.Permanent, first.EmptyMessage+first.UnknownUser)
+	assert.Positive(t, first.DuplicatesPrevented)
+	assert.Zero(t, first.DeliveredTwice, "the idempotency store let a job be sent twice")
+	assert.Zero(t, first.EarlierRun, "the memory store starts empty")
+	assert.Equal(t, uint64(first.Permanent+first.Exhausted), first.DeadLettered)
+	assert.Equal(t, int64(first.Attempts), first.Requests, "every attempt is one request to the service")
+	// Each delivery ended one way.
+	assert.Equal(t, first.Deliveries, int(first.Sent)+first.Permanent+first.Exhausted+first.Deadline+first.DuplicatesPrevented+first.EarlierRun)
+
+	other, _ := runIn(t, testConfig(t, "-seed", "8"), env{})
+	assert.NotEqual(t, first.table(), other.table())
+}
+
+// TestDeadLettersAreTheFailedJobs: every job that gave up is in the file,
+// with its job ID (in the idempotency key), type, attempts, last error
+// and times.
+func TestDeadLettersAreTheFailedJobs(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	s, _ := runIn(t, cfg, env{})
+	dls, err := deadletter.ReadFile(cfg.deadLetters)
+	require.NoError(t, err)
+	require.Len(t, dls, int(s.DeadLettered))
+	for _, dl := range dls {
+		var j job
+		require.NoError(t, json.Unmarshal(dl.Payload, &j))
+		assert.Equal(t, "notify:"+j.ID, dl.IdempotencyKey)
+		assert.Equal(t, j.Type, dl.Name)
+		assert.Positive(t, dl.Attempts)
+		assert.NotEmpty(t, dl.LastError)
+		assert.False(t, dl.GaveUp.Before(dl.FirstAttempt))
+		assert.NotContains(t, dl.LastError, j.UserID)
+	}
+}
+
+// TestLogsHoldNoPersonalData: the retry log (debug level: every retry)
+// names no message text, user ID or job ID.
+func TestLogsHoldNoPersonalData(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	var logs syncBuffer
+	s, _ := runIn(t, cfg, env{log: &logs})
+	text := logs.String()
+	require.Positive(t, s.Retries)
+	for _, want := range []string{`"level":"DEBUG"`, `"level":"WARN"`, `"msg":"retry: attempt failed, retrying"`, `"operation":"promo"`} {
+		assert.Contains(t, text, want)
+	}
+	if s.Exhausted > 0 {
+		assert.Contains(t, text, `"level":"ERROR"`)
+	}
+	for _, j := range generateJobs(cfg.seed, cfg.jobs, cfg.permanentRate) {
+		if j.Message != "" {
+			require.NotContains(t, text, j.Message)
+		}
+		require.NotContains(t, text, j.UserID)
+		require.NotContains(t, text, j.ID)
+	}
+}
+
+// TestBadFlags: a bad value exits with status 2 and a message naming the
+// flag, never a panic.
+func TestBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-jobs", "0"}, "-jobs 0"},
+		{[]string{"-jobs", "many"}, "-jobs"},
+		{[]string{"-workers", "-3"}, "-workers -3"},
+		{[]string{"-queue", "0"}, "-queue 0"},
+		{[]string{"-fail-rate", "1.5"}, "-fail-rate 1.5"},
+		{[]string{"-fail-rate", "NaN"}, "-fail-rate NaN"},
+		{[]string{"-permanent-rate", "-0.1"}, "-permanent-rate"},
+		{[]string{"-seed", "-1"}, "-seed"},
+		{[]string{"-deadline", "0s"}, "-deadline"},
+		{[]string{"-crash-at", "10"}, "-crash-at needs -redis or -postgres"},
+		{[]string{"-crash-at", "-1"}, "-crash-at -1"},
+		{[]string{"-fresh"}, "-fresh"},
+		{[]string{"-redis", "localhost"}, "-redis"},
+		{[]string{"-metrics", "9090"}, "-metrics"},
+		{[]string{"-postgres", "postgres://u:secret@host:notaport/db"}, "-postgres"},
+		{[]string{"-namespace", "Bad-Name"}, "-namespace"},
+		{[]string{"-log-level", "loud"}, "-log-level"},
+		{[]string{"-no-such-flag"}, "-no-such-flag"},
+		{[]string{"extra"}, "unexpected argument"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr)
+		assert.Equal(t, 2, code, "%v: %s", tc.args, stderr.String())
+		assert.Contains(t, stderr.String(), tc.want, "%v", tc.args)
+		assert.NotContains(t, stderr.String(), "secret", "%v", tc.args)
+		assert.Empty(t, stdout.String(), "%v", tc.args)
+	}
+
+	var stderr bytes.Buffer
+	assert.Equal(t, 0, realMain([]string{"-h"}, strings.NewReader(""), &bytes.Buffer{}, &stderr))
+	assert.Contains(t, stderr.String(), "Usage of notify")
+	assert.Contains(t, stderr.String(), "-crash-at")
+}
+
+// TestResend: the -resend mode of a redrive sends a dead letter's
+// payload with the same policy; a job that cannot be sent exits 1.
+func TestResend(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	jobs := generateJobs(3, 400, 0.05)
+	var good, bad *job
+	for _, j := range jobs {
+		switch {
+		case good == nil && j.Message != "" && validUser.MatchString(j.UserID):
+			good = j
+		case bad == nil && j.Message == "":
+			bad = j
+		}
+	}
+	require.NotNil(t, good)
+	require.NotNil(t, bad)
+	args := []string{"-resend", "-fail-rate", "0", "-log", filepath.Join(dir, "log")}
+
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, realMain(args, bytes.NewReader(good.body), &stdout, &stderr), stderr.String())
+	assert.Contains(t, stdout.String(), good.Type+": sent after 1 attempt(s)")
+
+	stdout.Reset()
+	stderr.Reset()
+	assert.Equal(t, 1, realMain(args, bytes.NewReader(bad.body), &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "permanent after 1 attempt(s), last status 400 Bad Request")
+	assert.NotContains(t, stderr.String(), bad.UserID)
+
+	assert.Equal(t, 2, realMain(args, strings.NewReader("not json"), &stdout, &stderr))
+}
+
+// TestMetricsServed: -metrics serves the library's metrics and the
+// queue's length.
+func TestMetricsServed(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	s, _ := runIn(t, testConfig(t), env{registry: reg})
+	url, stop, err := serveMetrics("127.0.0.1:0", reg)
+	require.NoError(t, err)
+	defer stop()
+	body := httpGet(t, url)
+	for _, want := range []string{
+		`retry_calls_total{operation="order-shipped",outcome="success"}`,
+		`retry_retries_total{operation="promo"}`,
+		`retry_dead_letters_total{operation="password-reset",result="recorded"}`,
+		"notify_queue_length 0",
+	} {
+		assert.Contains(t, body, want)
+	}
+	assert.Positive(t, s.Sent)
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return string(body)
+}
+
+func TestDefaultsWriteNothingToTheRepository(t *testing.T) {
+	// The defaults put the dead letters and the log in the temporary
+	// directory, not in the clone.
+	cfg, err := parseFlags(nil, os.Stderr)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(cfg.deadLetters, os.TempDir()))
+	assert.True(t, strings.HasPrefix(cfg.logPath, os.TempDir()))
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retryhttp"
+)
+
+// The retry policy of a user-facing notification: a few attempts within
+// seconds, since a late "your order has shipped" is worth little, and an
+// answer or nothing within the job's deadline.
+const (
+	maxAttempts    = 4                      // one send and three retries: the service sees at most 4x the load
+	initialWait    = 250 * time.Millisecond // Exponential(250ms, 2, 2s) with full jitter: at most 250ms, 500ms, 1s
+	maxBackoff     = 2 * time.Second
+	maxWait        = 5 * time.Second // WithMaxDelay: caps the service's Retry-After too
+	attemptTimeout = 2 * time.Second // an answer later than this is a timeout
+	// defaultDeadline is at least 1.5x the longest schedule: 3 waits at
+	// the 5s cap and 4 attempts that time out, 23s. A shorter deadline
+	// does not hang a job: Do returns at once, with OutcomeDeadline, when
+	// the next wait would end at or after it.
+	defaultDeadline = 35 * time.Second
+)
+
+// retryStatuses are the statuses the Transport hands to the Retrier as
+// failed attempts: the transient ones it retries, and 400 and 404, which
+// transient refuses, so that the Retrier ends those calls as permanent
+// failures (counted, logged at Warn, dead-lettered). A status that is not
+// listed is a success to the Retrier.
+var retryStatuses = []int{
+	http.StatusBadRequest, http.StatusNotFound, // permanent: see transient
+	http.StatusRequestTimeout, http.StatusTooManyRequests,
+	http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
+}
+
+// transient is the Retrier's WithRetryIf: an empty message (400) or an
+// unknown user (404) will fail the same way every time; timeouts, refused
+// connections, 408, 429, 5xx may not.
+func transient(err error) bool {
+	var se *retryhttp.StatusError
+	if errors.As(err, &se) {
+		return se.StatusCode != http.StatusBadRequest && se.StatusCode != http.StatusNotFound
+	}
+	return true
+}
+
+// deps are what the policy is joined to.
+type deps struct {
+	store     retry.IdempotencyStore
+	sink      retry.DeadLetterSink // nil: no dead letters (the -resend mode, under deadletters redrive)
+	observers []retry.Observer
+}
+
+// newRetrier builds the one Retrier every job shares: the whole policy is
+// here, so that a new option is one line in opts.
+func newRetrier(d deps) (*retry.Retrier, error) {
+	opts := []retry.Option{
+		retry.WithMaxAttempts(maxAttempts),
+		retry.WithBackoff(retry.Exponential(initialWait, 2, maxBackoff)),
+		retry.WithJitter(retry.FullJitter),
+		retry.WithMaxDelay(maxWait),
+		retry.WithAttemptTimeout(attemptTimeout),
+		retry.WithRetryIf(transient),
+		// The send log: one key per job ID, claimed before the first
+		// attempt, completed when the service has the notification.
+		retry.WithIdempotency(d.store, nil),
+		// ---- RETRY BUDGET -------------------------------------------
+		// retry.WithBudget is being added to the library. When it lands,
+		// add it here, on this one line, and nowhere else:
+		//	retry.WithBudget(...),
+		// ---------------------------------------------------------------
+	}
+	if d.sink != nil {
+		// Every job that gives up (permanent or exhausted) is kept with
+		// its ID (in the idempotency key), type (the name), attempts,
+		// last error and times.
+		opts = append(opts, retry.WithDeadLetter(d.sink, nil))
+	}
+	for _, o := range d.observers {
+		opts = append(opts, retry.WithObserver(o))
+	}
+	return retry.New(opts...)
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retryhttp"
+	"github.com/steadfast-go/retry/retryslog"
+	"github.com/steadfast-go/retry/retrystats"
+)
+
+// env is what a run writes to, and what tests replace.
+type env struct {
+	stdout   io.Writer
+	log      io.Writer            // the slog output; nil: open config.logPath
+	terminal bool                 // stdout is a terminal: draw the progress bar
+	registry *prometheus.Registry // metrics; nil: only with -metrics
+}
+
+// runner holds one run's shared state.
+type runner struct {
+	cfg     config
+	env     env
+	shared  *retry.Retrier
+	base    http.RoundTripper
+	url     string
+	stats   *retrystats.Stats
+	svc     *service
+	queue   chan delivery
+	again   chan delivery // redeliveries, back to the dispatcher
+	redeliv map[int]bool
+	started time.Time
+
+	mu      sync.Mutex
+	results []result
+	done    atomic.Int64 // deliveries finished
+
+	// gate lets -crash-at stop the process between jobs: each job holds
+	// it shared from its claim to its end, the crash takes it alone.
+	gate      sync.RWMutex
+	sends     atomic.Int64
+	crashOnce sync.Once
+}
+
+// delivery is one delivery of a job by the queue: n is 1, or 2 for a
+// redelivery.
+type delivery struct {
+	job *job
+	n   int
+}
+
+// result is how one delivery ended, as the Retrier reported it.
+type result struct {
+	delivery  int
+	done      retry.Done
+	replayed  bool // the idempotency store answered: the service was not called
+	status    int  // the final response's status; 0 when there was none
+	elapsed   time.Duration
+	unhandled error // an error that is no outcome of the policy (a bug or a broken setup)
+}
+
+// run sends the jobs and prints the summary.
+func run(ctx context.Context, cfg config, e env) (summary, error) {
+	started := time.Now()
+	b, err := openBackends(ctx, cfg, true)
+	if err != nil {
+		return summary{}, err
+	}
+	defer b.close()
+
+	logOut := e.log
+	if logOut == nil {
+		f, err := openLog(cfg.logPath)
+		if err != nil {
+			return summary{}, err
+		}
+		defer f.Close()
+		logOut = f
+	}
+	logger := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.logLevel}))
+
+	stats := new(retrystats.Stats)
+	observers := []retry.Observer{stats, retryslog.New(logger, &retryslog.Options{RetryLevel: slog.LevelDebug})}
+	r := &runner{cfg: cfg, env: e, stats: stats, started: started}
+	r.queue = make(chan delivery, cfg.queue)
+
+	metricsURL := ""
+	if cfg.metrics != "" || e.registry != nil {
+		reg := e.registry
+		if reg == nil {
+			reg = prometheus.NewRegistry()
+		}
+		obs, err := newMetrics(reg, func() int { return len(r.queue) })
+		if err != nil {
+			return summary{}, err
+		}
+		observers = append(observers, obs)
+		if cfg.metrics != "" {
+			url, stop, err := serveMetrics(cfg.metrics, reg)
+			if err != nil {
+				return summary{}, err
+			}
+			defer stop()
+			metricsURL = url
+		}
+	}
+
+	if r.shared, err = newRetrier(deps{store: b.store, sink: b.sink, observers: observers}); err != nil {
+		return summary{}, err
+	}
+	if r.svc, err = newService(cfg.seed, cfg.failRate, cfg.deliveries); err != nil {
+		return summary{}, err
+	}
+	url, stopService, err := r.svc.start()
+	if err != nil {
+		return summary{}, err
+	}
+	defer stopService()
+	r.url = url + "/v1/push"
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = cfg.workers
+	defer base.CloseIdleConnections()
+	r.base = base
+
+	jobs := generateJobs(cfg.seed, cfg.jobs, cfg.permanentRate)
+	r.redeliv = redelivered(cfg.seed, jobs, cfg.redeliverRate)
+	r.again = make(chan delivery, len(r.redeliv))
+	total := len(jobs) + len(r.redeliv)
+
+	fmt.Fprintf(e.stdout, "notify: %d jobs, %d workers, queue of %d, seed %d; transient failures %.0f%% of attempts, permanent %.0f%% of jobs, redelivered %.0f%%\n",
+		cfg.jobs, cfg.workers, cfg.queue, cfg.seed, 100*cfg.failRate, 100*cfg.permanentRate, 100*cfg.redeliverRate)
+	fmt.Fprintf(e.stdout, "  push service   %s (simulated, on loopback; retryhttp sends every attempt)\n", url)
+	fmt.Fprintf(e.stdout, "  time           virtual: each job runs on its own mock clock, so waits, latencies and timeouts take no real time\n")
+	fmt.Fprintf(e.stdout, "  idempotency    %s\n", b.storeName)
+	fmt.Fprintf(e.stdout, "  dead letters   %s\n", b.sinkName)
+	if cfg.logPath == "-" {
+		fmt.Fprintf(e.stdout, "  log            standard error (slog JSON, level %v)\n", cfg.logLevel)
+	} else if e.log == nil {
+		fmt.Fprintf(e.stdout, "  log            %s (slog JSON, level %v)\n", cfg.logPath, cfg.logLevel)
+	}
+	if metricsURL != "" {
+		fmt.Fprintf(e.stdout, "  metrics        %s\n", metricsURL)
+	}
+
+	p := startProgress(e, total, r)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go r.dispatch(ctx, jobs, total)
+	var wg sync.WaitGroup
+	for range cfg.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.work(ctx)
+		}()
+	}
+	wg.Wait()
+	p.stop()
+	if err := ctx.Err(); err != nil {
+		return summary{}, fmt.Errorf("stopped: %w", err)
+	}
+
+	s := r.summarize(jobs)
+	fmt.Fprintln(e.stdout)
+	fmt.Fprint(e.stdout, s.table())
+	for _, err := range s.unhandled {
+		fmt.Fprintln(e.stdout, "  unexpected error:", err)
+	}
+	printCommands(e.stdout, cfg, b, started, s)
+	fmt.Fprintf(e.stdout, "\nran in %v of real time\n", time.Since(started).Round(time.Millisecond))
+	return s, nil
+}
+
+// dispatch feeds the queue: the generated jobs in order, and each
+// redelivery as soon as its first delivery has ended. It closes the queue
+// after total deliveries.
+func (r *runner) dispatch(ctx context.Context, jobs []*job, total int) {
+	defer close(r.queue)
+	var pending []delivery
+	next := 0
+	for sent := 0; sent < total; {
+		var d delivery
+		switch {
+		case len(pending) > 0:
+			d = pending[0]
+		case next < len(jobs):
+			d = delivery{job: jobs[next], n: 1}
+		default:
+			select {
+			case d = <-r.again:
+				pending = append(pending, d)
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case r.queue <- d:
+			sent++
+			if len(pending) > 0 {
+				pending = pending[1:]
+			} else {
+				next++
+			}
+		case a := <-r.again:
+			pending = append(pending, a)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// work takes deliveries from the queue until it is closed.
+func (r *runner) work(ctx context.Context) {
+	for d := range r.queue {
+		if ctx.Err() != nil {
+			return
+		}
+		r.gate.RLock()
+		res := r.send(ctx, d)
+		r.gate.RUnlock()
+		r.mu.Lock()
+		r.results = append(r.results, res)
+		r.mu.Unlock()
+		r.done.Add(1)
+		if d.n == 1 && r.redeliv[d.job.index] {
+			// The acknowledgement was lost: the queue delivers the job
+			// again, after this delivery has ended.
+			r.again <- delivery{job: d.job, n: 2}
+		}
+		if res.unhandled == nil && res.done.Attempts > 0 && res.done.Outcome == retry.OutcomeSuccess {
+			if n := r.sends.Add(1); r.cfg.crashAt > 0 && n == int64(r.cfg.crashAt) {
+				r.crash(n)
+			}
+		}
+	}
+}
+
+// crash ends the process between jobs: it stops new jobs, lets those in
+// flight end (so that none is left between its send and the store's
+// record of it), then exits without any cleanup.
+func (r *runner) crash(n int64) {
+	r.crashOnce.Do(func() {
+		r.gate.Lock()
+		fmt.Fprintf(r.env.stdout, "\ncrash-at %d: %d sends made (the jobs in flight ended first, so that none is left between its send and the store's record of it);\n"+
+			"exiting abruptly with os.Exit(3): the queue, the counters and the unsent jobs are lost. Run again with the same flags, without -crash-at.\n", n, r.sends.Load())
+		os.Exit(3)
+	})
+}
+
+// lastDone keeps the Done event of one call.
+type lastDone struct{ d retry.Done }
+
+func (*lastDone) OnAttemptStart(context.Context, retry.AttemptStart) {}
+func (*lastDone) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
+func (*lastDone) OnRetry(context.Context, retry.Scheduled)           {}
+func (l *lastDone) OnDone(_ context.Context, e retry.Done)           { l.d = e }
+
+// send makes one delivery of a job: one call of the shared policy,
+// through retryhttp, on the job's own virtual clock and random source.
+//
+// In a service of your own, build one Transport from the shared Retrier
+// and send every request through it. Only the determinism of this
+// example needs a Transport per job: WithClock and WithRandom are set per
+// Retrier.
+func (r *runner) send(ctx context.Context, d delivery) result {
+	res := result{delivery: d.n}
+	clk := newJobClock(time.Now())
+	defer clk.Stop()
+	obs := &lastDone{}
+	jr, err := r.shared.With(
+		retry.WithClock(clk),
+		retry.WithRandom(rand.NewPCG(r.cfg.seed, uint64(d.job.index)<<1|uint64(d.n-1))),
+		retry.WithPayload(d.job.body),
+		retry.WithObserver(obs),
+	)
+	if err != nil {
+		res.unhandled = err
+		return res
+	}
+	tr, err := retryhttp.NewTransport(&virtualNetwork{clk: clk, base: r.base, timeout: attemptTimeout}, jr,
+		retryhttp.WithStatuses(retryStatuses...),
+		retryhttp.WithOperationName(func(*http.Request) string { return d.job.Type }),
+	)
+	if err != nil {
+		res.unhandled = err
+		return res
+	}
+	ctx = retry.ContextWithIdempotencyKey(ctx, "notify:"+d.job.ID)
+	ctx, cancel := clk.WithTimeout(ctx, r.cfg.deadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(d.job.body))
+	if err != nil {
+		res.unhandled = err
+		return res
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(retryhttp.IdempotencyKeyHeader, d.job.ID) // the service may dedupe too
+
+	start := clk.Now()
+	resp, err := tr.RoundTrip(req)
+	res.elapsed = clk.Now().Sub(start)
+	res.done = obs.d
+	if resp != nil {
+		res.status = resp.StatusCode
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, retry.ErrReplayed):
+		res.replayed = true
+	case asRetryError(err) == nil:
+		res.unhandled = err
+	}
+	return res
+}
+
+func asRetryError(err error) *retry.Error {
+	var re *retry.Error
+	if errors.As(err, &re) {
+		return re
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// latencyHeader carries the simulated latency of an answer: the service
+// answers at once, in real time, and says how long the answer would have
+// taken. The client moves the job's virtual clock on by it (see
+// virtualNetwork), so an answer slower than the attempt timeout is a
+// timeout.
+const latencyHeader = "Simulated-Latency"
+
+// timeoutLatency is how late the service answers when it "times out":
+// later than any attempt timeout.
+const timeoutLatency = time.Minute
+
+// validUser is the form of a user ID the service knows.
+var validUser = regexp.MustCompile(`^u[0-9]{8}$`)
+
+// service is the simulated third-party push service. Whether an attempt
+// fails, how, and how long it takes are a pure function of the seed, the
+// job ID and the attempt's number for that job (the requests the service
+// has seen with that ID), never of the order in which workers send, so a
+// run is the same whatever the scheduling.
+type service struct {
+	seed     uint64
+	failRate float64
+
+	mu        sync.Mutex
+	attempts  map[string]int // requests seen per job ID
+	delivered map[string]int // notifications delivered per job ID
+	log       *os.File       // the record of deliveries; nil for none
+
+	requests   atomic.Int64
+	deliveries atomic.Int64
+	duplicates atomic.Int64 // deliveries of a job delivered before
+}
+
+func newService(seed uint64, failRate float64, logPath string) (*service, error) {
+	s := &service{seed: seed, failRate: failRate, attempts: map[string]int{}, delivered: map[string]int{}}
+	if logPath != "" {
+		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("the deliveries record: %w", err)
+		}
+		s.log = f
+	}
+	return s, nil
+}
+
+// rng returns the random stream of attempt n of job id.
+func (s *service) rng(id string, n int) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return rand.New(rand.NewPCG(s.seed, h.Sum64()+uint64(n)*0x9e3779b97f4a7c15))
+}
+
+func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/push" {
+		http.NotFound(w, r)
+		return
+	}
+	var j job
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&j); err != nil || j.ID == "" {
+		answer(w, http.StatusBadRequest, 0, "malformed request")
+		return
+	}
+	s.mu.Lock()
+	s.attempts[j.ID]++
+	n := s.attempts[j.ID]
+	s.mu.Unlock()
+	s.requests.Add(1)
+
+	rng := s.rng(j.ID, n)
+	latency := time.Duration(20+rng.IntN(130)) * time.Millisecond
+	if rng.Float64() < s.failRate {
+		// Overloaded: the request fails before the service looks at it.
+		switch k := rng.Float64(); {
+		case k < 0.35:
+			answer(w, http.StatusGatewayTimeout, timeoutLatency, "timeout")
+		case k < 0.65:
+			answer(w, http.StatusServiceUnavailable, latency, "unavailable")
+		case k < 0.80:
+			answer(w, http.StatusBadGateway, latency, "bad gateway")
+		default:
+			w.Header().Set("Retry-After", strconv.Itoa(1+rng.IntN(3)))
+			answer(w, http.StatusTooManyRequests, latency, "rate limited")
+		}
+		return
+	}
+	switch {
+	case j.Message == "":
+		answer(w, http.StatusBadRequest, latency, "empty message")
+	case !validUser.MatchString(j.UserID):
+		answer(w, http.StatusNotFound, latency, "unknown user")
+	default:
+		s.deliver(j.ID)
+		answer(w, http.StatusOK, latency, "sent")
+	}
+}
+
+// deliver records that the notification of job id reached its user.
+func (s *service) deliver(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delivered[id]++
+	s.deliveries.Add(1)
+	if s.delivered[id] > 1 {
+		s.duplicates.Add(1)
+	}
+	if s.log != nil {
+		// One write per line, unbuffered: the kernel has it even if the
+		// process exits the next instant.
+		if _, err := s.log.WriteString(id + "\n"); err != nil {
+			fmt.Fprintln(os.Stderr, "notify: the deliveries record:", err)
+		}
+	}
+}
+
+func answer(w http.ResponseWriter, code int, latency time.Duration, status string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(latencyHeader, latency.String())
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "{\"status\":%q}\n", status)
+}
+
+// start serves s on a loopback port and returns its base URL and a
+// function that stops it.
+func (s *service) start() (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("the push service: %w", err)
+	}
+	stop := serve(ln, s, "the push service")
+	return "http://" + ln.Addr().String(), func() {
+		stop()
+		if s.log != nil {
+			s.log.Close()
+		}
+	}, nil
+}
+
+// serve serves h on ln until the function it returns is called.
+func serve(ln net.Listener, h http.Handler, what string) (stop func()) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(os.Stderr, "notify: %s: %v\n", what, err)
+		}
+	}()
+	return func() {
+		srv.Close()
+		<-done
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/memstore"
+	"github.com/steadfast-go/retry/pgdeadletter"
+	"github.com/steadfast-go/retry/pgstore"
+	"github.com/steadfast-go/retry/redisstore"
+)
+
+// backends are the idempotency store and the dead-letter sink of a run.
+type backends struct {
+	store     retry.IdempotencyStore
+	sink      retry.DeadLetterSink
+	storeName string // for the summary
+	sinkName  string
+	where     string // the deadletters flags that name the sink
+	closers   []func()
+}
+
+func (b *backends) close() {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
+}
+
+// openBackends connects to what the flags name: the memory store and the
+// dead-letter file by default; Redis for keys with -redis; PostgreSQL for
+// keys (unless -redis) and dead letters with -postgres. withSink false
+// opens no sink (the -resend mode).
+func openBackends(ctx context.Context, c config, withSink bool) (*backends, error) {
+	b := &backends{}
+	ok := false
+	defer func() {
+		if !ok {
+			b.close()
+		}
+	}()
+	var pool *pgxpool.Pool
+	if c.postgres != "" {
+		var err error
+		if pool, err = openPostgres(ctx, c.postgres); err != nil {
+			return nil, err
+		}
+		b.closers = append(b.closers, pool.Close)
+	}
+	switch {
+	case c.redis != "":
+		client := redis.NewClient(&redis.Options{Addr: c.redis, ContextTimeoutEnabled: true, MaxRetries: -1})
+		b.closers = append(b.closers, func() { client.Close() })
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := client.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("-redis %s: %w", c.redis, err)
+		}
+		prefix := c.namespace + ":idem:"
+		if c.fresh {
+			if err := deletePrefix(ctx, client, prefix); err != nil {
+				return nil, fmt.Errorf("-fresh: %w", err)
+			}
+		}
+		s, err := redisstore.New(client, redisstore.WithPrefix(prefix))
+		if err != nil {
+			return nil, err
+		}
+		b.store, b.storeName = s, fmt.Sprintf("Redis %s, keys %s*", c.redis, prefix)
+	case pool != nil:
+		table := c.namespace + "_idempotency"
+		s, err := pgstore.New(pool, pgstore.WithTable(table))
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Migrate(ctx); err != nil {
+			return nil, fmt.Errorf("-postgres: creating table %s: %w", table, err)
+		}
+		if c.fresh {
+			if _, err := pool.Exec(ctx, "DELETE FROM "+pgx.Identifier{table}.Sanitize()); err != nil {
+				return nil, fmt.Errorf("-fresh: %w", err)
+			}
+		}
+		b.store, b.storeName = s, "PostgreSQL, table "+table
+	default:
+		b.store, b.storeName = memstore.New(nil), "memory (memstore): this process only"
+	}
+	if !withSink {
+		ok = true
+		return b, nil
+	}
+	if pool != nil {
+		table := c.namespace + "_dead_letters"
+		s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(table))
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Migrate(ctx); err != nil {
+			return nil, fmt.Errorf("-postgres: creating table %s: %w", table, err)
+		}
+		b.sink, b.sinkName = s, "PostgreSQL, table "+table
+		b.where = fmt.Sprintf("-postgres '%s' -table %s", redactURL(c.postgres), table)
+	} else {
+		f, err := deadletter.OpenFile(c.deadLetters, nil)
+		if err != nil {
+			return nil, fmt.Errorf("-dead-letters: %w", err)
+		}
+		b.closers = append(b.closers, func() { f.Close() })
+		b.sink, b.sinkName = f, "JSON Lines file "+c.deadLetters
+		b.where = "-file " + c.deadLetters
+	}
+	ok = true
+	return b, nil
+}
+
+func openPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's message may quote the URL, password and all.
+		return nil, fmt.Errorf("-postgres: not a PostgreSQL URL or connection string")
+	}
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("-postgres: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("-postgres: %w", err)
+	}
+	return pool, nil
+}
+
+// deletePrefix deletes the Redis keys that start with prefix.
+func deletePrefix(ctx context.Context, c *redis.Client, prefix string) error {
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+		if len(keys) == 1000 {
+			if err := c.Unlink(ctx, keys...).Err(); err != nil {
+				return err
+			}
+			keys = keys[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		return c.Unlink(ctx, keys...).Err()
+	}
+	return nil
+}

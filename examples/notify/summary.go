@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/steadfast-go/retry"
+)
+
+// summary is what a run did. Every figure depends only on the flags (the
+// seed among them) and on what earlier runs left in a shared store, not on
+// the scheduling or the machine: the same seed prints the same table.
+type summary struct {
+	Jobs, Deliveries, Redelivered int
+	Sent                          int64 // notifications the service delivered in this run
+	DeliveredTwice                int64 // deliveries of a job the service had delivered before, in this run
+	Requests                      int64 // requests the service saw: downstream calls
+	RetriedJobs                   int   // deliveries that needed more than one attempt
+	Attempts, Retries             uint64
+	Permanent                     int // deliveries that ended in a permanent failure
+	EmptyMessage, UnknownUser     int
+	Exhausted                     int // every attempt failed (or the time budget ran out)
+	Deadline                      int // the next wait would have passed the job's deadline
+	DeadLettered, NotDeadLettered uint64
+	DuplicatesPrevented           int // redeliveries the idempotency store answered
+	EarlierRun                    int // first deliveries the idempotency store answered: done by an earlier run
+	P50, P99                      time.Duration
+
+	unhandled []error
+}
+
+func (r *runner) summarize(jobs []*job) summary {
+	snap := r.stats.Snapshot()
+	s := summary{
+		Jobs: len(jobs), Redelivered: len(r.redeliv), Deliveries: len(r.results),
+		Sent: r.svc.deliveries.Load(), DeliveredTwice: r.svc.duplicates.Load(), Requests: r.svc.requests.Load(),
+		Attempts: snap.Attempts, Retries: snap.Retries,
+		DeadLettered: snap.DeadLettersRecorded, NotDeadLettered: snap.DeadLettersFailed,
+	}
+	var durations []time.Duration
+	for _, res := range r.results {
+		if res.unhandled != nil {
+			s.unhandled = append(s.unhandled, res.unhandled)
+		}
+		switch {
+		case res.replayed && res.delivery > 1:
+			s.DuplicatesPrevented++
+			continue
+		case res.replayed:
+			s.EarlierRun++
+			continue
+		}
+		if res.done.Attempts > 0 {
+			durations = append(durations, res.elapsed)
+		}
+		if res.done.Attempts > 1 {
+			s.RetriedJobs++
+		}
+		switch res.done.Outcome {
+		case retry.OutcomePermanent:
+			s.Permanent++
+			switch res.status {
+			case http.StatusBadRequest:
+				s.EmptyMessage++
+			case http.StatusNotFound:
+				s.UnknownUser++
+			}
+		case retry.OutcomeExhausted, retry.OutcomeMaxElapsed:
+			s.Exhausted++
+		case retry.OutcomeDeadline:
+			s.Deadline++
+		}
+	}
+	slices.Sort(durations)
+	s.P50, s.P99 = percentile(durations, 50), percentile(durations, 99)
+	return s
+}
+
+// percentile returns the nearest-rank p-th percentile of sorted d.
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := (p*len(d) + 99) / 100 // ceil(p/100 * n)
+	return d[max(i-1, 0)]
+}
+
+// table renders the summary; it holds nothing that varies between runs
+// with the same flags.
+func (s summary) table() string {
+	var b strings.Builder
+	row := func(name string, v any, note string) { fmt.Fprintf(&b, "  %-25s%14v   %s\n", name, v, note) }
+	perJob := float64(s.Requests) / float64(s.Jobs)
+	row("jobs", s.Jobs, fmt.Sprintf("%d deliveries: the queue delivered %d jobs twice", s.Deliveries, s.Redelivered))
+	row("sent", s.Sent, "notifications the push service delivered")
+	row("retried", s.RetriedJobs, fmt.Sprintf("deliveries that needed more than one attempt: %d retries, %d attempts in all", s.Retries, s.Attempts))
+	row("permanent", s.Permanent, fmt.Sprintf("empty message %d, invalid user %d: not retried", s.EmptyMessage, s.UnknownUser))
+	row("exhausted", s.Exhausted, fmt.Sprintf("all %d attempts failed", maxAttempts))
+	row("deadline", s.Deadline, "the next wait would have ended past the job's deadline")
+	row("dead-lettered", s.DeadLettered, fmt.Sprintf("the permanent and exhausted ones; %d could not be stored", s.NotDeadLettered))
+	row("duplicates prevented", s.DuplicatesPrevented, "redeliveries the idempotency store answered: not sent again")
+	row("done by an earlier run", s.EarlierRun, "first deliveries the idempotency store answered (same seed, shared store)")
+	row("delivered twice", s.DeliveredTwice, "by the push service's own count")
+	row("job duration p50 / p99", s.P50.Round(time.Millisecond).String()+" / "+s.P99.Round(time.Millisecond).String(), "virtual time, from the first attempt to the end")
+	row("downstream calls per job", fmt.Sprintf("%.2f", perJob), fmt.Sprintf("%d requests to the push service", s.Requests))
+	return b.String()
+}
+
+// printCommands says where the dead letters are and how to list and
+// redrive them with cmd/deadletters.
+func printCommands(w io.Writer, c config, b *backends, started time.Time, s summary) {
+	if s.DeadLettered == 0 {
+		fmt.Fprintf(w, "\nNothing gave up: no dead letters.\n")
+		return
+	}
+	where := b.where
+	since := started.UTC().Truncate(time.Second).Format(time.RFC3339)
+	resend := "go run ./examples/notify -resend"
+	switch {
+	case c.redis != "":
+		resend += fmt.Sprintf(" -redis %s -namespace %s", c.redis, c.namespace)
+	case c.postgres != "":
+		resend += fmt.Sprintf(` -postgres "%s" -namespace %s`, redactURL(c.postgres), c.namespace)
+	}
+	fmt.Fprintf(w, "\nThe %d jobs that gave up are dead letters (%s). From the repository root:\n", s.DeadLettered, b.sinkName)
+	fmt.Fprintf(w, "  go run ./cmd/deadletters list %s -since %s\n", where, since)
+	fmt.Fprintf(w, "  go run ./cmd/deadletters redrive %s -since %s -reason exhausted -exec '%s'\n", where, since, resend)
+	fmt.Fprintf(w, "Redrive sends each exhausted job again, under its idempotency key")
+	if c.redis == "" && c.postgres == "" {
+		fmt.Fprintf(w, " (with -redis or -postgres, a job sent meanwhile is not sent twice)")
+	}
+	fmt.Fprintf(w, ".\nThe permanent ones (empty message, invalid user) fail again until their data is fixed.\n")
+}
+
+// redactURL drops the password from a PostgreSQL URL: pgx reads it from
+// PGPASSWORD or ~/.pgpass instead.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.User(u.User.Username())
+	}
+	return u.String()
+}
