@@ -25,18 +25,21 @@ type config struct {
 	// jobs the queue delivers twice (an acknowledgement lost, as when a
 	// visibility timeout runs out).
 	failRate, permanentRate, redeliverRate float64
-	seed                                   uint64
-	deadline                               time.Duration // per job, on its virtual clock
-	crashAt                                int           // exit after this many sends; 0: never
-	redis, postgres                        string
-	namespace                              string // Redis key prefix and PostgreSQL table prefix
-	fresh                                  bool
-	metrics                                string
-	deadLetters                            string // the JSON Lines file, unless -postgres
-	logPath                                string // "-": standard error
-	logLevel                               slog.Level
-	deliveries                             string // the push service's record of deliveries; "" for none
-	resend                                 bool
+	// noBudget runs without the shared retry budget: every job may make
+	// all its attempts, whatever the others see.
+	noBudget        bool
+	seed            uint64
+	deadline        time.Duration // per job, on its virtual clock
+	crashAt         int           // exit after this many sends; 0: never
+	redis, postgres string
+	namespace       string // Redis key prefix and PostgreSQL table prefix
+	fresh           bool
+	metrics         string
+	deadLetters     string // the JSON Lines file, unless -postgres
+	logPath         string // "-": standard error
+	logLevel        slog.Level
+	deliveries      string // the push service's record of deliveries; "" for none
+	resend          bool
 }
 
 // namespaceRE keeps -namespace usable as a Redis key prefix and as the
@@ -65,6 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.failRate, "fail-rate", 0.3, "share of attempts that fail transiently: timeout, 502, 503, 429 with Retry-After (0 to 1)")
 	fs.Float64Var(&c.permanentRate, "permanent-rate", 0.02, "share of jobs that fail permanently: empty message or invalid user ID (0 to 1)")
 	fs.Float64Var(&c.redeliverRate, "redeliver-rate", 0.05, "share of jobs the queue delivers twice, as after a lost acknowledgement (0 to 1)")
+	fs.BoolVar(&c.noBudget, "no-budget", false, "no shared retry budget: every job makes all its attempts (the summary is then the same for a seed at any -fail-rate)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the jobs, the failures and the jitter: the same seed gives the same summary")
 	fs.DurationVar(&c.deadline, "deadline", defaultDeadline, "each job's context deadline, on its virtual clock")
 	fs.IntVar(&c.crashAt, "crash-at", 0, "exit abruptly (os.Exit) after this many sends, to rerun with the same seed; needs -redis or -postgres")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retryhttp"
 )
 
@@ -52,11 +53,20 @@ type deps struct {
 	store     retry.IdempotencyStore
 	sink      retry.DeadLetterSink // nil: no dead letters (the -resend mode, under deadletters redrive)
 	observers []retry.Observer
+	budget    retry.Budget // nil: the push service's token bucket (see newRetrier)
+	noBudget  bool         // no budget at all
 }
 
 // newRetrier builds the one Retrier every job shares: the whole policy is
 // here, so that a new option is one line in opts.
 func newRetrier(d deps) (*retry.Retrier, error) {
+	if d.budget == nil && !d.noBudget {
+		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 1000, TokenRatio: 0.5})
+		if err != nil {
+			return nil, err
+		}
+		d.budget = b
+	}
 	opts := []retry.Option{
 		retry.WithMaxAttempts(maxAttempts),
 		retry.WithBackoff(retry.Exponential(initialWait, 2, maxBackoff)),
@@ -67,11 +77,12 @@ func newRetrier(d deps) (*retry.Retrier, error) {
 		// The send log: one key per job ID, claimed before the first
 		// attempt, completed when the service has the notification.
 		retry.WithIdempotency(d.store, nil),
-		// ---- RETRY BUDGET -------------------------------------------
-		// retry.WithBudget is being added to the library. When it lands,
-		// add it here, on this one line, and nowhere else:
-		//	retry.WithBudget(...),
-		// ---------------------------------------------------------------
+		// The retry budget of the push service, shared by every job
+		// (Retrier.With keeps it): retries are allowed while failures
+		// do not outpace half the successes, so an outage of the service
+		// gets little more than first attempts, and a 30 % failure rate
+		// (the default -fail-rate) never closes it.
+		retry.WithBudget(d.budget),
 	}
 	if d.sink != nil {
 		// Every job that gives up (permanent or exhausted) is kept with

@@ -118,7 +118,7 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 		}
 	}
 
-	if r.shared, err = newRetrier(deps{store: b.store, sink: b.sink, observers: observers}); err != nil {
+	if r.shared, err = newRetrier(deps{store: b.store, sink: b.sink, observers: observers, noBudget: r.cfg.noBudget}); err != nil {
 		return summary{}, err
 	}
 	if r.svc, err = newService(cfg.seed, cfg.failRate, cfg.deliveries); err != nil {

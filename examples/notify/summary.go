@@ -26,6 +26,7 @@ type summary struct {
 	EmptyMessage, UnknownUser     int
 	Exhausted                     int // every attempt failed (or the time budget ran out)
 	Deadline                      int // the next wait would have passed the job's deadline
+	Refused                       int // the retry budget refused the next retry
 	DeadLettered, NotDeadLettered uint64
 	DuplicatesPrevented           int // redeliveries the idempotency store answered
 	EarlierRun                    int // first deliveries the idempotency store answered: done by an earlier run
@@ -74,6 +75,8 @@ func (r *runner) summarize(jobs []*job) summary {
 			s.Exhausted++
 		case retry.OutcomeDeadline:
 			s.Deadline++
+		case retry.OutcomeRefused:
+			s.Refused++
 		}
 	}
 	slices.Sort(durations)
@@ -102,7 +105,8 @@ func (s summary) table() string {
 	row("permanent", s.Permanent, fmt.Sprintf("empty message %d, invalid user %d: not retried", s.EmptyMessage, s.UnknownUser))
 	row("exhausted", s.Exhausted, fmt.Sprintf("all %d attempts failed", maxAttempts))
 	row("deadline", s.Deadline, "the next wait would have ended past the job's deadline")
-	row("dead-lettered", s.DeadLettered, fmt.Sprintf("the permanent and exhausted ones; %d could not be stored", s.NotDeadLettered))
+	row("refused by the budget", s.Refused, "failures outpaced successes: no retry (which jobs depends on the workers' order)")
+	row("dead-lettered", s.DeadLettered, fmt.Sprintf("the permanent, exhausted and refused ones; %d could not be stored", s.NotDeadLettered))
 	row("duplicates prevented", s.DuplicatesPrevented, "redeliveries the idempotency store answered: not sent again")
 	row("done by an earlier run", s.EarlierRun, "first deliveries the idempotency store answered (same seed, shared store)")
 	row("delivered twice", s.DeliveredTwice, "by the push service's own count")
