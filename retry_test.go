@@ -657,6 +657,18 @@ func TestNew_rejectsBadInputWithoutCallingFn(t *testing.T) {
 	}
 }
 
+// TestNew_reportsTheFirstBadOption: backoffs and jitters are checked when
+// applied, like the other options, and the first bad one is reported.
+func TestNew_reportsTheFirstBadOption(t *testing.T) {
+	_, err := retry.New(retry.WithBackoff(retry.Constant(-time.Second)), retry.WithMaxAttempts(0), retry.WithJitter(retry.Jitter(99)))
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "Constant(-1s)")
+	_, err = retry.New(retry.WithMaxAttempts(0), retry.WithBackoff(nil))
+	assert.Contains(t, err.Error(), "WithMaxAttempts(0)")
+	_, err = retry.New(retry.WithJitter(retry.Jitter(99)), retry.WithBackoff(nil))
+	assert.Contains(t, err.Error(), "unknown jitter 99")
+}
+
 func TestDo_rejectsNilFnRetrierAndContext(t *testing.T) {
 	var nilRetrier *retry.Retrier
 	//nolint:staticcheck // a nil context is the bad input under test
