@@ -43,39 +43,46 @@ func classify(err error) (m marks) {
 
 func (m *marks) walk(err error) {
 	for err != nil {
+		// One type switch per link: a plain error (errors.New) goes
+		// through it to default, with no further type assertion.
 		switch e := err.(type) {
 		case *permanentError:
 			m.permanent = true
 			err = e.err
-			continue
 		case *retryAfterError:
 			if !m.hinted {
 				m.hint, m.hinted = e.delay, true
 			}
 			err = e.err
-			continue
 		case *Error:
 			m.permanent = m.permanent || e.Outcome == OutcomePermanent
 			m.canceled = m.canceled || errors.Is(e, context.Canceled)
 			return
-		}
-		if err == context.Canceled {
-			m.canceled = true
-		} else if is, ok := err.(interface{ Is(error) bool }); ok && is.Is(context.Canceled) {
-			m.canceled = true
-		}
-		switch e := err.(type) {
 		case interface{ Unwrap() error }:
+			m.canceled = m.canceled || isCanceled(err)
 			err = e.Unwrap()
 		case interface{ Unwrap() []error }:
+			m.canceled = m.canceled || isCanceled(err)
 			for _, inner := range e.Unwrap() {
 				m.walk(inner)
 			}
 			return
+		case interface{ Is(error) bool }:
+			m.canceled = m.canceled || e.Is(context.Canceled)
+			return
 		default:
+			m.canceled = m.canceled || err == context.Canceled
 			return
 		}
 	}
+}
+
+// isCanceled says whether a wrapper, not its chain, is context.Canceled
+// to errors.Is: only through an Is method of its own, since
+// context.Canceled itself wraps nothing.
+func isCanceled(wrapper error) bool {
+	is, ok := wrapper.(interface{ Is(error) bool })
+	return ok && is.Is(context.Canceled)
 }
 
 // decide says what follows a failed attempt: the wait before the next

@@ -325,7 +325,49 @@ func TestDo_contextCancellationErrorsAreNotRetried(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, retry.OutcomePermanent, re.Outcome)
 	})
+	// Errors that match context.Canceled only through their own Is
+	// method, as errors.Is sees them: alone, wrapping another error, and
+	// inside a join.
+	for name, fail := range map[string]error{
+		"own_is":          isCanceledError{},
+		"own_is_wrapping": isCanceledError{inner: errTransient},
+		"joined":          errors.Join(errTransient, fmt.Errorf("db: %w", isCanceledError{})),
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorIs(t, fail, context.Canceled, "the case is what errors.Is calls cancelled")
+			calls := 0
+			err := retry.Do(t.Context(), func(context.Context) error { calls++; return fail },
+				retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+			assert.Equal(t, 1, calls)
+			var re *retry.Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, retry.OutcomePermanent, re.Outcome)
+		})
+	}
+	t.Run("own_is_not_canceled", func(t *testing.T) {
+		calls := 0
+		err := retry.Do(t.Context(), func(context.Context) error { calls++; return notCanceledError{} },
+			retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
+		assert.Equal(t, 3, calls, "an Is method that denies context.Canceled leaves the error retried")
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomeExhausted, re.Outcome)
+	})
 }
+
+// isCanceledError matches context.Canceled through its own Is method, and
+// wraps inner when it is set.
+type isCanceledError struct{ inner error }
+
+func (isCanceledError) Error() string        { return "cancelled upstream" }
+func (isCanceledError) Is(target error) bool { return target == context.Canceled }
+func (e isCanceledError) Unwrap() error      { return e.inner }
+
+// notCanceledError has an Is method that matches nothing.
+type notCanceledError struct{}
+
+func (notCanceledError) Error() string { return "busy" }
+func (notCanceledError) Is(error) bool { return false }
 
 func TestDo_attemptTimeoutIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
