@@ -158,6 +158,7 @@ type config struct {
 	resolved       bool              // apply has filled in the defaults
 	slow           bool              // the first attempt needs the loop's state; set by apply
 	jitterSet      bool
+	zeroWaits      bool // the backoff is Constant(0); set by resolve
 }
 
 func (c *config) fail(format string, args ...any) {

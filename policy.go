@@ -109,13 +109,20 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 		// be cancelled too.
 		return 0, stopPermanent
 	}
-	if _, always := err.(alwaysRetried); !m.hinted && !always && cfg.retryIf != nil && !cfg.retryIf(err) {
-		return 0, stopPermanent
+	if cfg.retryIf != nil && !m.hinted {
+		if _, always := err.(alwaysRetried); !always && !cfg.retryIf(err) {
+			return 0, stopPermanent
+		}
 	}
 	if attempt >= maxAttempts {
 		return 0, stopExhausted
 	}
-	d := cfg.wait(attempt, prev, m.hint, m.hinted)
+	var d time.Duration
+	if m.hinted || !cfg.zeroWaits {
+		// Constant(0) waits 0 whatever the jitter and the cap: only a
+		// server's delay needs computing.
+		d = cfg.wait(attempt, prev, m.hint, m.hinted)
+	}
 	switch {
 	case cfg.maxElapsed > 0 && d >= cfg.maxElapsed-elapsed:
 		return d, stopMaxElapsed

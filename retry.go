@@ -127,6 +127,9 @@ func (c *config) resolve() {
 	if !c.jitterSet {
 		c.jitter, c.jitterSet = FullJitter, true
 	}
+	// Set anew each time: With may change the backoff.
+	b, ok := c.backoff.(constant)
+	c.zeroWaits = ok && b.d == 0
 	c.resolved = true
 }
 

@@ -600,6 +600,54 @@ func TestDo_exponentialScheduleWithoutJitter(t *testing.T) {
 	})
 }
 
+// TestDo_constantBackoffWaits: Constant(0) waits 0 whatever the jitter,
+// which the Retrier knows when it is built; a server delay still replaces
+// the waits, and With may change the backoff after that.
+func TestDo_constantBackoffWaits(t *testing.T) {
+	zero := mustNew(t, retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(3))
+	second := mustNew(t, retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(3))
+	jittered := func(t *testing.T, waits []time.Duration) {
+		for _, d := range waits {
+			assert.Less(t, d, time.Second, "FullJitter draws below the constant")
+		}
+	}
+	exactly := func(want ...time.Duration) func(*testing.T, []time.Duration) {
+		return func(t *testing.T, waits []time.Duration) { assert.Equal(t, want, waits) }
+	}
+	cases := []struct {
+		name string
+		r    *retry.Retrier
+		opts []retry.Option
+		fail error
+		want func(*testing.T, []time.Duration)
+	}{
+		{"zero", zero, nil, errTransient, exactly(0, 0)},
+		{"zero_with_jitter", zero, []retry.Option{retry.WithJitter(retry.EqualJitter)}, errTransient, exactly(0, 0)},
+		{"no_jitter", second, nil, errTransient, exactly(time.Second, time.Second)},
+		{"capped", second, []retry.Option{retry.WithMaxDelay(300 * time.Millisecond)}, errTransient,
+			exactly(300*time.Millisecond, 300*time.Millisecond)},
+		{"server_delay", zero, nil, retry.After(errTransient, 5*time.Second), exactly(5*time.Second, 5*time.Second)},
+		{"then_exponential", zero, []retry.Option{retry.WithBackoff(retry.Exponential(time.Second, 2, time.Minute)), retry.WithJitter(retry.NoJitter)},
+			errTransient, exactly(time.Second, 2*time.Second)},
+		{"then_zero", second, []retry.Option{retry.WithBackoff(retry.Constant(0))}, errTransient, exactly(0, 0)},
+		{"then_jitter", second, []retry.Option{retry.WithJitter(retry.FullJitter), retry.WithRandom(rand.NewPCG(1, 2))}, errTransient, jittered},
+		{"default_jitter", mustNew(t, retry.WithBackoff(retry.Constant(time.Second)), retry.WithRandom(rand.NewPCG(3, 4))), nil, errTransient, jittered},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var waits []time.Duration
+				r, err := tc.r.With(append(tc.opts, retry.WithWaitArmed(func(d time.Duration) { waits = append(waits, d) }))...)
+				require.NoError(t, err)
+				err = r.Do(t.Context(), func(context.Context) error { return tc.fail })
+				require.ErrorIs(t, err, retry.ErrExhausted)
+				require.Len(t, waits, 2)
+				tc.want(t, waits)
+			})
+		})
+	}
+}
+
 func TestDo_maxDelayCapsJitteredWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
