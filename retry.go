@@ -254,7 +254,15 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 				// so that observers keep an exact gauge of waits.
 				return finish(&c, hooks, v, c.stopForContext(c.attempts > 0 && c.prevWait > 0))
 			}
-			if v, err = runAttempt(&c, hooks, fn); err == nil {
+			if hooks == nil && cfg.bareAttempts() {
+				// The common call: nothing to ask, tell or time around
+				// fn, so call it here (runAttempt's calls cost more).
+				c.attempts++
+				v, err = fn(ctx)
+			} else {
+				v, err = runAttempt(&c, hooks, fn)
+			}
+			if err == nil {
 				return finish(&c, hooks, v, nil)
 			}
 		}
@@ -278,6 +286,13 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 		}
 		err = nil
 	}
+}
+
+// bareAttempts says whether an attempt is only a call of fn when the call
+// has no hooks: no observer, no per-attempt context. A feature that adds
+// work to every attempt outside the hooks adds its condition here.
+func (cfg *config) bareAttempts() bool {
+	return cfg.observer == nil && cfg.attemptTimeout <= 0
 }
 
 // runAttempt makes the next attempt: the hooks may answer it themselves
