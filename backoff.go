@@ -33,13 +33,6 @@ func (f BackoffFunc) Delay(attempt int, _ time.Duration, _ float64) time.Duratio
 	return f(attempt)
 }
 
-// validator is implemented by the built-in backoffs, whose constructors
-// cannot return an error: New and Do call it and report bad parameters as
-// ErrInvalidOption instead of panicking.
-type validator interface {
-	validate() error
-}
-
 // Constant waits d after every failed attempt. d must not be negative.
 func Constant(d time.Duration) Backoff { return constant{d: d} }
 

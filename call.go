@@ -223,10 +223,16 @@ func (c *call) sleep(d time.Duration) bool {
 // one frame less: with the runtime's frames under the select, a plain or
 // observed call then stays within a goroutine's first 2 KB stack.
 func (c *call) armWait(d time.Duration) <-chan time.Time {
+	if d <= 0 && c.cfg.waitArmed == nil {
+		return nil // inlined: a zero wait without a hook costs no call
+	}
+	return c.armTimer(d)
+}
+
+// armTimer is armWait's part for a non-zero wait or a hook.
+func (c *call) armTimer(d time.Duration) <-chan time.Time {
 	if d <= 0 {
-		if c.cfg.waitArmed != nil {
-			c.cfg.waitArmed(0)
-		}
+		c.cfg.waitArmed(0)
 		return nil
 	}
 	ch := c.timer.arm(c.cfg.clock, d)

@@ -83,15 +83,23 @@ func (c *config) applyOne(i int, o *Option) {
 	case setNone:
 		c.fail("option %d is the zero Option; build options with the With functions", i)
 	case setInvalid:
-		if c.err == nil {
-			c.err = o.v.(error)
-		}
+		c.failWith(o.v.(error))
 	case setMaxAttempts:
 		c.maxAttempts = int(o.n)
 	case setBackoff:
-		c.backoff = o.v.(Backoff)
+		b, _ := o.v.(Backoff) // nil for WithBackoff(nil)
+		if err := checkBackoff(b); err != nil {
+			c.failWith(err)
+		} else {
+			c.backoff = b
+		}
 	case setJitter:
-		c.jitter, c.jitterSet = Jitter(o.n), true
+		j := Jitter(o.n)
+		if err := j.validate(); err != nil {
+			c.failWith(err)
+		} else {
+			c.jitter, c.jitterSet = j, true
+		}
 	case setMaxDelay:
 		c.maxDelay = time.Duration(o.n)
 	case setMaxElapsed:
@@ -166,11 +174,20 @@ type config struct {
 	resolved       bool              // apply has filled in the defaults
 	slow           bool              // the first attempt needs the loop's state; set by apply
 	jitterSet      bool
+	zeroWaits      bool // the backoff is Constant(0); set by resolve
 }
 
 func (c *config) fail(format string, args ...any) {
 	if c.err == nil {
 		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+	}
+}
+
+// failWith keeps err unless an earlier option was invalid: New reports
+// the first problem.
+func (c *config) failWith(err error) {
+	if c.err == nil {
+		c.err = err
 	}
 }
 
@@ -204,28 +221,35 @@ func WithMaxAttempts(n int) Option {
 // Exponential(100ms, 2, 10s). b must not be nil, nor hold a nil
 // [BackoffFunc] or nil pointer.
 func WithBackoff(b Backoff) Option {
-	switch b.(type) {
-	case constant, linear, exponential, decorrelated:
-		// The library's own: never nil, and cheap to check.
-	default:
-		if s, isNil := nilArg(b); isNil {
-			return invalid("WithBackoff(%s): the backoff must not be nil", s)
-		}
-	}
-	if v, ok := b.(validator); ok {
-		if err := v.validate(); err != nil {
-			return Option{set: setInvalid, v: err}
-		}
-	}
+	// Checked when applied (checkBackoff): this stays small enough to
+	// inline, so options written out in a call cost no call each.
 	return Option{set: setBackoff, v: b}
+}
+
+// checkBackoff says what is wrong with b, given to WithBackoff.
+func checkBackoff(b Backoff) error {
+	// The library's own are never nil; their constructors cannot return
+	// an error, so their parameters are checked here.
+	switch b := b.(type) {
+	case constant:
+		return b.validate()
+	case linear:
+		return b.validate()
+	case exponential:
+		return b.validate()
+	case decorrelated:
+		return b.validate()
+	}
+	if s, isNil := nilArg(b); isNil {
+		return fmt.Errorf("%w: WithBackoff(%s): the backoff must not be nil", ErrInvalidOption, s)
+	}
+	return nil
 }
 
 // WithJitter sets how waits are randomized. Default: [FullJitter]. It has
 // no effect on [Decorrelated], which is random by itself.
 func WithJitter(j Jitter) Option {
-	if err := j.validate(); err != nil {
-		return Option{set: setInvalid, v: err}
-	}
+	// Checked when applied, like WithBackoff, to stay inlinable.
 	return Option{set: setJitter, n: int64(j)}
 }
 

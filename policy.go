@@ -45,40 +45,47 @@ func classify(err error) (m marks) {
 
 func (m *marks) walk(err error) {
 	for err != nil {
+		// One type switch per link: a plain error (errors.New) goes
+		// through it to default, with no further type assertion.
 		switch e := err.(type) {
 		case *permanentError:
 			m.permanent = true
 			err = e.err
-			continue
 		case *retryAfterError:
 			if !m.hinted {
 				m.hint, m.hinted = e.delay, true
 			}
 			err = e.err
-			continue
 		case *Error:
 			m.permanent = m.permanent || e.Outcome == OutcomePermanent
 			m.inner = m.inner || e.Outcome == OutcomeExhausted || e.Outcome == OutcomeMaxElapsed || e.Outcome == OutcomeRefused
 			m.canceled = m.canceled || errors.Is(e, context.Canceled)
 			return
-		}
-		if err == context.Canceled {
-			m.canceled = true
-		} else if is, ok := err.(interface{ Is(error) bool }); ok && is.Is(context.Canceled) {
-			m.canceled = true
-		}
-		switch e := err.(type) {
 		case interface{ Unwrap() error }:
+			m.canceled = m.canceled || isCanceled(err)
 			err = e.Unwrap()
 		case interface{ Unwrap() []error }:
+			m.canceled = m.canceled || isCanceled(err)
 			for _, inner := range e.Unwrap() {
 				m.walk(inner)
 			}
 			return
+		case interface{ Is(error) bool }:
+			m.canceled = m.canceled || e.Is(context.Canceled)
+			return
 		default:
+			m.canceled = m.canceled || err == context.Canceled
 			return
 		}
 	}
+}
+
+// isCanceled says whether a wrapper, not its chain, is context.Canceled
+// to errors.Is: only through an Is method of its own, since
+// context.Canceled itself wraps nothing.
+func isCanceled(wrapper error) bool {
+	is, ok := wrapper.(interface{ Is(error) bool })
+	return ok && is.Is(context.Canceled)
 }
 
 // decide says what follows a failed attempt: the wait before the next
@@ -113,7 +120,12 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 	if attempt >= maxAttempts {
 		return 0, stopExhausted
 	}
-	d := cfg.wait(attempt, prev, m.hint, m.hinted)
+	var d time.Duration
+	if m.hinted || !cfg.zeroWaits {
+		// Constant(0) waits 0 whatever the jitter and the cap: only a
+		// server's delay needs computing.
+		d = cfg.wait(attempt, prev, m.hint, m.hinted)
+	}
 	switch {
 	case cfg.maxElapsed > 0 && d >= cfg.maxElapsed-elapsed:
 		return d, stopMaxElapsed
@@ -125,8 +137,11 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 
 // refuses says whether WithRetryIf refuses err, which classify found m in.
 func (cfg *config) refuses(err error, m marks) bool {
+	if cfg.retryIf == nil || m.hinted {
+		return false // no assertion on the path without WithRetryIf
+	}
 	_, always := err.(alwaysRetried)
-	return !m.hinted && !always && cfg.retryIf != nil && !cfg.retryIf(err)
+	return !always && !cfg.retryIf(err)
 }
 
 // failed says whether an attempt's error counts against the downstream,

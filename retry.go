@@ -133,6 +133,9 @@ func (c *config) resolve() {
 	if !c.jitterSet {
 		c.jitter, c.jitterSet = FullJitter, true
 	}
+	// Set anew each time: With may change the backoff.
+	b, ok := c.backoff.(constant)
+	c.zeroWaits = ok && b.d == 0
 	c.resolved = true
 }
 
@@ -266,7 +269,15 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 				// so that observers keep an exact gauge of waits.
 				return finish(&c, hooks, v, c.stopForContext(c.attempts > 0 && c.prevWait > 0))
 			}
-			if v, err = runAttempt(&c, hooks, fn); err == nil {
+			if hooks == nil && cfg.bareAttempts() {
+				// The common call: nothing to ask, tell or time around
+				// fn, so call it here (runAttempt's calls cost more).
+				c.attempts++
+				v, err = fn(ctx)
+			} else {
+				v, err = runAttempt(&c, hooks, fn)
+			}
+			if err == nil {
 				return finish(&c, hooks, v, nil)
 			}
 			if c.refused {
@@ -302,6 +313,14 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 		}
 		err = nil
 	}
+}
+
+// bareAttempts says whether an attempt is only a call of fn when the call
+// has no hooks: no observer, no per-attempt context, no budget or breaker
+// to tell. A feature that adds work to every attempt outside the hooks
+// adds its condition here.
+func (cfg *config) bareAttempts() bool {
+	return cfg.observer == nil && cfg.attemptTimeout <= 0 && cfg.budget == nil && cfg.breaker == nil
 }
 
 // runAttempt makes the next attempt: the hooks may answer it themselves

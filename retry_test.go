@@ -325,7 +325,49 @@ func TestDo_contextCancellationErrorsAreNotRetried(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, retry.OutcomePermanent, re.Outcome)
 	})
+	// Errors that match context.Canceled only through their own Is
+	// method, as errors.Is sees them: alone, wrapping another error, and
+	// inside a join.
+	for name, fail := range map[string]error{
+		"own_is":          isCanceledError{},
+		"own_is_wrapping": isCanceledError{inner: errTransient},
+		"joined":          errors.Join(errTransient, fmt.Errorf("db: %w", isCanceledError{})),
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorIs(t, fail, context.Canceled, "the case is what errors.Is calls cancelled")
+			calls := 0
+			err := retry.Do(t.Context(), func(context.Context) error { calls++; return fail },
+				retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+			assert.Equal(t, 1, calls)
+			var re *retry.Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, retry.OutcomePermanent, re.Outcome)
+		})
+	}
+	t.Run("own_is_not_canceled", func(t *testing.T) {
+		calls := 0
+		err := retry.Do(t.Context(), func(context.Context) error { calls++; return notCanceledError{} },
+			retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
+		assert.Equal(t, 3, calls, "an Is method that denies context.Canceled leaves the error retried")
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomeExhausted, re.Outcome)
+	})
 }
+
+// isCanceledError matches context.Canceled through its own Is method, and
+// wraps inner when it is set.
+type isCanceledError struct{ inner error }
+
+func (isCanceledError) Error() string        { return "cancelled upstream" }
+func (isCanceledError) Is(target error) bool { return target == context.Canceled }
+func (e isCanceledError) Unwrap() error      { return e.inner }
+
+// notCanceledError has an Is method that matches nothing.
+type notCanceledError struct{}
+
+func (notCanceledError) Error() string { return "busy" }
+func (notCanceledError) Is(error) bool { return false }
 
 func TestDo_attemptTimeoutIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -558,6 +600,54 @@ func TestDo_exponentialScheduleWithoutJitter(t *testing.T) {
 	})
 }
 
+// TestDo_constantBackoffWaits: Constant(0) waits 0 whatever the jitter,
+// which the Retrier knows when it is built; a server delay still replaces
+// the waits, and With may change the backoff after that.
+func TestDo_constantBackoffWaits(t *testing.T) {
+	zero := mustNew(t, retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(3))
+	second := mustNew(t, retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(3))
+	jittered := func(t *testing.T, waits []time.Duration) {
+		for _, d := range waits {
+			assert.Less(t, d, time.Second, "FullJitter draws below the constant")
+		}
+	}
+	exactly := func(want ...time.Duration) func(*testing.T, []time.Duration) {
+		return func(t *testing.T, waits []time.Duration) { assert.Equal(t, want, waits) }
+	}
+	cases := []struct {
+		name string
+		r    *retry.Retrier
+		opts []retry.Option
+		fail error
+		want func(*testing.T, []time.Duration)
+	}{
+		{"zero", zero, nil, errTransient, exactly(0, 0)},
+		{"zero_with_jitter", zero, []retry.Option{retry.WithJitter(retry.EqualJitter)}, errTransient, exactly(0, 0)},
+		{"no_jitter", second, nil, errTransient, exactly(time.Second, time.Second)},
+		{"capped", second, []retry.Option{retry.WithMaxDelay(300 * time.Millisecond)}, errTransient,
+			exactly(300*time.Millisecond, 300*time.Millisecond)},
+		{"server_delay", zero, nil, retry.After(errTransient, 5*time.Second), exactly(5*time.Second, 5*time.Second)},
+		{"then_exponential", zero, []retry.Option{retry.WithBackoff(retry.Exponential(time.Second, 2, time.Minute)), retry.WithJitter(retry.NoJitter)},
+			errTransient, exactly(time.Second, 2*time.Second)},
+		{"then_zero", second, []retry.Option{retry.WithBackoff(retry.Constant(0))}, errTransient, exactly(0, 0)},
+		{"then_jitter", second, []retry.Option{retry.WithJitter(retry.FullJitter), retry.WithRandom(rand.NewPCG(1, 2))}, errTransient, jittered},
+		{"default_jitter", mustNew(t, retry.WithBackoff(retry.Constant(time.Second)), retry.WithRandom(rand.NewPCG(3, 4))), nil, errTransient, jittered},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var waits []time.Duration
+				r, err := tc.r.With(append(tc.opts, retry.WithWaitArmed(func(d time.Duration) { waits = append(waits, d) }))...)
+				require.NoError(t, err)
+				err = r.Do(t.Context(), func(context.Context) error { return tc.fail })
+				require.ErrorIs(t, err, retry.ErrExhausted)
+				require.Len(t, waits, 2)
+				tc.want(t, waits)
+			})
+		})
+	}
+}
+
 func TestDo_maxDelayCapsJitteredWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
@@ -655,6 +745,18 @@ func TestNew_rejectsBadInputWithoutCallingFn(t *testing.T) {
 			assert.Equal(t, 0, calls, "fn must not be called")
 		})
 	}
+}
+
+// TestNew_reportsTheFirstBadOption: backoffs and jitters are checked when
+// applied, like the other options, and the first bad one is reported.
+func TestNew_reportsTheFirstBadOption(t *testing.T) {
+	_, err := retry.New(retry.WithBackoff(retry.Constant(-time.Second)), retry.WithMaxAttempts(0), retry.WithJitter(retry.Jitter(99)))
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "Constant(-1s)")
+	_, err = retry.New(retry.WithMaxAttempts(0), retry.WithBackoff(nil))
+	assert.Contains(t, err.Error(), "WithMaxAttempts(0)")
+	_, err = retry.New(retry.WithJitter(retry.Jitter(99)), retry.WithBackoff(nil))
+	assert.Contains(t, err.Error(), "unknown jitter 99")
 }
 
 func TestDo_rejectsNilFnRetrierAndContext(t *testing.T) {
