@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/overload"
+	"github.com/steadfast-go/retry/retrystats"
 )
 
 // The gate measures gobreaker's open period on its own clock; on the real
@@ -72,3 +75,50 @@ func TestGate_decidesAsGobreakerDoes(t *testing.T) {
 		})
 	}
 }
+
+// refuseAfter allows n attempts, then refuses every one.
+type refuseAfter struct{ n int }
+
+func (b *refuseAfter) Allow() (func(bool), error) {
+	if b.n == 0 {
+		return nil, errOpen
+	}
+	b.n--
+	return func(bool) {}, nil
+}
+
+// A call that a breaker stops after a wait ends right after that wait,
+// before any next attempt started: its Done must say Waited, or every
+// gauge of waits in progress (retrystats, retryprom, retryotel) keeps it
+// waiting for ever. Found by TestOutage_countsWhatTheLibraryDid; the
+// defect is in the root module (the breaker's refusal in loop leaves
+// call.waited false), which this module does not change.
+func TestBreaker_refusalAfterAWaitEndsTheWait(t *testing.T) {
+	s := newSim()
+	stats := new(retrystats.Stats)
+	done := new(doneLog)
+	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithBudget(nil), retry.WithBreaker(&refuseAfter{n: 1}),
+		retry.WithBackoff(retry.Constant(time.Second)), retry.WithObserver(stats), retry.WithObserver(done))
+	require.NoError(t, err)
+	var doErr error
+	s.Go(func(*proc) {
+		doErr = r.Do(context.Background(), func(context.Context) error { return errDownstream })
+	})
+	require.NoError(t, s.run())
+	var e *retry.Error
+	require.ErrorAs(t, doErr, &e)
+	assert.Equal(t, retry.OutcomeRefused, e.Outcome)
+	assert.Equal(t, 1, e.Attempts)
+	require.Len(t, done.calls, 1)
+	assert.True(t, done.calls[0].Waited, "Done.Waited after a 1s wait that the breaker's refusal ended")
+	assert.Zero(t, stats.Snapshot().Waiting, "retrystats: calls waiting after the call returned")
+}
+
+// doneLog keeps the Done events, for a simulation's one goroutine at a
+// time.
+type doneLog struct{ calls []retry.Done }
+
+func (*doneLog) OnAttemptStart(context.Context, retry.AttemptStart) {}
+func (*doneLog) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
+func (*doneLog) OnRetry(context.Context, retry.Scheduled)           {}
+func (l *doneLog) OnDone(_ context.Context, d retry.Done)           { l.calls = append(l.calls, d) }

@@ -28,6 +28,8 @@ type outageParams struct {
 	timeout  time.Duration // the client's, per attempt
 	// breakerTimeout is how long the breaker of scenario e stays open.
 	breakerTimeout time.Duration
+	// observer, if not nil, watches the shared Retrier (for the tests).
+	observer retry.Observer
 }
 
 func defaultOutage(seed uint64) outageParams {
@@ -102,6 +104,9 @@ func runOutage(p outageParams, v protection, scenario int) (*outageRun, error) {
 	d := &downstream{s: s, latency: p.latency, timeout: p.timeout, outage: p.outage, capacity: p.capacity,
 		attempts: newSeries(time.Second, p.duration)}
 	r, tokens, err := v.retrier(s, p.breakerTimeout, p.seed, scenario)
+	if err == nil && p.observer != nil {
+		r, err = r.With(retry.WithObserver(p.observer))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrystats"
 )
 
 // The short versions of the scenarios, with the bounds that docs/overload.md
@@ -86,6 +87,38 @@ func TestOutage_breakerShedsTheLoad(t *testing.T) {
 	assert.LessOrEqual(t, g.calls.recovery(p.outage), p.breakerTimeout+p.timeout+time.Second)
 	for _, c := range (&results{outage: []*outageRun{g}}).checks() {
 		assert.True(t, c.ok, c.bound)
+	}
+}
+
+// What the simulation counts is what the library did, as retrystats sees
+// it; watching the calls changes nothing of them.
+func TestOutage_countsWhatTheLibraryDid(t *testing.T) {
+	for _, v := range []protection{tokenBucket, breaker} {
+		t.Run(v.name, func(t *testing.T) {
+			plain, err := runOutage(shortOutage(), v, scenarioB)
+			require.NoError(t, err)
+			p := shortOutage()
+			stats := new(retrystats.Stats)
+			p.observer = stats
+			watched, err := runOutage(p, v, scenarioB)
+			require.NoError(t, err)
+			assert.Equal(t, plain.attempts, watched.attempts)
+			assert.Equal(t, plain.calls, watched.calls)
+
+			snap := stats.Snapshot()
+			assert.Equal(t, uint64(watched.calls.calls), snap.Calls())
+			assert.Equal(t, uint64(watched.calls.succeeded), snap.Success)
+			assert.Equal(t, uint64(watched.attempts.sum(window{0, time.Hour})), snap.Attempts)
+			assert.Equal(t, uint64(watched.calls.outcomes[retry.OutcomeRefused]), snap.Refused)
+			assert.Positive(t, snap.Refused)
+			if v.name == breaker.name {
+				assert.Equal(t, snap.Refused, snap.CircuitOpen)
+			} else {
+				assert.Equal(t, snap.Refused, snap.BudgetDenied)
+			}
+			assert.Zero(t, snap.InFlight)
+			assert.Zero(t, snap.Waiting, "calls still waiting after every call returned (see TestBreaker_refusalAfterAWaitEndsTheWait)")
+		})
 	}
 }
 
