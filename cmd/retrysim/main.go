@@ -197,6 +197,29 @@ func simulate(cfg config) (*results, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.has('e') {
+		// How long calls fail after the outage depends on where its end
+		// falls in the breaker's cycle of open periods and probes, which
+		// starts with the outage: run outages longer by fractions of one
+		// cycle.
+		o := cfg.outage
+		cycle := o.breakerTimeout + o.timeout
+		res.phases = make([]time.Duration, breakerPhases)
+		err := parallel(breakerPhases, 0, func(k int) error {
+			p := o
+			shift := cycle * time.Duration(k) / breakerPhases
+			p.outage = window{o.outage.from, o.outage.to + shift}
+			run, err := runOutage(p, breaker, scenarioB)
+			if err != nil {
+				return fmt.Errorf("scenario e, phase %d: %w", k, err)
+			}
+			res.phases[k] = run.calls.recovery(p.outage)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	if cfg.has('c') {
 		f := cfg.failures
 		res.c = make([][]*failuresRun, len(f.sweep))

@@ -83,7 +83,7 @@ func TestRun_rewritesTheDocsBlocks(t *testing.T) {
 	got, err := os.ReadFile(doc)
 	require.NoError(t, err)
 	text := string(got)
-	assert.True(t, strings.HasPrefix(text, "# Overload\n\nText.\n\n<!-- retrysim:d -->\n3 layers of 3 attempts"), text)
+	assert.True(t, strings.HasPrefix(text, "# Overload\n\nText.\n\n<!-- retrysim:d -->\nA user call reached the leaf 3 times with the one-layer rule and 27 times without it.\n\n3 layers of 3 attempts"), text)
 	assert.NotContains(t, text, "old table")
 	assert.Contains(t, text, "| one-layer rule (default) | 3.00 |\n| WithNestedRetries at every layer | 27.00 |\n<!-- /retrysim:d -->\n\nMore.")
 	assert.Contains(t, text, "| d | WithNestedRetries at every layer: 27 leaf calls per user call | 27.00 | met |\n<!-- /retrysim:checks -->\n")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -80,12 +81,21 @@ func TestOutage_budgetsBoundTheLoad(t *testing.T) {
 }
 
 func TestOutage_breakerShedsTheLoad(t *testing.T) {
-	p := shortOutage()
-	g := outageRuns(t, breaker)[breaker.name]
+	cfg := defaultConfig(1)
+	cfg.scenarios, cfg.outage = "e", shortOutage()
+	cfg.outage.duration = 50 * time.Second // the longest outage ends at 45.4 s
+	res, err := simulate(cfg)
+	require.NoError(t, err)
+	g := res.byName(breaker)
+	require.NotNil(t, g)
 	assert.LessOrEqual(t, g.amplification(), 0.1)
 	assert.Positive(t, g.calls.outcomes[retry.OutcomeRefused])
-	assert.LessOrEqual(t, g.calls.recovery(p.outage), p.breakerTimeout+p.timeout+time.Second)
-	for _, c := range (&results{outage: []*outageRun{g}}).checks() {
+	// Calls fail after the outage until the gate's next probe, at most its
+	// open period and a probe's timeout later.
+	require.Len(t, res.phases, breakerPhases)
+	assert.LessOrEqual(t, slices.Max(res.phases), cfg.outage.breakerTimeout+cfg.outage.timeout+time.Second)
+	assert.Greater(t, slices.Max(res.phases), cfg.outage.breakerTimeout/2, "some outage ends early in the open period")
+	for _, c := range res.checks() {
 		assert.True(t, c.ok, c.bound)
 	}
 }
