@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -61,6 +62,23 @@ func runFailures(p failuresParams, v protection, failP float64) (*failuresRun, e
 		refused: st.outcomes[retry.OutcomeRefused]}, nil
 }
 
+// runSweep runs scenario c at every failure rate of p.sweep with every
+// budget: [i][j] is budgets[j] at p.sweep[i].
+func runSweep(p failuresParams) ([][]*failuresRun, error) {
+	runs := make([][]*failuresRun, len(p.sweep))
+	for i := range runs {
+		runs[i] = make([]*failuresRun, len(budgets))
+	}
+	err := parallel(len(p.sweep)*len(budgets), 0, func(k int) (err error) {
+		i, j := k/len(budgets), k%len(budgets)
+		if runs[i][j], err = runFailures(p, budgets[j], p.sweep[i]); err != nil {
+			return fmt.Errorf("scenario c, %s at %g %%: %w", budgets[j].name, 100*p.sweep[i], err)
+		}
+		return nil
+	})
+	return runs, err
+}
+
 func (r *failuresRun) successRate() float64 {
 	return float64(r.calls.succeeded) / float64(r.calls.calls)
 }
@@ -88,7 +106,8 @@ func defaultNested(seed uint64) nestedParams {
 // nestedRun is one variant's run.
 type nestedRun struct {
 	name      string
-	leafCalls []int // per user call
+	leafCalls []int          // per user call
+	outer     []*retry.Error // what each user call's outermost Do returned
 }
 
 var errLeafDown = errors.New("leaf unavailable")
@@ -114,27 +133,31 @@ func runNested(p nestedParams, nestedRetries bool) (*nestedRun, error) {
 	if nestedRetries {
 		name = "WithNestedRetries at every layer"
 	}
-	run := &nestedRun{name: name, leafCalls: make([]int, p.users)}
+	run := &nestedRun{name: name, leafCalls: make([]int, p.users), outer: make([]*retry.Error, p.users)}
+	var callErr error
 	s.Go(func(u *proc) {
 		for i := range p.users {
-			var call func(layer int) error
-			call = func(layer int) error {
-				return layers[layer].Do(context.Background(), func(context.Context) error {
+			var call func(ctx context.Context, layer int) error
+			call = func(ctx context.Context, layer int) error {
+				return layers[layer].Do(ctx, func(ctx context.Context) error {
 					if layer == len(layers)-1 {
 						run.leafCalls[i]++
 						u.Sleep(10 * time.Millisecond)
 						return errLeafDown
 					}
-					return call(layer + 1)
+					return call(ctx, layer+1)
 				})
 			}
-			_ = call(0) // fails, as the leaf is down
+			// It fails, as the leaf is down.
+			if err := call(context.Background(), 0); !errors.As(err, &run.outer[i]) && callErr == nil {
+				callErr = fmt.Errorf("user call %d: %w, not a *retry.Error", i, err)
+			}
 		}
 	})
 	if err := s.run(); err != nil {
 		return nil, err
 	}
-	return run, nil
+	return run, callErr
 }
 
 // perUser is the mean of leaf calls per user call.

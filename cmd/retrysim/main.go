@@ -176,65 +176,19 @@ func simulate(cfg config) (*results, error) {
 		}
 		res.a = a
 	}
-	var variants []protection
-	if cfg.has('b') {
-		variants = append(variants, noBudget, tokenBucket, ratio)
+	var err error
+	if cfg.has('b') || cfg.has('e') {
+		if res.outage, err = runOutages(cfg); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.has('e') {
-		if !cfg.has('b') {
-			variants = append(variants, noBudget)
-		}
-		variants = append(variants, breaker)
-	}
-	res.outage = make([]*outageRun, len(variants))
-	err := parallel(len(variants), 0, func(k int) (err error) {
-		res.outage[k], err = runOutage(cfg.outage, variants[k], scenarioB)
-		if err != nil {
-			return fmt.Errorf("outage, %s: %w", variants[k].name, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if cfg.has('e') {
-		// How long calls fail after the outage depends on where its end
-		// falls in the breaker's cycle of open periods and probes, which
-		// starts with the outage: run outages longer by fractions of one
-		// cycle.
-		o := cfg.outage
-		cycle := o.breakerTimeout + o.timeout
-		res.phases = make([]time.Duration, breakerPhases)
-		err := parallel(breakerPhases, 0, func(k int) error {
-			p := o
-			shift := cycle * time.Duration(k) / breakerPhases
-			p.outage = window{o.outage.from, o.outage.to + shift}
-			run, err := runOutage(p, breaker, scenarioB)
-			if err != nil {
-				return fmt.Errorf("scenario e, phase %d: %w", k, err)
-			}
-			res.phases[k] = run.calls.recovery(p.outage)
-			return nil
-		})
-		if err != nil {
+		if res.phases, err = runBreakerPhases(cfg.outage); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.has('c') {
-		f := cfg.failures
-		res.c = make([][]*failuresRun, len(f.sweep))
-		for i := range res.c {
-			res.c[i] = make([]*failuresRun, len(budgets))
-		}
-		err := parallel(len(f.sweep)*len(budgets), 0, func(k int) (err error) {
-			i, j := k/len(budgets), k%len(budgets)
-			res.c[i][j], err = runFailures(f, budgets[j], f.sweep[i])
-			if err != nil {
-				return fmt.Errorf("scenario c, %s: %w", budgets[j].name, err)
-			}
-			return nil
-		})
-		if err != nil {
+		if res.c, err = runSweep(cfg.failures); err != nil {
 			return nil, err
 		}
 	}

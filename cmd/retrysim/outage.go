@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -9,10 +10,11 @@ import (
 )
 
 // Scenarios b and e: an open-loop load of rate calls per second on a
-// downstream that fails every attempt for a whole outage and then comes
-// back. It serves up to capacity attempts per second (1.25x the offered
-// load) and sheds the rest, so that retries left over from the outage can
-// keep it overloaded after it is back. Every call is Do of the library's
+// downstream (see downstream) that answers nothing for a whole outage and
+// then comes back. It serves capacity attempts per second (1.25x the
+// offered load) from a queue, and works on attempts that the client has
+// already given up on, so that retries left over from the outage can keep
+// it overloaded after it is back. Every call is Do of the library's
 // default policy (3 attempts, Exponential(100ms, 2, 10s), full jitter) on
 // one Retrier shared by all calls, as a service has for one downstream;
 // the variants differ in the budget or breaker alone.
@@ -97,8 +99,8 @@ type outageRun struct {
 	refilled time.Duration
 }
 
-// runOutage runs variant v of the outage scenario; stream tells the
-// scenario's random streams apart.
+// runOutage runs variant v of the outage scenario, with the random
+// streams of scenario.
 func runOutage(p outageParams, v protection, scenario int) (*outageRun, error) {
 	s := newSim()
 	d := &downstream{s: s, latency: p.latency, timeout: p.timeout, outage: p.outage, capacity: p.capacity,
@@ -113,7 +115,9 @@ func runOutage(p outageParams, v protection, scenario int) (*outageRun, error) {
 	run := &outageRun{name: v.name, params: p, refilled: -1}
 	run.calls = load{rate: p.rate, duration: p.duration}.drive(s, d, r, 100*time.Millisecond)
 	if tokens != nil {
-		// Look at the bucket every 100 ms after the outage.
+		// Look at the bucket every 100 ms after the outage, until it
+		// holds more than half its default 100 tokens and so allows
+		// retries again.
 		s.GoAt(p.outage.to, func(w *proc) {
 			for t := p.outage.to; t < p.duration; t += 100 * time.Millisecond {
 				w.Sleep(t - s.Elapsed())
@@ -151,4 +155,47 @@ func (r *outageRun) peakRate() int { return r.attempts.peak(r.params.outage) }
 // successRate is the share of all the run's calls that succeeded.
 func (r *outageRun) successRate() float64 {
 	return float64(r.calls.succeeded) / float64(r.calls.calls)
+}
+
+// runOutages runs the outage with the variants of the scenarios of cfg,
+// b's, then e's gate; the no-budget run serves both.
+func runOutages(cfg config) ([]*outageRun, error) {
+	var variants []protection
+	if cfg.has('b') {
+		variants = append(variants, noBudget, tokenBucket, ratio)
+	}
+	if cfg.has('e') {
+		if !cfg.has('b') {
+			variants = append(variants, noBudget)
+		}
+		variants = append(variants, breaker)
+	}
+	runs := make([]*outageRun, len(variants))
+	err := parallel(len(variants), 0, func(k int) (err error) {
+		if runs[k], err = runOutage(cfg.outage, variants[k], scenarioB); err != nil {
+			return fmt.Errorf("outage, %s: %w", variants[k].name, err)
+		}
+		return nil
+	})
+	return runs, err
+}
+
+// runBreakerPhases returns how long calls kept failing after outages
+// longer than o's by k/breakerPhases of the gate's cycle, for each k. It
+// depends on where the outage's end falls in the cycle of open periods
+// and probes, which starts with the outage.
+func runBreakerPhases(o outageParams) ([]time.Duration, error) {
+	cycle := o.breakerTimeout + o.timeout
+	phases := make([]time.Duration, breakerPhases)
+	err := parallel(breakerPhases, 0, func(k int) error {
+		p := o
+		p.outage.to += cycle * time.Duration(k) / breakerPhases
+		run, err := runOutage(p, breaker, scenarioB)
+		if err != nil {
+			return fmt.Errorf("scenario e, outage %d: %w", k, err)
+		}
+		phases[k] = run.calls.recovery(p.outage)
+		return nil
+	})
+	return phases, err
 }

@@ -110,7 +110,7 @@ func (r *results) checks() []check {
 			measured: fmt.Sprintf("%.3fx", g.amplification()), ok: g.amplification() <= 0.1})
 		limit := p.breakerTimeout + p.timeout + time.Second
 		worst := slices.Max(append([]time.Duration{g.calls.recovery(p.outage)}, r.phases...))
-		cs = append(cs, check{scenario: "e", bound: fmt.Sprintf("gobreaker: calls fail for at most %s after the outage (its open period, a probe's timeout and a second), over %d outage lengths", seconds(limit), len(r.phases)),
+		cs = append(cs, check{scenario: "e", bound: fmt.Sprintf("gobreaker: calls fail for at most %s after the outage (its open period, a probe's timeout and a second), in the run charted and %d longer outages", seconds(limit), len(r.phases)),
 			measured: "at most " + seconds(worst), ok: worst <= limit})
 	}
 	return cs
@@ -120,26 +120,33 @@ func (r *results) checks() []check {
 // the outage scenarios keep.
 const defaultAttempts = 3
 
-// recoveryText says how long calls kept failing after the outage.
-func recoveryText(r *outageRun) string {
+// recovered is how long calls kept failing after the outage, and false
+// if they still failed in the run's last 2 s: the downstream did not
+// recover within the run.
+func (r *outageRun) recovered() (time.Duration, bool) {
 	rec := r.calls.recovery(r.params.outage)
-	left := r.params.duration - r.params.outage.to
-	if rec >= left-2*time.Second {
-		return fmt.Sprintf("not recovered (%s after it)", seconds(left))
-	}
-	return seconds(rec)
+	return rec, rec < r.params.duration-r.params.outage.to-2*time.Second
 }
 
-// recoverySentence says how long calls kept failing after the outage.
+// recoveryText says how long calls kept failing after the outage, for a
+// table.
+func recoveryText(r *outageRun) string {
+	if rec, ok := r.recovered(); ok {
+		return seconds(rec)
+	}
+	return fmt.Sprintf("not recovered (%s after it)", seconds(r.params.duration-r.params.outage.to))
+}
+
+// recoverySentence says it for a sentence.
 func recoverySentence(r *outageRun) string {
-	rec := r.calls.recovery(r.params.outage)
-	switch {
+	switch rec, ok := r.recovered(); {
+	case !ok:
+		return fmt.Sprintf("kept failing to the end of the run, %s later", seconds(r.params.duration-r.params.outage.to))
 	case rec == 0:
 		return "succeeded at once"
-	case strings.HasPrefix(recoveryText(r), "not"):
-		return fmt.Sprintf("kept failing to the end of the run, %s later", seconds(r.params.duration-r.params.outage.to))
+	default:
+		return "kept failing for " + seconds(rec)
 	}
-	return "kept failing for " + seconds(rec)
 }
 
 // firstRefusals names, for each budget, the lowest failure rate of the
@@ -214,16 +221,16 @@ func (r *results) failuresAt(p float64) []*failuresRun {
 func (r *results) markdownC() string {
 	var b strings.Builder
 	p := r.cfg.failures
+	at := r.failuresAt(p.failP)
+	base := at[0].successRate()
 	worst := 0.0
-	for _, f := range r.failuresAt(p.failP)[1:] {
-		worst = max(worst, math.Abs(100*(f.successRate()-r.failuresAt(p.failP)[0].successRate())))
+	for _, f := range at[1:] {
+		worst = max(worst, math.Abs(100*(f.successRate()-base)))
 	}
 	fmt.Fprintf(&b, "With %g %% of attempts failing, each budget's success rate was within %.4f percentage points of no budget's. %s\n\n",
 		100*p.failP, worst, r.firstRefusals())
 	fmt.Fprintf(&b, "%.0f calls/s for %s, %g %% of attempts failing at random.\n\n", p.rate, span(p.duration), 100*p.failP)
 	b.WriteString("| Variant | Calls | Succeeded | Success rate | Δ vs no budget | Attempts per call | Refused by the budget |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	at := r.failuresAt(p.failP)
-	base := at[0].successRate()
 	for _, f := range at {
 		fmt.Fprintf(&b, "| %s | %d | %d | %.4f %% | %+.4f points | %.4f | %d |\n", f.name, f.calls.calls, f.calls.succeeded,
 			100*f.successRate(), 100*(f.successRate()-base), f.perCall(), f.refused)

@@ -167,6 +167,12 @@ func TestNested_oneLayerRetries(t *testing.T) {
 	for i := range p.users {
 		assert.Equal(t, 3, rule.leafCalls[i])
 		assert.Equal(t, 27, nested.leafCalls[i])
+		// With the rule the outer layers end at once, as the leaf's
+		// Retrier did; without it each makes its 3 attempts.
+		assert.Equal(t, retry.OutcomeExhausted, rule.outer[i].Outcome)
+		assert.Equal(t, 1, rule.outer[i].Attempts)
+		assert.Equal(t, retry.OutcomeExhausted, nested.outer[i].Outcome)
+		assert.Equal(t, 3, nested.outer[i].Attempts)
 	}
 }
 
