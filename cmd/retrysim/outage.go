@@ -181,8 +181,8 @@ func runOutages(cfg config) ([]*outageRun, error) {
 }
 
 // runBreakerPhases returns how long calls kept failing after outages
-// longer than o's by k/breakerPhases of the gate's cycle, for each k. It
-// depends on where the outage's end falls in the cycle of open periods
+// longer than o's by k/breakerPhases of the gate's cycle, for k from 0.
+// It depends on where the outage's end falls in the cycle of open periods
 // and probes, which starts with the outage.
 func runBreakerPhases(o outageParams) ([]time.Duration, error) {
 	cycle := o.breakerTimeout + o.timeout

@@ -110,7 +110,7 @@ func (r *results) checks() []check {
 			measured: fmt.Sprintf("%.3fx", g.amplification()), ok: g.amplification() <= 0.1})
 		limit := p.breakerTimeout + p.timeout + time.Second
 		worst := slices.Max(append([]time.Duration{g.calls.recovery(p.outage)}, r.phases...))
-		cs = append(cs, check{scenario: "e", bound: fmt.Sprintf("gobreaker: calls fail for at most %s after the outage (its open period, a probe's timeout and a second), in the run charted and %d longer outages", seconds(limit), len(r.phases)),
+		cs = append(cs, check{scenario: "e", bound: fmt.Sprintf("gobreaker: calls fail for at most %s after the outage (its open period, a probe's timeout and a second), over %d outage lengths", seconds(limit), max(len(r.phases), 1)),
 			measured: "at most " + seconds(worst), ok: worst <= limit})
 	}
 	return cs
@@ -270,7 +270,7 @@ func (r *results) markdownE() string {
 	for _, d := range r.phases {
 		sum += d
 	}
-	fmt.Fprintf(&b, "With the gate the downstream saw %.3fx the offered load during the outage, without it %.2fx; the gate refused %d calls at once. Once the downstream was back, calls kept failing until the gate's next probe: for %s in the run charted, and over %d outages longer by steps of a tenth of the gate's cycle (its open period and a probe's timeout), for %s on average and at most %s.\n\n",
+	fmt.Fprintf(&b, "With the gate the downstream saw %.3fx the offered load during the outage, without it %.2fx; the gate refused %d calls at once. Once the downstream was back, calls kept failing until the gate's next probe: for %s in the run charted, and over %d outages whose lengths are a tenth of the gate's cycle (its open period and a probe's timeout) apart, the first as charted, for %s on average and at most %s.\n\n",
 		g.amplification(), r.byName(noBudget).amplification(), g.calls.outcomes[retry.OutcomeRefused], seconds(g.calls.recovery(p.outage)),
 		len(r.phases), seconds(sum/time.Duration(max(len(r.phases), 1))), seconds(slices.Max(append([]time.Duration{0}, r.phases...))))
 	fmt.Fprintf(&b, "The outage of scenario b; the gate opens after more than 5 consecutive failures, for %s, then lets one probe through.\n\n", span(p.breakerTimeout))
