@@ -84,6 +84,7 @@ func TestOutage_breakerShedsTheLoad(t *testing.T) {
 	cfg := defaultConfig(1)
 	cfg.scenarios, cfg.outage = "e", shortOutage()
 	cfg.outage.duration = 50 * time.Second // the longest outage ends at 45.4 s
+	cfg.outage.rate, cfg.outage.capacity = 100, 125
 	res, err := simulate(cfg)
 	require.NoError(t, err)
 	g := res.byName(breaker)
@@ -182,6 +183,7 @@ func TestSimulate_deterministic(t *testing.T) {
 	cfg.contention.runs, cfg.contention.clients = 2, 10
 	cfg.failures.duration, cfg.failures.sweep = 10*time.Second, []float64{0.05, 0.2}
 	cfg.outage.duration, cfg.outage.outage = 10*time.Second, window{2 * time.Second, 6 * time.Second}
+	cfg.outage.rate, cfg.outage.capacity, cfg.failures.rate = 50, 62.5, 50
 	cfg.nested.users = 3
 	md := func(cfg config) string {
 		res, err := simulate(cfg)
