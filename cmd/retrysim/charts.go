@@ -125,6 +125,7 @@ func bars(p *plot.Plot, names []string, values []float64, format string) error {
 	labels.Offset.Y = vg.Points(3)
 	p.Add(labels)
 	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(values))-0.5 // room for the names
 	return nil
 }
 
