@@ -27,19 +27,15 @@ const (
 )
 
 // figure is what a chart draws on a canvas of its size.
-type figure func(dc draw.Canvas) error
+type figure func(dc draw.Canvas)
 
 // save writes f as dir/name.png and dir/name.svg, and returns the two
 // file names.
 func save(dir, name string, w, h vg.Length, f figure) ([]string, error) {
 	png := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi), vgimg.UseBackgroundColor(color.White))
-	if err := f(draw.New(png)); err != nil {
-		return nil, err
-	}
+	f(draw.New(png))
 	svg := vgsvg.New(w, h)
-	if err := f(draw.New(svg)); err != nil {
-		return nil, err
-	}
+	f(draw.New(svg))
 	var files []string
 	for _, o := range []struct {
 		ext string
@@ -63,19 +59,18 @@ func save(dir, name string, w, h vg.Length, f figure) ([]string, error) {
 
 // single draws one plot.
 func single(p *plot.Plot) figure {
-	return func(dc draw.Canvas) error { p.Draw(dc); return nil }
+	return p.Draw
 }
 
 // sideBySide draws plots in one row, their data areas aligned.
 func sideBySide(ps ...*plot.Plot) figure {
-	return func(dc draw.Canvas) error {
+	return func(dc draw.Canvas) {
 		tiles := draw.Tiles{Rows: 1, Cols: len(ps), PadX: vg.Centimeter, PadTop: vg.Millimeter,
 			PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: vg.Millimeter}
 		cs := plot.Align([][]*plot.Plot{ps}, tiles, dc)
 		for i, p := range ps {
 			p.Draw(cs[0][i])
 		}
-		return nil
 	}
 }
 
@@ -224,18 +219,6 @@ func contentionFigure(res *contentionResult) (figure, error) {
 	}
 	right.Y.Min = 0
 	return sideBySide(left, right), nil
-}
-
-// fixedTicks marks from to to every step, labelled with format.
-func fixedTicks(from, to, step float64, format string) plot.ConstantTicks {
-	var ts plot.ConstantTicks
-	for i := 0; ; i++ {
-		v := from + float64(i)*step
-		if v > to+step/2 {
-			return ts
-		}
-		ts = append(ts, plot.Tick{Value: v, Label: fmt.Sprintf(format, v)})
-	}
 }
 
 // shortName is a strategy's name on an axis.
