@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/sony/gobreaker/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
+	"github.com/steadfast-go/retry/retrystats"
+)
+
+// The gate measures gobreaker's open period on its own clock; on the real
+// clock (fake under synctest) it must decide as gobreaker does with that
+// Timeout, attempt by attempt, whatever the timing of the attempts and of
+// their ends.
+func TestGate_decidesAsGobreakerDoes(t *testing.T) {
+	for seed := range uint64(20) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 1))
+			const timeout = 5 * time.Second
+			g := newGate(clock.New(), 5, timeout)
+			cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{MaxRequests: 1, Timeout: timeout,
+				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures > 5 }})
+			start := time.Now()
+			downFor := time.Duration(10+rng.IntN(30)) * time.Second
+			type pending struct {
+				gate func(bool)
+				cb   func(error)
+			}
+			var inFlight []pending // attempts under way, ended first in first out
+			allowed, open, probing := 0, 0, 0
+			for i := range 1000 {
+				gDone, gErr := g.Allow()
+				cbDone, cbErr := cb.Allow()
+				require.Equal(t, cbErr == nil, gErr == nil, "seed %d, attempt %d at %v", seed, i, time.Since(start))
+				switch {
+				case gErr == nil:
+					allowed++
+					inFlight = append(inFlight, pending{gDone, cbDone})
+				case errors.Is(gErr, gobreaker.ErrTooManyRequests):
+					probing++
+					assert.ErrorIs(t, gErr, overload.ErrCircuitOpen)
+				default:
+					open++
+					assert.ErrorIs(t, gErr, overload.ErrCircuitOpen)
+					assert.ErrorIs(t, gErr, gobreaker.ErrOpenState)
+				}
+				// Up to three attempts stay under way at once.
+				for len(inFlight) > rng.IntN(4) {
+					failed := time.Since(start) < downFor
+					inFlight[0].gate(failed)
+					if failed {
+						inFlight[0].cb(errDownstream)
+					} else {
+						inFlight[0].cb(nil)
+					}
+					inFlight = inFlight[1:]
+				}
+				time.Sleep(time.Duration(1+rng.IntN(400)) * time.Millisecond)
+			}
+			assert.Positive(t, open)
+			assert.Positive(t, allowed)
+			if seed == 0 {
+				assert.Positive(t, probing, "refused while half-open with a probe under way")
+			}
+		})
+	}
+}
+
+// refuseAfter allows n attempts, then refuses every one.
+type refuseAfter struct{ n int }
+
+func (b *refuseAfter) Allow() (func(bool), error) {
+	if b.n == 0 {
+		return nil, errOpen
+	}
+	b.n--
+	return func(bool) {}, nil
+}
+
+// A call that a breaker stops after a wait ends right after that wait,
+// before any next attempt started: its Done must say Waited, or every
+// gauge of waits in progress (retrystats, retryprom, retryotel) keeps it
+// waiting for ever. Found by TestOutage_countsWhatTheLibraryDid; the
+// defect is in the root module (the breaker's refusal in loop leaves
+// call.waited false), which this module does not change.
+func TestBreaker_refusalAfterAWaitEndsTheWait(t *testing.T) {
+	s := newSim()
+	stats := new(retrystats.Stats)
+	done := new(doneLog)
+	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithBudget(nil), retry.WithBreaker(&refuseAfter{n: 1}),
+		retry.WithBackoff(retry.Constant(time.Second)), retry.WithObserver(stats), retry.WithObserver(done))
+	require.NoError(t, err)
+	var doErr error
+	s.Go(func(*proc) {
+		doErr = r.Do(context.Background(), func(context.Context) error { return errDownstream })
+	})
+	require.NoError(t, s.run())
+	var e *retry.Error
+	require.ErrorAs(t, doErr, &e)
+	assert.Equal(t, retry.OutcomeRefused, e.Outcome)
+	assert.Equal(t, 1, e.Attempts)
+	require.Len(t, done.calls, 1)
+	assert.True(t, done.calls[0].Waited, "Done.Waited after a 1s wait that the breaker's refusal ended")
+	assert.Zero(t, stats.Snapshot().Waiting, "retrystats: calls waiting after the call returned")
+}
+
+// doneLog keeps the Done events, for a simulation's one goroutine at a
+// time.
+type doneLog struct{ calls []retry.Done }
+
+func (*doneLog) OnAttemptStart(context.Context, retry.AttemptStart) {}
+func (*doneLog) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
+func (*doneLog) OnRetry(context.Context, retry.Scheduled)           {}
+func (l *doneLog) OnDone(_ context.Context, d retry.Done)           { l.calls = append(l.calls, d) }

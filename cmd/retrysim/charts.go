@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// The charts, drawn with gonum/plot and written as PNG and SVG.
+
+const (
+	chartW = 8 * vg.Inch
+	chartH = 4 * vg.Inch
+	dpi    = 120
+)
+
+// figure is what a chart draws on a canvas of its size.
+type figure func(dc draw.Canvas)
+
+// save writes f as dir/name.png and dir/name.svg, and returns the two
+// file names.
+func save(dir, name string, w, h vg.Length, f figure) ([]string, error) {
+	png := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi), vgimg.UseBackgroundColor(color.White))
+	f(draw.New(png))
+	svg := vgsvg.New(w, h)
+	f(draw.New(svg))
+	var files []string
+	for _, o := range []struct {
+		ext string
+		w   func(b *bytes.Buffer) error
+	}{
+		{"png", func(b *bytes.Buffer) error { _, err := vgimg.PngCanvas{Canvas: png}.WriteTo(b); return err }},
+		{"svg", func(b *bytes.Buffer) error { _, err := svg.WriteTo(b); return err }},
+	} {
+		var b bytes.Buffer
+		if err := o.w(&b); err != nil {
+			return nil, fmt.Errorf("chart %s.%s: %w", name, o.ext, err)
+		}
+		file := filepath.Join(dir, name+"."+o.ext)
+		if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
+		files = append(files, file)
+	}
+	return files, nil
+}
+
+// single draws one plot.
+func single(p *plot.Plot) figure {
+	return p.Draw
+}
+
+// sideBySide draws plots in one row, their data areas aligned.
+func sideBySide(ps ...*plot.Plot) figure {
+	return func(dc draw.Canvas) {
+		tiles := draw.Tiles{Rows: 1, Cols: len(ps), PadX: vg.Centimeter, PadTop: vg.Millimeter,
+			PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: vg.Millimeter}
+		cs := plot.Align([][]*plot.Plot{ps}, tiles, dc)
+		for i, p := range ps {
+			p.Draw(cs[0][i])
+		}
+	}
+}
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// boxes adds one box plot per series of values, named on the x axis.
+func boxes(p *plot.Plot, names []string, values [][]float64) error {
+	for i, vs := range values {
+		b, err := plotter.NewBoxPlot(vg.Points(28), float64(i), plotter.Values(vs))
+		if err != nil {
+			return err
+		}
+		b.FillColor = plotutil.Color(i)
+		p.Add(b)
+	}
+	p.NominalX(names...)
+	return nil
+}
+
+// bars adds one bar per value, named on the x axis, each labelled with
+// its value as format gives it.
+func bars(p *plot.Plot, names []string, values []float64, format string) error {
+	for i, v := range values {
+		b, err := plotter.NewBarChart(plotter.Values{v}, vg.Points(60))
+		if err != nil {
+			return err
+		}
+		b.XMin = float64(i)
+		b.Color = plotutil.Color(i)
+		b.LineStyle.Width = 0
+		p.Add(b)
+	}
+	labels, err := plotter.NewLabels(barLabels(values, format))
+	if err != nil {
+		return err
+	}
+	for i := range labels.TextStyle {
+		labels.TextStyle[i].XAlign = text.XCenter
+	}
+	labels.Offset.Y = vg.Points(3)
+	p.Add(labels)
+	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(values))-0.5 // room for the names
+	return nil
+}
+
+func barLabels(values []float64, format string) plotter.XYLabels {
+	l := plotter.XYLabels{XYs: make(plotter.XYs, len(values)), Labels: make([]string, len(values))}
+	for i, v := range values {
+		l.XYs[i] = plotter.XY{X: float64(i), Y: v}
+		l.Labels[i] = fmt.Sprintf(format, v)
+	}
+	return l
+}
+
+// perSecond is a series of counts per second as points at each second's
+// middle.
+func perSecond(s series) plotter.XYs {
+	xy := make(plotter.XYs, len(s.n))
+	for i, k := range s.n {
+		xy[i] = plotter.XY{X: (float64(i) + 0.5) * s.step.Seconds(), Y: float64(k) / s.step.Seconds()}
+	}
+	return xy
+}
+
+// timeline draws attempts per second of each run over time, with the
+// outage shaded and the offered load dashed.
+func timeline(title string, runs []*outageRun, colors []int) (*plot.Plot, error) {
+	p := newPlot(title, "time (s)", "downstream attempts per second")
+	o := runs[0].params
+	top := 0.0
+	for _, r := range runs {
+		for _, xy := range perSecond(r.attempts) {
+			top = max(top, xy.Y)
+		}
+	}
+	top *= 1.6 // room for the legend above the lines
+	shade, err := plotter.NewPolygon(plotter.XYs{
+		{X: o.outage.from.Seconds(), Y: 0}, {X: o.outage.to.Seconds(), Y: 0},
+		{X: o.outage.to.Seconds(), Y: top}, {X: o.outage.from.Seconds(), Y: top}})
+	if err != nil {
+		return nil, err
+	}
+	shade.Color = color.Gray{Y: 0xe8}
+	shade.LineStyle.Width = 0
+	p.Add(shade)
+	p.Legend.Add(fmt.Sprintf("outage (%s)", spanLabel(o.outage)), shade)
+	offered, err := plotter.NewLine(plotter.XYs{{X: 0, Y: o.rate}, {X: o.duration.Seconds(), Y: o.rate}})
+	if err != nil {
+		return nil, err
+	}
+	offered.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	offered.Color = color.Gray{Y: 0x60}
+	p.Add(offered)
+	p.Legend.Add(fmt.Sprintf("offered load (%.0f calls/s)", o.rate), offered)
+	for i, r := range runs {
+		l, err := plotter.NewLine(perSecond(r.attempts))
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(colors[i])
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(r.name, l)
+	}
+	p.X.Min, p.X.Max = 0, o.duration.Seconds()
+	p.Y.Min, p.Y.Max = 0, top
+	p.Legend.Top = true
+	p.Legend.XOffs = -vg.Points(4)
+	return p, nil
+}
+
+func spanLabel(w window) string {
+	return fmt.Sprintf("%g–%g s", w.from.Seconds(), w.to.Seconds())
+}
+
+// contentionFigure is scenario a's chart: calls and completion time per
+// run, for each strategy.
+func contentionFigure(res *contentionResult) (figure, error) {
+	names := make([]string, len(strategies))
+	calls := make([][]float64, len(strategies))
+	done := make([][]float64, len(strategies))
+	for i, st := range strategies {
+		names[i] = shortName(st.name)
+		for _, r := range res.runs[i] {
+			calls[i] = append(calls[i], float64(r.calls))
+			done[i] = append(done[i], r.done.Seconds())
+		}
+	}
+	n := res.params.clients
+	left := newPlot(fmt.Sprintf("Calls to the row, %d clients", n), "", "writes per run")
+	if err := boxes(left, names, calls); err != nil {
+		return nil, err
+	}
+	left.Y.Min = 0
+	right := newPlot("Time until every client succeeded", "", "seconds per run")
+	if err := boxes(right, names, done); err != nil {
+		return nil, err
+	}
+	right.Y.Min = 0
+	return sideBySide(left, right), nil
+}
+
+// shortName is a strategy's name on an axis.
+func shortName(name string) string {
+	switch name {
+	case "decorrelated jitter":
+		return "decorrelated"
+	}
+	return name
+}
+
+// failuresFigure is scenario c's chart: the success rate and the
+// attempts per call of each budget, over the failure rates run, the
+// bound's rate marked.
+func failuresFigure(runs [][]*failuresRun, p failuresParams) (figure, error) {
+	left := newPlot("Calls that succeeded", "attempts failing at random (%)", "% of calls")
+	right := newPlot("Downstream attempts per call", "attempts failing at random (%)", "attempts")
+	for _, pl := range []*plot.Plot{left, right} {
+		mark, err := plotter.NewLine(plotter.XYs{{X: 100 * p.failP, Y: 0}, {X: 100 * p.failP, Y: 1000}})
+		if err != nil {
+			return nil, err
+		}
+		mark.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		mark.Color = color.Gray{Y: 0x60}
+		pl.Add(mark)
+		pl.Legend.Add(fmt.Sprintf("%g %% (the bound)", 100*p.failP), mark)
+	}
+	lowest := 100.0
+	for j, v := range budgets {
+		success := make(plotter.XYs, len(runs))
+		perCall := make(plotter.XYs, len(runs))
+		for i, row := range runs {
+			x := 100 * row[j].failP
+			success[i] = plotter.XY{X: x, Y: 100 * row[j].successRate()}
+			perCall[i] = plotter.XY{X: x, Y: row[j].perCall()}
+			lowest = min(lowest, success[i].Y)
+		}
+		for _, c := range []struct {
+			pl  *plot.Plot
+			xys plotter.XYs
+		}{{left, success}, {right, perCall}} {
+			l, pts, err := plotter.NewLinePoints(c.xys)
+			if err != nil {
+				return nil, err
+			}
+			l.Color, pts.Color = plotutil.Color(j), plotutil.Color(j)
+			l.Width = vg.Points(1.5)
+			pts.Shape = plotutil.Shape(j)
+			c.pl.Add(l, pts)
+			c.pl.Legend.Add(short(v.name), l, pts)
+		}
+	}
+	top := 100 * p.sweep[len(p.sweep)-1]
+	left.X.Min, left.X.Max, right.X.Min, right.X.Max = 0, top, 0, top
+	left.Y.Min, left.Y.Max = 5*float64(int(lowest/5))-5, 100.5
+	right.Y.Min, right.Y.Max = 1, 1.5
+	left.Legend.Top = false
+	left.Legend.Left = true
+	left.Legend.XOffs, left.Legend.YOffs = vg.Points(6), vg.Points(6)
+	right.Legend.Top = true
+	right.Legend.Left = true
+	right.Legend.XOffs = vg.Points(6)
+	return sideBySide(left, right), nil
+}
+
+// short is a variant's name on an axis.
+func short(name string) string {
+	switch name {
+	case noBudget.name:
+		return "no budget"
+	case tokenBucket.name:
+		return "token bucket"
+	case ratio.name:
+		return "ratio"
+	}
+	return name
+}
+
+// nestedFigure is scenario d's chart.
+func nestedFigure(runs []*nestedRun, p nestedParams) (figure, error) {
+	names := make([]string, len(runs))
+	per := make([]float64, len(runs))
+	for i, r := range runs {
+		names[i] = r.name
+		per[i] = r.perUser()
+	}
+	pl := newPlot(fmt.Sprintf("%d nested Retriers of %d attempts, leaf down", p.layers, p.attempts), "", "leaf calls per user call")
+	if err := bars(pl, names, per, "%.0f"); err != nil {
+		return nil, err
+	}
+	pl.Y.Min = 0
+	pl.Y.Max = 1.15 * max(per[0], per[len(per)-1])
+	return single(pl), nil
+}
+
+// seconds formats d for a label.
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/steadfast-go/retry"
+)
+
+// The errors of the simulated downstream: each is worth retrying.
+var (
+	errTimeout = errors.New("downstream did not answer within the attempt timeout")
+	errFlaky   = errors.New("downstream failed at random")
+)
+
+// downstream is a simulated service. An attempt reaches it after half
+// the network's latency; it queues for a server that serves capacity
+// attempts per second, one after another, and its answer returns after
+// the other half. The client gives up on an attempt after timeout, but a
+// request it gave up on still takes its turn in the queue, as a server
+// that does not know of the client's deadline does. During the outage
+// the downstream answers nothing, so every attempt times out. An attempt
+// served may still fail at random with probability failP.
+type downstream struct {
+	s        *sim
+	latency  time.Duration // there and back
+	timeout  time.Duration // the client's, per attempt
+	outage   window        // no answer within it
+	capacity float64       // attempts per second it serves; 0: no limit
+	failP    float64       // probability that an attempt fails on its own
+	rng      *rand.Rand    // for failP
+	busy     time.Duration // when the server has served its queue
+
+	attempts series // attempts sent to it, by when they were sent
+}
+
+// window is a span of virtual time, [from, to).
+type window struct{ from, to time.Duration }
+
+func (w window) contains(t time.Duration) bool { return t >= w.from && t < w.to }
+func (w window) length() time.Duration         { return w.to - w.from }
+
+// attempt is one call of the downstream by p.
+func (d *downstream) attempt(p *proc) error {
+	now := d.s.Elapsed()
+	d.attempts.add(now, 1)
+	answer, err := d.serve(now + d.latency/2)
+	if answer > now+d.timeout {
+		p.Sleep(d.timeout)
+		return errTimeout
+	}
+	p.Sleep(answer - now)
+	return err
+}
+
+// serve takes a request that arrives at t and says when its answer is
+// back at the client (never, during the outage) and what it is.
+func (d *downstream) serve(t time.Duration) (time.Duration, error) {
+	const never = time.Duration(math.MaxInt64)
+	if d.outage.contains(t) {
+		return never, errTimeout
+	}
+	done := t
+	if d.capacity > 0 {
+		done = max(t, d.busy) + time.Duration(float64(time.Second)/d.capacity)
+		d.busy = done
+	}
+	var err error
+	if d.failP > 0 && d.rng.Float64() < d.failP {
+		err = errFlaky
+	}
+	return done + d.latency/2, err
+}
+
+// series counts events in bins of width step from time zero.
+type series struct {
+	step time.Duration
+	n    []int
+}
+
+func newSeries(step, span time.Duration) series {
+	return series{step: step, n: make([]int, int((span+step-1)/step))}
+}
+
+func (s *series) add(t time.Duration, k int) {
+	i := int(t / s.step)
+	for i >= len(s.n) {
+		s.n = append(s.n, 0)
+	}
+	s.n[i] += k
+}
+
+// sum is the count over w (bins that start within it).
+func (s *series) sum(w window) int {
+	total := 0
+	for i, k := range s.n {
+		if w.contains(time.Duration(i) * s.step) {
+			total += k
+		}
+	}
+	return total
+}
+
+// peak is the largest bin that starts within w.
+func (s *series) peak(w window) int {
+	m := 0
+	for i, k := range s.n {
+		if w.contains(time.Duration(i)*s.step) && k > m {
+			m = k
+		}
+	}
+	return m
+}
+
+// load is an open-loop load on a downstream: calls start at rate per
+// second, evenly spaced, for the run's length, whatever became of the
+// earlier ones, as requests from many users do. Each call is r.Do of one
+// downstream attempt.
+type load struct {
+	rate     float64
+	duration time.Duration
+}
+
+// loadStats is what became of a load's calls.
+type loadStats struct {
+	calls, succeeded int
+	started, failed  series // calls by the time they started (failed: did not succeed)
+	outcomes         map[retry.Outcome]int
+}
+
+// drive starts the load's calls on s, each on a proc of its own calling
+// r.Do with the downstream's attempt; run s afterwards.
+func (l load) drive(s *sim, d *downstream, r *retry.Retrier, bin time.Duration) *loadStats {
+	st := &loadStats{started: newSeries(bin, l.duration), failed: newSeries(bin, l.duration),
+		outcomes: map[retry.Outcome]int{}}
+	interval := time.Duration(float64(time.Second) / l.rate)
+	n := int(l.duration / interval)
+	s.Go(func(gen *proc) {
+		for i := range n {
+			gen.Sleep(time.Duration(i)*interval - s.Elapsed())
+			s.Go(func(p *proc) {
+				start := s.Elapsed()
+				err := r.Do(context.Background(), func(context.Context) error { return d.attempt(p) })
+				st.calls++
+				st.started.add(start, 1)
+				if err == nil {
+					st.succeeded++
+					return
+				}
+				st.failed.add(start, 1)
+				var e *retry.Error
+				if errors.As(err, &e) {
+					st.outcomes[e.Outcome]++
+				}
+			})
+		}
+	})
+	return st
+}
+
+// recovery is how long after the outage calls kept failing: from its end
+// to the end of the last bin after it in which a call that started then
+// failed; 0 if none did.
+func (st *loadStats) recovery(outage window) time.Duration {
+	last := time.Duration(0)
+	for i, k := range st.failed.n {
+		start := time.Duration(i) * st.failed.step
+		if start >= outage.to && k > 0 {
+			last = start + st.failed.step - outage.to
+		}
+	}
+	return last
+}

@@ -1,0 +1,300 @@
+// Command retrysim runs scenarios of overload against the real code of
+// github.com/steadfast-go/retry in virtual time, and writes what it
+// measured as charts (PNG and SVG, drawn with gonum/plot) and Markdown
+// tables:
+//
+//	a  Brooker's contention model: N clients on one row with optimistic
+//	   concurrency; calls and completion time for no jitter, full, equal
+//	   and decorrelated jitter, over many runs.
+//	b  a full outage under an open-loop load: downstream attempts per
+//	   second without a budget, with the default token bucket and with the
+//	   default ratio budget, and how long calls fail once it is back.
+//	c  5 % random failures: the success rate with a budget and without.
+//	d  three nested Retriers of 3 attempts during an outage: leaf calls
+//	   per user call with the one-layer rule and without it.
+//	e  the outage of b with a circuit breaker (sony/gobreaker) as the gate.
+//
+// Usage:
+//
+//	retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|all] [-out DIR] [-doc FILE]
+//
+// The same flags give the same output, byte for byte: every simulated
+// goroutine runs in turn in virtual time, and every random draw comes
+// from a source seeded by -seed. The repository's documentation is made
+// with
+//
+//	go run ./cmd/retrysim -out docs/overload -doc docs/overload.md
+//
+// which rewrites the blocks between <!-- retrysim:KEY --> and
+// <!-- /retrysim:KEY --> in docs/overload.md. Exit status: 0 when every
+// bound is met, 1 when one is not or the output cannot be written, 2 for
+// a usage error.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot/vg"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// config is a whole run of the command.
+type config struct {
+	seed       uint64
+	scenarios  string // the letters of the scenarios to run, in order
+	out, doc   string
+	contention contentionParams
+	outage     outageParams
+	failures   failuresParams
+	nested     nestedParams
+}
+
+// defaultConfig is the run that the flags' defaults ask for.
+func defaultConfig(seed uint64) config {
+	return config{
+		seed: seed, scenarios: "abcde", out: filepath.Join("docs", "overload"),
+		contention: contentionParams{clients: 100, runs: 100, seed: seed, base: 5 * time.Millisecond, cap: 2 * time.Second},
+		outage:     defaultOutage(seed),
+		failures:   defaultFailures(seed),
+		nested:     defaultNested(seed),
+	}
+}
+
+func (c config) has(scenario byte) bool { return strings.IndexByte(c.scenarios, scenario) >= 0 }
+
+// commandLine is the flags that reproduce the numbers.
+func (c config) commandLine() string {
+	s := "all"
+	if c.scenarios != "abcde" {
+		s = c.scenarios
+	}
+	return fmt.Sprintf("-seed %d -runs %d -clients %d -scenario %s", c.seed, c.contention.runs, c.contention.clients, s)
+}
+
+const usage = `usage: retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|all] [-out DIR] [-doc FILE]
+
+Runs overload scenarios against github.com/steadfast-go/retry in virtual
+time and writes PNG and SVG charts and results.md to DIR; with -doc, also
+rewrites the <!-- retrysim:KEY --> blocks of FILE. The same flags give the
+same output.
+
+`
+
+// parse reads the command line.
+func parse(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("retrysim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	seed := fs.Uint64("seed", 1, "seed of every random source")
+	runs := fs.Int("runs", 100, "runs of scenario a, in [1, 10000]")
+	clients := fs.Int("clients", 100, "clients of scenario a, in [1, 10000]")
+	scenario := fs.String("scenario", "all", "the scenario to run: a, b, c, d, e or all")
+	out := fs.String("out", filepath.Join("docs", "overload"), "directory for the charts and results.md (made if missing)")
+	doc := fs.String("doc", "", "Markdown file whose retrysim blocks to rewrite with the results (none if empty)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	cfg := defaultConfig(*seed)
+	cfg.out, cfg.doc = *out, *doc
+	cfg.contention.runs, cfg.contention.clients = *runs, *clients
+	switch s := *scenario; {
+	case fs.NArg() > 0:
+		return cfg, fmt.Errorf("unexpected argument %q: retrysim takes flags only", fs.Arg(0))
+	case s == "all":
+	case len(s) == 1 && strings.Contains("abcde", s):
+		cfg.scenarios = s
+	default:
+		return cfg, fmt.Errorf("-scenario %q: want a, b, c, d, e or all", s)
+	}
+	switch {
+	case *runs < 1 || *runs > 10000:
+		return cfg, fmt.Errorf("-runs %d: want a number of runs in [1, 10000]", *runs)
+	case *clients < 1 || *clients > 10000:
+		return cfg, fmt.Errorf("-clients %d: want a number of clients in [1, 10000]", *clients)
+	case *out == "":
+		return cfg, errors.New("-out: want a directory")
+	}
+	return cfg, nil
+}
+
+// run runs the command line args (without the program's name) and
+// returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parse(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "retrysim: %v\n", err)
+		fmt.Fprint(stderr, "Run 'retrysim -h' for the flags.\n")
+		return exitUsage
+	}
+	start := time.Now()
+	res, err := simulate(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "retrysim: %v\n", err)
+		return exitFail
+	}
+	files, err := write(res)
+	if err != nil {
+		fmt.Fprintf(stderr, "retrysim: %v\n", err)
+		return exitFail
+	}
+	failed := summary(stdout, res, files, time.Since(start))
+	if failed > 0 {
+		fmt.Fprintf(stderr, "retrysim: %d bound(s) not met\n", failed)
+		return exitFail
+	}
+	return exitOK
+}
+
+// simulate runs the scenarios of cfg.
+func simulate(cfg config) (*results, error) {
+	res := &results{cfg: cfg}
+	if cfg.has('a') {
+		a, err := runContention(cfg.contention)
+		if err != nil {
+			return nil, fmt.Errorf("scenario a: %w", err)
+		}
+		res.a = a
+	}
+	var err error
+	if cfg.has('b') || cfg.has('e') {
+		if res.outage, err = runOutages(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.has('e') {
+		if res.phases, err = runBreakerPhases(cfg.outage); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.has('c') {
+		if res.c, err = runSweep(cfg.failures); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.has('d') {
+		for _, nested := range []bool{false, true} {
+			d, err := runNested(cfg.nested, nested)
+			if err != nil {
+				return nil, fmt.Errorf("scenario d: %w", err)
+			}
+			res.d = append(res.d, d)
+		}
+	}
+	return res, nil
+}
+
+// write writes the charts, results.md and the doc's blocks, and returns
+// the files written.
+func write(res *results) ([]string, error) {
+	cfg := res.cfg
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return nil, err
+	}
+	var files []string
+	add := func(name string, w, h vg.Length, f figure, err error) error {
+		if err != nil {
+			return fmt.Errorf("chart %s: %w", name, err)
+		}
+		fs, err := save(cfg.out, name, w, h, f)
+		files = append(files, fs...)
+		return err
+	}
+	if res.a != nil {
+		f, err := contentionFigure(res.a)
+		if err := add("a-contention", chartW, chartH, f, err); err != nil {
+			return files, err
+		}
+	}
+	if res.byName(tokenBucket) != nil {
+		p, err := timeline("Downstream load, outage at 200 calls/s", []*outageRun{res.byName(noBudget), res.byName(tokenBucket), res.byName(ratio)}, []int{0, 1, 2})
+		if err := add("b-outage", chartW, chartH, single(p), err); err != nil {
+			return files, err
+		}
+	}
+	if res.c != nil {
+		f, err := failuresFigure(res.c, cfg.failures)
+		if err := add("c-random-failures", chartW, chartH, f, err); err != nil {
+			return files, err
+		}
+	}
+	if res.d != nil {
+		f, err := nestedFigure(res.d, cfg.nested)
+		if err := add("d-nested", chartW*3/4, chartH, f, err); err != nil {
+			return files, err
+		}
+	}
+	if g := res.byName(breaker); g != nil {
+		p, err := timeline("Downstream load, outage at 200 calls/s, circuit breaker", []*outageRun{res.byName(noBudget), g}, []int{0, 3})
+		if err := add("e-breaker", chartW, chartH, single(p), err); err != nil {
+			return files, err
+		}
+	}
+	md := filepath.Join(cfg.out, "results.md")
+	if err := os.WriteFile(md, []byte(res.markdown()), 0o644); err != nil {
+		return files, err
+	}
+	files = append(files, md)
+	if cfg.doc != "" {
+		if err := rewriteDoc(cfg.doc, res.sections()); err != nil {
+			return files, err
+		}
+		files = append(files, cfg.doc)
+	}
+	return files, nil
+}
+
+// rewriteDoc replaces the body of each section's block in the Markdown
+// file doc. Every section must have its block.
+func rewriteDoc(doc string, sections []section) error {
+	data, err := os.ReadFile(doc)
+	if err != nil {
+		return err
+	}
+	text := string(data)
+	for _, s := range sections {
+		begin, end := "<!-- retrysim:"+s.key+" -->\n", "<!-- /retrysim:"+s.key+" -->"
+		i := strings.Index(text, begin)
+		j := strings.Index(text, end)
+		if i < 0 || j < i {
+			return fmt.Errorf("%s: no block %q ... %q for scenario %s", doc, strings.TrimSpace(begin), end, s.key)
+		}
+		text = text[:i+len(begin)] + s.body() + text[j:]
+	}
+	return os.WriteFile(doc, []byte(text), 0o644)
+}
+
+// summary prints what the scenarios measured and the files written, and
+// returns how many bounds were not met.
+func summary(w io.Writer, res *results, files []string, took time.Duration) int {
+	fmt.Fprintf(w, "retrysim %s: %s (wall time)\n", res.cfg.commandLine(), took.Round(10*time.Millisecond))
+	failed := 0
+	for _, c := range res.checks() {
+		fmt.Fprintf(w, "  %s  %-9s %s: %s\n", c.scenario, "["+c.label()+"]", c.bound, c.measured)
+		if !c.ok && c.skipped == "" {
+			failed++
+		}
+	}
+	fmt.Fprintf(w, "wrote %s\n", strings.Join(files, ", "))
+	return failed
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/steadfast-go/retry"
+)
+
+// results holds the runs of the scenarios chosen; a scenario not run is
+// nil.
+type results struct {
+	cfg    config
+	a      *contentionResult
+	outage []*outageRun     // b's variants, then e's gate (b and e share the no-budget run)
+	c      [][]*failuresRun // [i][j]: budgets[j] at failure rate cfg.failures.sweep[i]
+	d      []*nestedRun
+	phases []time.Duration // e: how long calls failed after outages longer by k/breakerPhases of the breaker's cycle
+}
+
+// breakerPhases is how many outages of lengths spread over one cycle of
+// the breaker scenario e runs.
+const breakerPhases = 10
+
+// byName finds an outage run.
+func (r *results) byName(p protection) *outageRun {
+	for _, o := range r.outage {
+		if o.name == p.name {
+			return o
+		}
+	}
+	return nil
+}
+
+// check is one bound the scenarios must meet.
+type check struct {
+	scenario string
+	bound    string
+	measured string
+	ok       bool
+	skipped  string // why the bound does not apply to these parameters
+}
+
+// label is the verdict in a word or two.
+func (c check) label() string {
+	switch {
+	case c.skipped != "":
+		return "n/a"
+	case c.ok:
+		return "met"
+	}
+	return "NOT met"
+}
+
+// verdict is the verdict for the table.
+func (c check) verdict() string {
+	switch {
+	case c.skipped != "":
+		return "n/a: " + c.skipped
+	case c.ok:
+		return "met"
+	}
+	return "**NOT met**"
+}
+
+// checks are the bounds of the scenarios that ran.
+func (r *results) checks() []check {
+	var cs []check
+	if a := r.a; a != nil {
+		none, full := a.meanCalls(0), a.meanCalls(1)
+		c := check{scenario: "a", bound: "full jitter makes ≤ 0.5x the calls of no jitter",
+			measured: fmt.Sprintf("%.2fx (%.1f / %.1f)", full/none, full, none), ok: full <= 0.5*none}
+		if a.params.clients < 100 {
+			c.skipped = "the bound is for 100 clients or more"
+		}
+		cs = append(cs, c)
+	}
+	if nb := r.byName(noBudget); nb != nil && r.byName(tokenBucket) != nil {
+		attempts := float64(defaultAttempts)
+		cs = append(cs, check{scenario: "b", bound: fmt.Sprintf("no budget: ≈ %dx the offered load during the outage (within 10 %%)", defaultAttempts),
+			measured: fmt.Sprintf("%.2fx", nb.amplification()), ok: math.Abs(nb.amplification()-attempts) <= 0.1*attempts})
+		for _, p := range []protection{tokenBucket, ratio} {
+			o := r.byName(p)
+			cs = append(cs, check{scenario: "b", bound: p.name + ": ≤ 1.2x the offered load during the outage",
+				measured: fmt.Sprintf("%.3fx", o.amplification()), ok: o.amplification() <= 1.2})
+		}
+	}
+	if c := r.failuresAt(r.cfg.failures.failP); c != nil {
+		base := c[0].successRate()
+		for _, f := range c[1:] {
+			diff := 100 * (f.successRate() - base)
+			cs = append(cs, check{scenario: "c", bound: f.name + ": success rate within 0.1 percentage points of no budget",
+				measured: fmt.Sprintf("%+.4f points", diff), ok: math.Abs(diff) <= 0.1})
+		}
+	}
+	if r.d != nil {
+		p := r.cfg.nested
+		want := []float64{float64(p.attempts), math.Pow(float64(p.attempts), float64(p.layers))}
+		for i, d := range r.d {
+			cs = append(cs, check{scenario: "d", bound: fmt.Sprintf("%s: %.0f leaf calls per user call", d.name, want[i]),
+				measured: fmt.Sprintf("%.2f", d.perUser()), ok: d.perUser() == want[i]})
+		}
+	}
+	if g := r.byName(breaker); g != nil {
+		p := g.params
+		cs = append(cs, check{scenario: "e", bound: "gobreaker: ≤ 0.1x the offered load during the outage",
+			measured: fmt.Sprintf("%.3fx", g.amplification()), ok: g.amplification() <= 0.1})
+		limit := p.breakerTimeout + p.timeout + time.Second
+		worst := slices.Max(append([]time.Duration{g.calls.recovery(p.outage)}, r.phases...))
+		cs = append(cs, check{scenario: "e", bound: fmt.Sprintf("gobreaker: calls fail for at most %s after the outage (its open period, a probe's timeout and a second), over %d outage lengths", seconds(limit), max(len(r.phases), 1)),
+			measured: "at most " + seconds(worst), ok: worst <= limit})
+	}
+	return cs
+}
+
+// defaultAttempts is the library's default number of attempts, which
+// the outage scenarios keep.
+const defaultAttempts = 3
+
+// recovered is how long calls kept failing after the outage, and false
+// if they still failed in the run's last 2 s: the downstream did not
+// recover within the run.
+func (r *outageRun) recovered() (time.Duration, bool) {
+	rec := r.calls.recovery(r.params.outage)
+	return rec, rec < r.params.duration-r.params.outage.to-2*time.Second
+}
+
+// recoveryText says how long calls kept failing after the outage, for a
+// table.
+func recoveryText(r *outageRun) string {
+	if rec, ok := r.recovered(); ok {
+		return seconds(rec)
+	}
+	return fmt.Sprintf("not recovered (%s after it)", seconds(r.params.duration-r.params.outage.to))
+}
+
+// recoverySentence says it for a sentence.
+func recoverySentence(r *outageRun) string {
+	switch rec, ok := r.recovered(); {
+	case !ok:
+		return fmt.Sprintf("kept failing to the end of the run, %s later", seconds(r.params.duration-r.params.outage.to))
+	case rec == 0:
+		return "succeeded at once"
+	default:
+		return "kept failing for " + seconds(rec)
+	}
+}
+
+// firstRefusals names, for each budget, the lowest failure rate of the
+// sweep at which it refused retries.
+func (r *results) firstRefusals() string {
+	var parts []string
+	for j, v := range budgets[1:] {
+		for i, rate := range r.cfg.failures.sweep {
+			if r.c[i][j+1].refused > 0 {
+				parts = append(parts, fmt.Sprintf("the %s from %g %%", v.name, 100*rate))
+				break
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "No budget refused a retry at any rate run."
+	}
+	return "The budgets refused retries at higher rates: " + strings.Join(parts, ", ") + "."
+}
+
+// The Markdown of each scenario, for results.md and the blocks of the
+// documentation.
+
+func (r *results) markdownA() string {
+	a := r.a
+	var b strings.Builder
+	fmt.Fprintf(&b, "Full jitter made %.2fx the calls of no jitter and finished in %.2fx its time; equal jitter made %.2fx the calls, decorrelated jitter %.2fx.\n\n",
+		a.meanCalls(1)/a.meanCalls(0), float64(a.meanDone(1))/float64(a.meanDone(0)), a.meanCalls(2)/a.meanCalls(0), a.meanCalls(3)/a.meanCalls(0))
+	fmt.Fprintf(&b, "%d clients, %d runs, base %s, cap %s; means over the runs.\n\n", a.params.clients, a.params.runs, span(a.params.base), span(a.params.cap))
+	b.WriteString("| Strategy | Calls | × no jitter | Time to completion | × no jitter |\n| --- | ---: | ---: | ---: | ---: |\n")
+	none, noneT := a.meanCalls(0), a.meanDone(0)
+	for i, st := range strategies {
+		fmt.Fprintf(&b, "| %s | %.1f | %.2f | %s | %.2f |\n", st.name, a.meanCalls(i), a.meanCalls(i)/none,
+			millis(a.meanDone(i)), float64(a.meanDone(i))/float64(noneT))
+	}
+	return b.String()
+}
+
+func (r *results) markdownB() string {
+	var b strings.Builder
+	p := r.outage[0].params
+	nb, tb, ra := r.byName(noBudget), r.byName(tokenBucket), r.byName(ratio)
+	fmt.Fprintf(&b, "During the outage the downstream saw %.2fx the offered load without a budget, %.3fx with the token bucket and %.3fx with the ratio budget. Once it was back, calls without a budget %s; with the token bucket they %s, and with the ratio budget they %s.\n\n",
+		nb.amplification(), tb.amplification(), ra.amplification(), recoverySentence(nb), recoverySentence(tb), recoverySentence(ra))
+	fmt.Fprintf(&b, "%.0f calls/s for %s, outage %s, the downstream serving %.0f attempts/s, attempt timeout %s.\n\n",
+		p.rate, span(p.duration), spanLabel(p.outage), p.capacity, span(p.timeout))
+	b.WriteString("| Variant | Attempts/s in the outage | × offered load | Peak second | Calls that succeeded | Calls fail after the outage for |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, v := range []protection{noBudget, tokenBucket, ratio} {
+		o := r.byName(v)
+		if o == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %.1f | %.3f | %d | %.2f %% | %s |\n", o.name, o.meanRate(), o.amplification(),
+			o.peakRate(), 100*o.successRate(), recoveryText(o))
+	}
+	if tb := r.byName(tokenBucket); tb != nil && tb.refilled >= 0 {
+		fmt.Fprintf(&b, "\nThe token bucket allowed no retry until %s after the outage, when its successes had filled it above half again.\n", seconds(tb.refilled))
+	}
+	return b.String()
+}
+
+// failuresAt is scenario c's runs at failure rate p, one per budget.
+func (r *results) failuresAt(p float64) []*failuresRun {
+	for i, f := range r.cfg.failures.sweep {
+		if f == p && i < len(r.c) {
+			return r.c[i]
+		}
+	}
+	return nil
+}
+
+func (r *results) markdownC() string {
+	var b strings.Builder
+	p := r.cfg.failures
+	at := r.failuresAt(p.failP)
+	base := at[0].successRate()
+	worst := 0.0
+	for _, f := range at[1:] {
+		worst = max(worst, math.Abs(100*(f.successRate()-base)))
+	}
+	fmt.Fprintf(&b, "With %g %% of attempts failing, each budget's success rate was within %.4f percentage points of no budget's. %s\n\n",
+		100*p.failP, worst, r.firstRefusals())
+	fmt.Fprintf(&b, "%.0f calls/s for %s, %g %% of attempts failing at random.\n\n", p.rate, span(p.duration), 100*p.failP)
+	b.WriteString("| Variant | Calls | Succeeded | Success rate | Δ vs no budget | Attempts per call | Refused by the budget |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, f := range at {
+		fmt.Fprintf(&b, "| %s | %d | %d | %.4f %% | %+.4f points | %.4f | %d |\n", f.name, f.calls.calls, f.calls.succeeded,
+			100*f.successRate(), 100*(f.successRate()-base), f.perCall(), f.refused)
+	}
+	b.WriteString("\nThe same load at other failure rates: success rate, and attempts per call.\n\n| Attempts failing |")
+	for _, v := range budgets {
+		fmt.Fprintf(&b, " %s |", v.name)
+	}
+	b.WriteString("\n| ---: |" + strings.Repeat(" ---: |", len(budgets)) + "\n")
+	for i, rate := range p.sweep {
+		fmt.Fprintf(&b, "| %g %% |", 100*rate)
+		for _, f := range r.c[i] {
+			fmt.Fprintf(&b, " %.2f %%, %.3f |", 100*f.successRate(), f.perCall())
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func (r *results) markdownD() string {
+	var b strings.Builder
+	p := r.cfg.nested
+	fmt.Fprintf(&b, "A user call reached the leaf %.0f times with the one-layer rule and %.0f times without it.\n\n", r.d[0].perUser(), r.d[len(r.d)-1].perUser())
+	fmt.Fprintf(&b, "%d layers of %d attempts, no budgets, %d user calls while the leaf is down.\n\n", p.layers, p.attempts, p.users)
+	b.WriteString("| Variant | Leaf calls per user call |\n| --- | ---: |\n")
+	for _, d := range r.d {
+		fmt.Fprintf(&b, "| %s | %.2f |\n", d.name, d.perUser())
+	}
+	return b.String()
+}
+
+func (r *results) markdownE() string {
+	var b strings.Builder
+	g := r.byName(breaker)
+	p := g.params
+	var sum time.Duration
+	for _, d := range r.phases {
+		sum += d
+	}
+	fmt.Fprintf(&b, "With the gate the downstream saw %.3fx the offered load during the outage, without it %.2fx; the gate refused %d calls at once. Once the downstream was back, calls kept failing until the gate's next probe: for %s in the run charted, and over %d outages whose lengths are a tenth of the gate's cycle (its open period and a probe's timeout) apart, the first as charted, for %s on average and at most %s.\n\n",
+		g.amplification(), r.byName(noBudget).amplification(), g.calls.outcomes[retry.OutcomeRefused], seconds(g.calls.recovery(p.outage)),
+		len(r.phases), seconds(sum/time.Duration(max(len(r.phases), 1))), seconds(slices.Max(append([]time.Duration{0}, r.phases...))))
+	fmt.Fprintf(&b, "The outage of scenario b; the gate opens after more than 5 consecutive failures, for %s, then lets one probe through.\n\n", span(p.breakerTimeout))
+	b.WriteString("| Variant | Attempts/s in the outage | × offered load | Calls refused by the breaker | Calls that succeeded | Calls fail after the outage for |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, v := range []protection{noBudget, breaker} {
+		o := r.byName(v)
+		fmt.Fprintf(&b, "| %s | %.1f | %.3f | %d | %.2f %% | %s |\n", o.name, o.meanRate(), o.amplification(),
+			o.calls.outcomes[retry.OutcomeRefused], 100*o.successRate(), recoveryText(o))
+	}
+	return b.String()
+}
+
+// span formats a parameter's duration: "5 ms", "2 s", "120 s".
+func span(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%g ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%g s", d.Seconds())
+}
+
+// millis formats a completion time.
+func millis(d time.Duration) string {
+	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+}
+
+func (r *results) markdownChecks() string {
+	var b strings.Builder
+	b.WriteString("| Scenario | Bound | Measured | Verdict |\n| --- | --- | --- | --- |\n")
+	for _, c := range r.checks() {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", c.scenario, c.bound, c.measured, c.verdict())
+	}
+	return b.String()
+}
+
+// section is one generated block: a scenario's table, or the checks.
+type section struct {
+	key, title string
+	body       func() string
+}
+
+// sections are the blocks of the scenarios that ran, in order.
+func (r *results) sections() []section {
+	var ss []section
+	if r.a != nil {
+		ss = append(ss, section{"a", "a. Contention: jitter", r.markdownA})
+	}
+	if r.byName(tokenBucket) != nil {
+		ss = append(ss, section{"b", "b. Outage: retry budgets", r.markdownB})
+	}
+	if r.c != nil {
+		ss = append(ss, section{"c", "c. Random failures", r.markdownC})
+	}
+	if r.d != nil {
+		ss = append(ss, section{"d", "d. Nested retries", r.markdownD})
+	}
+	if r.byName(breaker) != nil {
+		ss = append(ss, section{"e", "e. Outage: circuit breaker", r.markdownE})
+	}
+	return append(ss, section{"checks", "Bounds", r.markdownChecks})
+}
+
+// markdown is results.md.
+func (r *results) markdown() string {
+	var b strings.Builder
+	b.WriteString("# retrysim results\n\n")
+	fmt.Fprintf(&b, "Written by `retrysim %s`; do not edit. See [../overload.md](../overload.md) for what the scenarios show.\n", r.cfg.commandLine())
+	for _, s := range r.sections() {
+		fmt.Fprintf(&b, "\n## %s\n\n%s", s.title, s.body())
+	}
+	return b.String()
+}

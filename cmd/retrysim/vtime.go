@@ -1,0 +1,232 @@
+package main
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// sim runs simulated goroutines (procs) in virtual time, one at a time: a
+// discrete-event scheduler whose events are procs waking up. A proc runs
+// until it sleeps or returns; then the earliest wake-up runs next, ties in
+// the order they were scheduled. Only the proc that runs touches the
+// simulation, so a run is a function of its inputs alone, whatever the
+// Go scheduler does, and virtual time costs nothing to pass.
+//
+// The procs call the library's real code: each is a goroutine, handed
+// the run in turn over a channel, and a Retrier waits on the clock that
+// Clock returns.
+type sim struct {
+	now     time.Duration // since epoch
+	seq     uint64
+	queue   wakeups
+	current *proc // the proc that runs; nil while none does
+	live    int   // procs started and not returned
+	idle    chan struct{}
+}
+
+// epoch is virtual time zero: a whole second, as overload.Ratio counts
+// whole seconds.
+var epoch = time.Unix(0, 0).UTC()
+
+// proc is a simulated goroutine.
+type proc struct {
+	s      *sim
+	wake   chan struct{}
+	timers []ownedTimer // the timer of each clock's call under way on this proc
+}
+
+type ownedTimer struct {
+	owner *vclock
+	t     *clock.Timer
+}
+
+type wakeup struct {
+	at  time.Duration
+	seq uint64
+	p   *proc
+}
+
+// wakeups is a min-heap of wake-ups by time, then by scheduling order.
+type wakeups []wakeup
+
+func (w wakeups) Len() int { return len(w) }
+func (w wakeups) Less(i, j int) bool {
+	return w[i].at < w[j].at || (w[i].at == w[j].at && w[i].seq < w[j].seq)
+}
+func (w wakeups) Swap(i, j int) { w[i], w[j] = w[j], w[i] }
+func (w *wakeups) Push(x any)   { *w = append(*w, x.(wakeup)) }
+func (w *wakeups) Pop() any {
+	old := *w
+	x := old[len(old)-1]
+	*w = old[:len(old)-1]
+	return x
+}
+
+func newSim() *sim { return &sim{idle: make(chan struct{})} }
+
+// Now is the virtual time.
+func (s *sim) Now() time.Time { return epoch.Add(s.now) }
+
+// Elapsed is the virtual time since epoch.
+func (s *sim) Elapsed() time.Duration { return s.now }
+
+// GoAt starts fn on a new proc at virtual time at (not before now). It may
+// be called before run, or by the proc that runs.
+func (s *sim) GoAt(at time.Duration, fn func(p *proc)) {
+	p := &proc{s: s, wake: make(chan struct{}, 1)}
+	s.live++
+	s.schedule(max(at, s.now), p)
+	go func() {
+		<-p.wake
+		fn(p)
+		s.exit()
+	}()
+}
+
+// Go starts fn on a new proc now.
+func (s *sim) Go(fn func(p *proc)) { s.GoAt(s.now, fn) }
+
+func (s *sim) schedule(at time.Duration, p *proc) {
+	heap.Push(&s.queue, wakeup{at: at, seq: s.seq, p: p})
+	s.seq++
+}
+
+// run runs the procs until every one has returned, and fails if some are
+// left asleep with nothing to wake them. It is called once, by the
+// goroutine that built the simulation.
+func (s *sim) run() error {
+	if s.queue.Len() == 0 {
+		return nil
+	}
+	s.resume()
+	<-s.idle
+	if s.live > 0 {
+		return fmt.Errorf("retrysim: %d simulated goroutines are blocked outside virtual time", s.live)
+	}
+	return nil
+}
+
+// resume hands the run to the earliest wake-up; the caller must then
+// stop touching the simulation.
+func (s *sim) resume() {
+	w := heap.Pop(&s.queue).(wakeup)
+	s.now, s.current = w.at, w.p
+	w.p.wake <- struct{}{}
+}
+
+// exit ends the current proc: the next one runs, or run returns.
+func (s *sim) exit() {
+	s.live--
+	if s.queue.Len() == 0 {
+		s.current = nil
+		s.idle <- struct{}{}
+		return
+	}
+	s.resume()
+}
+
+// Sleep parks p for d of virtual time; the procs due before then run
+// meanwhile.
+func (p *proc) Sleep(d time.Duration) {
+	s := p.s
+	s.schedule(s.now+max(d, 0), p)
+	if s.queue[0].p == p { // no one is due before p: go on at once
+		w := heap.Pop(&s.queue).(wakeup)
+		s.now = w.at
+		return
+	}
+	s.resume()
+	<-p.wake
+}
+
+func (p *proc) timerOf(c *vclock) *clock.Timer {
+	for _, o := range p.timers {
+		if o.owner == c {
+			return o.t
+		}
+	}
+	return nil
+}
+
+func (p *proc) setTimer(c *vclock, t *clock.Timer) {
+	for i := range p.timers {
+		if p.timers[i].owner == c {
+			p.timers[i].t = t
+			return
+		}
+	}
+	p.timers = append(p.timers, ownedTimer{c, t})
+}
+
+// vclock is the clock.Clock that a Retrier waits on in the simulation.
+// Give each Retrier in a stack of nested ones a clock of its own: a
+// clock serves one call per proc at a time.
+//
+// A Retrier arms its wait's timer with Timer, then calls WaitArmed on the
+// waiting proc before it blocks on the timer (see retry.WithClock);
+// WaitArmed sleeps the wait in virtual time and then fires the timer, so
+// that the Retrier's select finds it ready. The timer is a real one
+// (clock.Timer has no other implementation outside its package that Do
+// could Reset) fired by Reset(0); if it also fires on its own meanwhile,
+// nothing changes, since the proc that waits holds the run.
+type vclock struct {
+	s    *sim
+	real clock.Clock
+}
+
+var _ clock.Clock = (*vclock)(nil)
+
+// Clock returns a new clock on s's virtual time.
+func (s *sim) Clock() *vclock { return &vclock{s: s, real: clock.New()} }
+
+func (c *vclock) Now() time.Time                  { return c.s.Now() }
+func (c *vclock) Since(t time.Time) time.Duration { return c.s.Now().Sub(t) }
+func (c *vclock) Until(t time.Time) time.Duration { return t.Sub(c.s.Now()) }
+func (c *vclock) Sleep(d time.Duration)           { c.s.current.Sleep(d) }
+
+// Timer returns a timer that WaitArmed fires once the wait has passed in
+// virtual time.
+func (c *vclock) Timer(d time.Duration) *clock.Timer {
+	t := c.real.Timer(d)
+	c.s.current.setTimer(c, t)
+	return t
+}
+
+// WaitArmed is called by Do on the waiting proc: it sleeps d, then fires
+// the timer of this clock's call on the proc.
+func (c *vclock) WaitArmed(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	p := c.s.current
+	p.Sleep(d)
+	if t := p.timerOf(c); t != nil {
+		t.Reset(0)
+	}
+}
+
+// The rest of clock.Clock is not used by the Retriers of the simulation
+// (they have no attempt timeouts, and the budgets read only Now): a call
+// would mean that the library started to measure time in a new way, which
+// the simulation must then learn.
+
+func (c *vclock) After(time.Duration) <-chan time.Time { panic(unsupported("After")) }
+func (c *vclock) AfterFunc(time.Duration, func()) *clock.Timer {
+	panic(unsupported("AfterFunc"))
+}
+func (c *vclock) Tick(time.Duration) <-chan time.Time { panic(unsupported("Tick")) }
+func (c *vclock) Ticker(time.Duration) *clock.Ticker  { panic(unsupported("Ticker")) }
+func (c *vclock) WithDeadline(context.Context, time.Time) (context.Context, context.CancelFunc) {
+	panic(unsupported("WithDeadline"))
+}
+func (c *vclock) WithTimeout(context.Context, time.Duration) (context.Context, context.CancelFunc) {
+	panic(unsupported("WithTimeout"))
+}
+
+func unsupported(method string) string {
+	return "retrysim: the virtual clock has no " + method + "; the simulation must model it first"
+}
