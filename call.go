@@ -42,6 +42,20 @@ func (c *call) settle(err error, done func(failed bool)) {
 	}
 }
 
+// peekBreaker asks a breaker that can say so whether it would refuse the
+// next attempt now, before the call waits for it, and returns the call's
+// error if so.
+//
+//go:noinline
+func (c *call) peekBreaker() error {
+	if p, ok := c.cfg.breaker.(interface{ Refuses() error }); ok {
+		if err := p.Refuses(); err != nil {
+			return c.fail(OutcomeRefused, err, nil)
+		}
+	}
+	return nil
+}
+
 // askBudget asks the budget for leave to wait d and retry, and returns the
 // call's error if it refused.
 //

@@ -47,6 +47,12 @@ type Budget interface {
 // retrying, as for [Budget.Attempted]; a permanent error or a success is
 // not a failure of the downstream. Implementations must be safe for
 // concurrent use and must not block.
+//
+// A Breaker may also have a method Refuses() error, which says without
+// reserving anything whether Allow would refuse now (nil: it would
+// allow). Do asks it before each wait between attempts, so that a breaker
+// that has just opened costs the call no wait: the call ends at once, as
+// after a refusal by Allow.
 type Breaker interface {
 	Allow() (done func(failed bool), err error)
 }

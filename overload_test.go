@@ -346,3 +346,35 @@ func TestBreaker_panicInFnIsAFailure(t *testing.T) {
 	})
 	assert.Equal(t, []bool{true}, br.reports, "done is called, so a half-open breaker is not stuck")
 }
+
+// peekingBreaker can say it would refuse without reserving anything.
+type peekingBreaker struct{ fakeBreaker }
+
+func (b *peekingBreaker) Refuses() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open {
+		return errors.Join(overload.ErrCircuitOpen, errors.New("fake breaker: open"))
+	}
+	return nil
+}
+
+func TestBreaker_thatCanTellSpendsNoWaitOnceOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		br := &peekingBreaker{fakeBreaker{threshold: 2}}
+		stats := new(retrystats.Stats)
+		r := mustNew(t, retry.WithBreaker(br), retry.WithBudget(nil), retry.WithMaxAttempts(5),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithObserver(stats))
+		start := time.Now()
+		err := r.Do(t.Context(), func(context.Context) error { return errTransient })
+		assert.Equal(t, time.Second, time.Since(start), "one wait, before attempt 2; none after it tripped the breaker")
+		require.ErrorIs(t, err, overload.ErrCircuitOpen)
+		require.ErrorIs(t, err, errTransient)
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomeRefused, re.Outcome)
+		assert.Equal(t, 2, re.Attempts)
+		assert.Equal(t, 2, br.allowed, "Refuses reserves nothing")
+		assert.Zero(t, stats.Snapshot().Waiting)
+	})
+}

@@ -291,6 +291,12 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			var zero T
 			return finish(&c, hooks, zero, c.stopFor(verdict))
 		}
+		if cfg.breaker != nil {
+			if err = c.peekBreaker(); err != nil {
+				var zero T
+				return finish(&c, hooks, zero, err)
+			}
+		}
 		if cfg.budget != nil {
 			if err = c.askBudget(d); err != nil {
 				var zero T

@@ -19,6 +19,7 @@ type refusingBreaker struct {
 
 func (f refusingBreaker) Allow() (func(error), error) { return nil, f.err }
 func (f refusingBreaker) Name() string                { return f.name }
+func (f refusingBreaker) State() gobreaker.State      { return gobreaker.StateOpen }
 
 // TestRefusalText: the text names the breaker and its state, quoting the
 // name, and refusals with an error gobreaker v2.4.0 does not have still

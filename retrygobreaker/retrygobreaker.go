@@ -10,9 +10,9 @@
 // [retry.OutcomeRefused] that matches [overload.ErrCircuitOpen],
 // gobreaker.ErrOpenState (or gobreaker.ErrTooManyRequests in the
 // half-open state) and the last real attempt's error, if there was one.
-// Do asks the breaker before each attempt, not before each wait: the wait
-// scheduled after the attempt that trips the breaker is still spent, and
-// the next attempt is refused after it.
+// Do also asks the breaker before each wait between attempts (Refuses):
+// a call whose attempt has just tripped it ends at once, without the
+// wait.
 //
 // # What counts as a failure
 //
@@ -65,6 +65,7 @@ type Breaker struct {
 type twoStep interface {
 	Allow() (done func(err error), err error)
 	Name() string
+	State() gobreaker.State
 }
 
 var _ retry.Breaker = (*Breaker)(nil)
@@ -143,6 +144,20 @@ func (b *Breaker) Allow() (done func(failed bool), err error) {
 			report(nil)
 		}
 	}, nil
+}
+
+// Refuses reports, without reserving a request, whether the breaker is
+// open: Do asks it before each wait between attempts, so that a call does
+// not wait for an attempt the breaker would refuse. It returns the error
+// Allow would refuse with, or nil.
+func (b *Breaker) Refuses() error {
+	if b == nil || b.cb == nil {
+		return errNotBuilt
+	}
+	if b.cb.State() == gobreaker.StateOpen {
+		return b.open
+	}
+	return nil
 }
 
 // refuse returns the refusal for gobreaker's error err.
