@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -28,18 +29,24 @@ func TestDo_parkedCallKeepsTwoKBStack(t *testing.T) {
 		"observed": {retry.WithObserver(new(retrystats.Stats))},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var parked sync.WaitGroup
-			parked.Add(n)
 			// No budget: it would refuse most of these retries, and this
 			// measures what a parked call costs.
-			opts := append([]retry.Option{retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2),
-				retry.WithWaitArmed(func(time.Duration) { parked.Done() })}, opts...)
-			r := mustNew(t, opts...)
-			c, err := parkcost.Measure(n, func(ctx context.Context) error { return r.Do(ctx, failOnce) }, parked.Wait)
-			require.NoError(t, err)
-			// A few calls meet a deeper path in the runtime, as a
-			// hand-written wait does: 4 KB for all would be 4,096.
-			assert.Less(t, c.Stack, 2600.0, "stack per parked call, bytes")
+			opts := append([]retry.Option{retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2)}, opts...)
+			// A few calls meet a deeper path in the runtime (an
+			// asynchronous preemption's frame, more frequent on a busy
+			// machine), as a hand-written wait does. The least of three
+			// measures keeps that noise out; a frame that is too big puts
+			// every call at 4 KB, 4,096 B, in all three.
+			least := math.Inf(1)
+			for range 3 {
+				var parked sync.WaitGroup
+				parked.Add(n)
+				r := mustNew(t, append(opts, retry.WithWaitArmed(func(time.Duration) { parked.Done() }))...)
+				c, err := parkcost.Measure(n, func(ctx context.Context) error { return r.Do(ctx, failOnce) }, parked.Wait)
+				require.NoError(t, err)
+				least = min(least, c.Stack)
+			}
+			assert.Less(t, least, 2600.0, "stack per parked call, bytes")
 		})
 	}
 }
