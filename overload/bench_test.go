@@ -1,0 +1,92 @@
+package overload_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry/overload"
+)
+
+// TestAllocs: a budget's bookkeeping and its refusals allocate nothing.
+func TestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates; run without -race")
+	}
+	bucket, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxWaiting: 1})
+	require.NoError(t, err)
+	empty, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 2})
+	require.NoError(t, err)
+	empty.Attempted(1, true, false)
+	ratio, err := overload.NewRatio(overload.RatioOptions{Clock: clock.NewMock()})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name       string
+		wantAllocs float64
+		fn         func()
+	}{
+		{"bucket_success", 0, func() { bucket.Attempted(1, false, false) }},
+		{"bucket_failure", 0, func() { bucket.Attempted(1, true, false); bucket.Attempted(1, false, false) }},
+		{"bucket_retry_and_wait", 0, func() { _ = bucket.Retry(time.Second); bucket.Waited() }},
+		{"bucket_refusal", 0, func() { _ = empty.Retry(0) }},
+		{"ratio_first_attempt", 0, func() { ratio.Attempted(1, false, false) }},
+		{"ratio_retry", 0, func() { _ = ratio.Retry(0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.LessOrEqual(t, testing.AllocsPerRun(1000, tc.fn), tc.wantAllocs)
+		})
+	}
+}
+
+// BenchmarkTokenBucket_success is what a first-try success costs a Retrier
+// with a budget: one atomic load while the bucket is full.
+func BenchmarkTokenBucket_success(b *testing.B) {
+	bucket, err := overload.NewTokenBucket(overload.TokenBucketOptions{})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			bucket.Attempted(1, false, false)
+		}
+	})
+}
+
+// BenchmarkRatio_firstAttempt is what a call costs a Ratio budget: one
+// atomic add, shared by every caller.
+func BenchmarkRatio_firstAttempt(b *testing.B) {
+	ratio, err := overload.NewRatio(overload.RatioOptions{})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			ratio.Attempted(1, false, false)
+		}
+	})
+}
+
+// BenchmarkTokenBucket_retry is a failure and the retry it asks for.
+func BenchmarkTokenBucket_retry(b *testing.B) {
+	bucket, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 1000, TokenRatio: 1000})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		bucket.Attempted(1, true, false)
+		_ = bucket.Retry(0)
+		bucket.Attempted(2, false, false)
+	}
+}
+
+// BenchmarkRatio_retry is a retry asked of a Ratio budget: a clock read and
+// a mutex.
+func BenchmarkRatio_retry(b *testing.B) {
+	ratio, err := overload.NewRatio(overload.RatioOptions{Ratio: 10})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		ratio.Attempted(1, false, false)
+		_ = ratio.Retry(0)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package overload_test
+
+const raceEnabled = false
