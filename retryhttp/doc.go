@@ -20,6 +20,12 @@
 //     retryable status: 408, 429, 500, 502, 503 or 504 by default
 //     ([WithStatuses]). Every other status is final.
 //
+// A status of [WithPermanentStatuses] (none by default), such as a 404
+// for a user that does not exist, is never retried, whatever the method,
+// and ends the call as a permanent failure: observers, dead letters and an
+// idempotency store see a failed call. Every other final status is a
+// success to the Retrier.
+//
 // A request is idempotent when its method is GET, HEAD, OPTIONS, TRACE, PUT
 // or DELETE ([WithMethods] changes the set), or when it carries an
 // Idempotency-Key header (the IETF httpapi draft), which lets a server
@@ -53,15 +59,15 @@
 // The response of a retried attempt is read up to [DrainLimit] bytes and
 // closed, so a small body frees its connection for the next attempt. The
 // final response is returned as net/http returns it, body unread, whatever
-// its status. When the attempts end on a retryable status, while the
-// request's context is live, RoundTrip returns that last response rather
-// than an error, as http.Client returns any status; [Attempts] tells how
-// many attempts were made. Otherwise the error is the Retrier's
-// [*retry.Error] (errors.As finds it through http.Client's *url.Error),
-// with Outcome, Attempts and the last attempt's error. A request that ends
-// on a retryable status is a failed call (attempts, budget or time spent)
-// for the Retrier's observers and dead letters, although RoundTrip returns
-// the response.
+// its status. When the attempts end on a retryable or permanent status,
+// while the request's context is live, RoundTrip returns that last
+// response rather than an error, as http.Client returns any status;
+// [Attempts] tells how many attempts were made. Otherwise the error is the
+// Retrier's [*retry.Error] (errors.As finds it through http.Client's
+// *url.Error), with Outcome, Attempts and the last attempt's error. A
+// request that ends on a retryable status (attempts, budget or time spent)
+// or a permanent one is a failed call for the Retrier's observers and dead
+// letters, although RoundTrip returns the response.
 //
 // # Context and time
 //

@@ -292,7 +292,7 @@ func (r *runner) send(ctx context.Context, d delivery) result {
 		return res
 	}
 	tr, err := retryhttp.NewTransport(&virtualNetwork{clk: clk, base: r.base, timeout: attemptTimeout}, jr,
-		retryhttp.WithStatuses(retryStatuses...),
+		retryhttp.WithPermanentStatuses(permanentStatuses...),
 		retryhttp.WithOperationName(func(*http.Request) string { return d.job.Type }),
 	)
 	if err != nil {
