@@ -69,6 +69,14 @@
 // or a permanent one is a failed call for the Retrier's observers and dead
 // letters, although RoundTrip returns the response.
 //
+// Except when that call's dead letter was not recorded (every sink of
+// [retry.WithDeadLetter] failed): then RoundTrip closes the response and
+// returns the Retrier's error, which matches
+// [retry.ErrDeadLetterNotRecorded] and holds the [*StatusError], so that
+// the work is not dropped silently. A RoundTripper returns a response or
+// an error, not both, and http.Client drops a response that comes with
+// an error.
+//
 // # Context and time
 //
 // The request's context bounds all attempts and waits; cancelling it stops

@@ -15,7 +15,8 @@ import (
 // StatusError is the error of an attempt that got a retryable status, or
 // a permanent one ([WithPermanentStatuses]). It is what observers see as
 // the attempt's error, and what errors.As finds in a [*retry.Error] when
-// the call ended without returning that response (its context was done).
+// the call ended without returning that response (its context was done,
+// or its dead letter was not recorded).
 // A permanent one is marked with
 // [retry.Permanent]. Its text names the status only. The Transport shares
 // one StatusError per status among its requests: do not change it.

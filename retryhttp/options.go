@@ -83,8 +83,9 @@ func WithStatuses(codes ...int) Option {
 // idempotency store see a failed call whose last error is a
 // [*StatusError] with Permanent set ("retryhttp: permanent status 404 Not
 // Found"). RoundTrip still returns the response, body unread, with a nil
-// error, as for the last of the retryable statuses (see the package
-// documentation, Responses).
+// error, as for the last of the retryable statuses, unless the call's
+// dead letter was not recorded (see the package documentation,
+// Responses).
 //
 // Each code must be from 400 to 599 and must not also be given to
 // [WithStatuses]; a code of the default retried set named here is no

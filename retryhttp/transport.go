@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -107,8 +108,11 @@ func (t *Transport) CloseIdleConnections() {
 
 // RoundTrip sends req, and sends it again while the Retrier and the rules
 // of the package allow, then returns the final response, or the error
-// (see the package documentation). It does not change req; like every
-// RoundTripper it closes req's body, also on errors.
+// (see the package documentation). A call that ended on a status whose
+// dead letter no sink stored returns the error, matching
+// [retry.ErrDeadLetterNotRecorded], and closes the response. It does not
+// change req; like every RoundTripper it closes req's body, also on
+// errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil || req.URL == nil {
 		if req != nil && req.Body != nil {
@@ -242,9 +246,12 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		return nil, fmt.Errorf("retryhttp: %w: the request with this Idempotency-Key already completed with status %d; its response is not kept", retry.ErrReplayed, out.status)
 	case err == nil:
 		return c.mark(out.resp), nil
-	case c.last != nil && c.reqCtx.Err() == nil:
+	case c.last != nil && c.reqCtx.Err() == nil && !errors.Is(err, retry.ErrDeadLetterNotRecorded):
 		// The attempts ended on a retryable or permanent status: the
 		// caller gets that response, as http.Client returns any status.
+		// Not when no sink stored the dead letter: the caller, who still
+		// has the work, must learn that, and a RoundTripper returns a
+		// response or an error, not both.
 		return c.mark(c.takeLast()), nil
 	}
 	c.dropLast()
