@@ -93,9 +93,12 @@
 // ([retry.ContextWithIdempotencyKey]). The store then keeps the status of a
 // completed request, not its response: a later request with the same key
 // is not sent, and RoundTrip returns an error matching [retry.ErrReplayed]
-// that names the status. Such a Retrier refuses a request without a key
-// ([retry.ErrInvalidOption], nothing sent), so give it only to a Transport
-// whose requests all have one.
+// that names the status. When the store cannot record a request that got
+// its response, RoundTrip closes that response and returns the error,
+// matching [retry.ErrOutcomeNotRecorded]: the request was sent and
+// answered, so do not send it again blindly. Such a Retrier refuses a
+// request without a key ([retry.ErrInvalidOption], nothing sent), so give
+// it only to a Transport whose requests all have one.
 //
 // # Observability
 //

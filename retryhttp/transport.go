@@ -255,6 +255,12 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		return c.mark(c.takeLast()), nil
 	}
 	c.dropLast()
+	if out.resp != nil {
+		// A response and an error: the request succeeded but the
+		// idempotency store could not record it. The error must reach
+		// the caller, so the response goes, closed.
+		out.resp.Body.Close()
+	}
 	return nil, err
 }
 
