@@ -69,10 +69,11 @@ func (d *deadLetterConfig) covers(o Outcome) bool {
 // [ErrDeadLetterNotRecorded]: the work is never dropped silently.
 //
 // Not dead-lettered, whatever On says: a failure replayed by
-// [WithIdempotency] (the call that failed recorded it), a call that lost
-// only to another holder of its idempotency key, and work that succeeded
-// but whose outcome the store could not record; a redrive would repeat
-// work that did not fail.
+// [WithIdempotency] (the call that failed recorded it), except in a
+// redrive's replay ([Retrier.ForRedrive]), a call that lost only to
+// another holder of its idempotency key, and work that succeeded but
+// whose outcome the store could not record; a redrive would repeat work
+// that did not fail.
 //
 // opts may be nil for the defaults. sink and opts.Fallback must not hold
 // a nil pointer or func. Default: none, and no per-attempt history is kept.

@@ -29,10 +29,12 @@ func (h deadLetterHook[T]) after(c *call, v T, err error) (T, error) {
 }
 
 // end writes the dead letter of a call that failed, unless the work did
-// not fail (see notFailedWork).
+// not fail (see notFailedWork). A redrive's replay that replayed a stored
+// failure is written all the same: the record it replays is marked
+// redriven already, and without a new one the work would be lost.
 func (h deadLetterHook[T]) end(c *call, v T, err error) (T, error) {
 	e, ok := err.(*Error)
-	if !ok || notFailedWork(e.Last) {
+	if !ok || notFailedWork(e.Last) && (h.d.origin == nil || !replayedFailure(e.Last)) {
 		return v, err
 	}
 	err, c.dlStored, c.dlFailed = c.deadLetter(e)

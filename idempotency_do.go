@@ -493,6 +493,16 @@ func notFailedWork(err error) bool {
 	}) != nil
 }
 
+// replayedFailure says whether err is a failure replayed from the store
+// (a notFailedWork case that Retrier.ForRedrive dead-letters all the
+// same). It does not look into an inner Do's *Error.
+func replayedFailure(err error) bool {
+	return walk(err, func(err error) bool {
+		_, ok := err.(*replayedError)
+		return ok
+	}) != nil
+}
+
 // codecError reports a value the codec could not encode or decode. Its text
 // names the codec error's type only, since the error's own text may quote
 // the value; errors.As and errors.Is still reach it.

@@ -4,7 +4,12 @@ package retry
 // policy: named and with the payload of dl, and dead-lettering every
 // failure, whatever the outcome, as a new record with Redrives one higher
 // and RedriveOf set to dl.ID. That record goes to r's sink, or to src when
-// r has none. A record without an idempotency key is replayed without
+// r has none. A failure replayed by [WithIdempotency] (dl's key holds a
+// stored failure, so fn is not called) is dead-lettered too, unlike in
+// other calls: dl is marked as redriven, and without a new record its work
+// would be lost. A replay that lost to another holder of the key, or whose
+// success the store could not record, is not: that work is the other
+// holder's, or done. A record without an idempotency key is replayed without
 // idempotency: r's default key, shared among unrelated records, would be
 // wrong. Give the replay dl's key with [ContextWithIdempotencyKey]. It is
 // what deadletter.Redrive uses; use it to write your own.

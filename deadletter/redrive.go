@@ -33,10 +33,16 @@ type Source interface {
 // is counted in at most one of the other fields, and in exactly one
 // unless Redrive stopped early.
 type Report struct {
-	Pending     int // pending records the filter accepted
-	Skipped     int // of those, marked by another redrive first
-	Succeeded   int // replays that succeeded
-	Failed      int // replays that failed again and were dead-lettered anew
+	Pending   int // pending records the filter accepted
+	Skipped   int // of those, marked by another redrive first
+	Succeeded int // replays that succeeded
+	Failed    int // replays that failed again and were dead-lettered anew
+	// Replayed counts the replays that ended on a failure replayed from
+	// an idempotency store (matching [retry.ErrReplayed]), dead-lettered
+	// anew: the record's key holds a stored failure, so the replay did
+	// not run the work. Redrive such records with a Retrier without
+	// [retry.WithIdempotency], or once the store no longer keeps the key.
+	Replayed    int
 	NotRecorded int // replays that failed again and whose new dead letter no sink stored
 }
 
@@ -53,11 +59,14 @@ type Report struct {
 // meanwhile succeeded is a no-op. When r was built with
 // [retry.WithIdempotency] (use key "": each record brings its own), the
 // replay runs under the record's key: a key whose work completed replays
-// the stored outcome without calling handler. Note that a permanent
-// failure is stored too, so redriving a permanent failure under its key
-// replays that failure; such records are best redriven with a Retrier
-// without idempotency and a handler that checks dl.IdempotencyKey itself.
-// Records without a key are replayed without the store. Without
+// the stored outcome without calling handler. A failure is stored too (a
+// permanent one, or an exhausted one with
+// [retry.IdempotencyOptions].KeepFailures), so redriving such a record
+// under its key replays that failure without calling handler; the replay
+// is then dead-lettered anew like any failure, so the record is not lost,
+// and counted in Report.Replayed. Such records are best redriven with a
+// Retrier without idempotency and a handler that checks dl.IdempotencyKey
+// itself. Records without a key are replayed without the store. Without
 // WithIdempotency, handler gets the key in dl.IdempotencyKey and must make
 // the work idempotent itself.
 //
@@ -111,6 +120,8 @@ func Redrive(ctx context.Context, src Source, r *retry.Retrier, handler func(con
 		case errors.Is(err, retry.ErrDeadLetterNotRecorded):
 			rep.NotRecorded++
 			lost = append(lost, fmt.Errorf("deadletter: redrive of %s: %w", dl.ID, err))
+		case errors.Is(err, retry.ErrReplayed):
+			rep.Replayed++
 		default:
 			rep.Failed++
 		}

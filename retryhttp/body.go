@@ -99,6 +99,12 @@ func (c *call) hold(resp *http.Response) {
 	c.rest, c.restErr = resp.Body, err
 }
 
+// keep holds the response of an attempt with a permanent status, which
+// is the last: its body is left unread, for the caller.
+func (c *call) keep(resp *http.Response) {
+	c.last, c.rest, c.drain = resp, resp.Body, c.drain[:0]
+}
+
 // dropLast discards the held response: another attempt follows, or the
 // call failed.
 func (c *call) dropLast() {

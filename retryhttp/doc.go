@@ -20,6 +20,12 @@
 //     retryable status: 408, 429, 500, 502, 503 or 504 by default
 //     ([WithStatuses]). Every other status is final.
 //
+// A status of [WithPermanentStatuses] (none by default), such as a 404
+// for a user that does not exist, is never retried, whatever the method,
+// and ends the call as a permanent failure: observers, dead letters and an
+// idempotency store see a failed call. Every other final status is a
+// success to the Retrier.
+//
 // A request is idempotent when its method is GET, HEAD, OPTIONS, TRACE, PUT
 // or DELETE ([WithMethods] changes the set), or when it carries an
 // Idempotency-Key header (the IETF httpapi draft), which lets a server
@@ -53,15 +59,23 @@
 // The response of a retried attempt is read up to [DrainLimit] bytes and
 // closed, so a small body frees its connection for the next attempt. The
 // final response is returned as net/http returns it, body unread, whatever
-// its status. When the attempts end on a retryable status, while the
-// request's context is live, RoundTrip returns that last response rather
-// than an error, as http.Client returns any status; [Attempts] tells how
-// many attempts were made. Otherwise the error is the Retrier's
-// [*retry.Error] (errors.As finds it through http.Client's *url.Error),
-// with Outcome, Attempts and the last attempt's error. A request that ends
-// on a retryable status is a failed call (attempts, budget or time spent)
-// for the Retrier's observers and dead letters, although RoundTrip returns
-// the response.
+// its status. When the attempts end on a retryable or permanent status,
+// while the request's context is live, RoundTrip returns that last
+// response rather than an error, as http.Client returns any status;
+// [Attempts] tells how many attempts were made. Otherwise the error is the
+// Retrier's [*retry.Error] (errors.As finds it through http.Client's
+// *url.Error), with Outcome, Attempts and the last attempt's error. A
+// request that ends on a retryable status (attempts, budget or time spent)
+// or a permanent one is a failed call for the Retrier's observers and dead
+// letters, although RoundTrip returns the response.
+//
+// Except when that call's dead letter was not recorded (every sink of
+// [retry.WithDeadLetter] failed): then RoundTrip closes the response and
+// returns the Retrier's error, which matches
+// [retry.ErrDeadLetterNotRecorded] and holds the [*StatusError], so that
+// the work is not dropped silently. A RoundTripper returns a response or
+// an error, not both, and http.Client drops a response that comes with
+// an error.
 //
 // # Context and time
 //
@@ -79,9 +93,12 @@
 // ([retry.ContextWithIdempotencyKey]). The store then keeps the status of a
 // completed request, not its response: a later request with the same key
 // is not sent, and RoundTrip returns an error matching [retry.ErrReplayed]
-// that names the status. Such a Retrier refuses a request without a key
-// ([retry.ErrInvalidOption], nothing sent), so give it only to a Transport
-// whose requests all have one.
+// that names the status. When the store cannot record a request that got
+// its response, RoundTrip closes that response and returns the error,
+// matching [retry.ErrOutcomeNotRecorded]: the request was sent and
+// answered, so do not send it again blindly. Such a Retrier refuses a
+// request without a key ([retry.ErrInvalidOption], nothing sent), so give
+// it only to a Transport whose requests all have one.
 //
 // # Observability
 //

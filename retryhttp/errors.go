@@ -12,18 +12,30 @@ import (
 	"syscall"
 )
 
-// StatusError is the error of an attempt that got a retryable status. It
-// is what observers see as the attempt's error, and what errors.As finds
-// in a [*retry.Error] when the call ended without returning that response
-// (its context was done). Its text names the status only.
+// StatusError is the error of an attempt that got a retryable status, or
+// a permanent one ([WithPermanentStatuses]). It is what observers see as
+// the attempt's error, and what errors.As finds in a [*retry.Error] when
+// the call ended without returning that response (its context was done,
+// or its dead letter was not recorded).
+// A permanent one is marked with
+// [retry.Permanent]. Its text names the status only. The Transport shares
+// one StatusError per status among its requests: do not change it.
 type StatusError struct {
 	// StatusCode is the response's status, such as 503.
 	StatusCode int
+	// Permanent is set for a status of WithPermanentStatuses: the request
+	// was not retried and the call failed for good.
+	Permanent bool
 }
 
-// Error returns "retryhttp: retryable status 503 Service Unavailable".
+// Error returns "retryhttp: retryable status 503 Service Unavailable", or
+// for a permanent one "retryhttp: permanent status 404 Not Found".
 func (e *StatusError) Error() string {
-	return "retryhttp: retryable status " + strconv.Itoa(e.StatusCode) + " " + http.StatusText(e.StatusCode)
+	kind := "retryhttp: retryable status "
+	if e.Permanent {
+		kind = "retryhttp: permanent status "
+	}
+	return kind + strconv.Itoa(e.StatusCode) + " " + http.StatusText(e.StatusCode)
 }
 
 // ErrBodyNotReplayable is matched by the error of a request that was not

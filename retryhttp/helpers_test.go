@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,6 +120,16 @@ func do(t *testing.T, c *http.Client, req *http.Request) (*http.Response, string
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	return resp, string(b), nil
+}
+
+// postKeyed sends a POST with the body "pay" and Idempotency-Key key, and
+// on success reads and closes the response's body.
+func postKeyed(t *testing.T, c *http.Client, url, key string) (*http.Response, error) {
+	t.Helper()
+	req := newRequest(t, context.Background(), http.MethodPost, url, strings.NewReader("pay"))
+	req.Header.Set(retryhttp.IdempotencyKeyHeader, key)
+	resp, _, err := do(t, c, req)
+	return resp, err
 }
 
 func newRequest(t testing.TB, ctx context.Context, method, url string, body io.Reader) *http.Request {

@@ -48,6 +48,7 @@ type Option func(*settings)
 type settings struct {
 	err        error
 	statuses   []int
+	permanent  []int
 	methods    []string
 	bodyLimit  int64
 	keys       bool
@@ -68,14 +69,49 @@ func (s *settings) fail(format string, args ...any) {
 func WithStatuses(codes ...int) Option {
 	codes = append([]int(nil), codes...)
 	return func(s *settings) {
-		for _, c := range codes {
-			if c < 400 || c > 599 {
-				s.fail("WithStatuses(%d): only statuses from 400 to 599 can be retried", c)
-				return
-			}
+		if s.validStatuses("WithStatuses", "retried", codes) {
+			s.statuses, s.statusesOK = codes, true
 		}
-		s.statuses, s.statusesOK = codes, true
 	}
+}
+
+// WithPermanentStatuses sets the response statuses that are permanent
+// failures, such as 400 or 404 from an API whose requests will fail the
+// same way every time. A request that gets one is not retried, whatever
+// its method, and ends for the Retrier as a permanent failure
+// ([retry.OutcomePermanent]): its observers, dead letters and
+// idempotency store see a failed call whose last error is a
+// [*StatusError] with Permanent set ("retryhttp: permanent status 404 Not
+// Found"). RoundTrip still returns the response, body unread, with a nil
+// error, as for the last of the retryable statuses, unless the call's
+// dead letter was not recorded (see the package documentation,
+// Responses).
+//
+// Each code must be from 400 to 599 and must not also be given to
+// [WithStatuses]; a code of the default retried set named here is no
+// longer retried. A later WithPermanentStatuses replaces an earlier one.
+// Default: none, so every status that is not retried is a success to the
+// Retrier.
+func WithPermanentStatuses(codes ...int) Option {
+	codes = append([]int(nil), codes...)
+	return func(s *settings) {
+		if s.validStatuses("WithPermanentStatuses", "permanent failures", codes) {
+			s.permanent = codes
+		}
+	}
+}
+
+// validStatuses reports whether every code is from 400 to 599, the
+// statuses that are failures, and records the error for the first that
+// is not.
+func (s *settings) validStatuses(option, what string, codes []int) bool {
+	for _, c := range codes {
+		if c < 400 || c > 599 {
+			s.fail("%s(%d): only statuses from 400 to 599 can be %s", option, c, what)
+			return false
+		}
+	}
+	return true
 }
 
 // WithMethods sets the methods that are retried without an Idempotency-Key

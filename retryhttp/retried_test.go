@@ -86,6 +86,8 @@ func TestNewTransportRejectsBadOptions(t *testing.T) {
 		"negative limit":     retryhttp.WithBodyLimit(-1),
 		"nil name function":  retryhttp.WithOperationName(nil),
 		"status 99 (no 1xx)": retryhttp.WithStatuses(99),
+		"permanent 200":      retryhttp.WithPermanentStatuses(404, 200),
+		"permanent 600":      retryhttp.WithPermanentStatuses(600),
 	} {
 		_, err := retryhttp.NewTransport(nil, nil, opt)
 		require.ErrorIs(t, err, retry.ErrInvalidOption, name)
@@ -334,16 +336,10 @@ func TestIdempotencyStoreRunsAKeyedRequestOnce(t *testing.T) {
 	r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 	require.NoError(t, err)
 	c := e.client(r)
-	post := func() (*http.Response, error) {
-		req := newRequest(t, context.Background(), http.MethodPost, e.srv.URL, strings.NewReader("pay"))
-		req.Header.Set(retryhttp.IdempotencyKeyHeader, "order-17")
-		resp, _, err := do(t, c, req)
-		return resp, err
-	}
-	resp, err := post()
+	resp, err := postKeyed(t, c, e.srv.URL, "order-17")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
-	_, err = post()
+	_, err = postKeyed(t, c, e.srv.URL, "order-17")
 	require.ErrorIs(t, err, retry.ErrReplayed, "the store knows the key completed")
 	assert.Contains(t, err.Error(), "status 201")
 	assert.NotContains(t, err.Error(), "order-17", "keys stay out of error text")

@@ -1,9 +1,12 @@
 package retryhttp_test
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retryhttp"
 )
 
@@ -55,5 +59,36 @@ func TestUnderSynctestWithAnInProcessTransport(t *testing.T) {
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, 40*time.Second, time.Since(start), "two waits of Retry-After: 20, exactly")
 		assert.Equal(t, 3, retryhttp.Attempts(resp))
+	})
+}
+
+// downStore is an idempotency store that cannot record an outcome.
+type downStore struct{ *memstore.Store }
+
+func (downStore) Complete(context.Context, string, string, retry.StoredOutcome, time.Duration) error {
+	return errors.New("store down")
+}
+
+// TestOutcomeNotRecordedClosesTheResponse: a request that succeeded but
+// whose outcome the idempotency store could not record gives the error
+// that says so, and the response it does not return is closed, so its
+// connection is not leaked. In a bubble: recording is retried for a lease.
+func TestOutcomeNotRecordedClosesTheResponse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := &closeCounter{Reader: strings.NewReader("created")}
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: body, Request: r}, nil
+		})
+		r, err := retry.New(retry.WithIdempotency(downStore{memstore.New(nil)}, &retry.IdempotencyOptions{Lease: time.Second}))
+		require.NoError(t, err)
+		tr, err := retryhttp.NewTransport(base, r)
+		require.NoError(t, err)
+		req := newRequest(t, context.Background(), http.MethodPost, "http://api.test/orders", strings.NewReader("pay"))
+		req.Header.Set(retryhttp.IdempotencyKeyHeader, "order-17")
+
+		resp, err := tr.RoundTrip(req)
+		require.ErrorIs(t, err, retry.ErrOutcomeNotRecorded)
+		assert.Nil(t, resp)
+		assert.Equal(t, int32(1), body.closed.Load(), "the response's body is closed")
 	})
 }

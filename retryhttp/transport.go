@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,7 +24,7 @@ import (
 type Transport struct {
 	base      http.RoundTripper
 	names     names
-	statuses  [200]*StatusError // index code-400; nil: not retried
+	statuses  [200]*StatusError // index code-400; nil: a success
 	methods   []string          // nil: defaultMethods
 	bodyLimit int64
 	keys      bool
@@ -46,6 +47,7 @@ func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Tr
 		}
 		o(&s)
 	}
+	statuses := s.statusTable()
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -55,21 +57,35 @@ func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Tr
 	if r == nil {
 		r = &retry.Retrier{}
 	}
-	t := &Transport{base: base, methods: s.methods, bodyLimit: s.bodyLimit, keys: s.keys, name: s.name}
+	t := &Transport{base: base, statuses: statuses, methods: s.methods, bodyLimit: s.bodyLimit, keys: s.keys, name: s.name}
 	t.names.base = r
-	codes := defaultStatuses[:]
-	if s.statusesOK {
-		codes = s.statuses
-	}
-	for _, c := range codes {
-		t.statuses[c-400] = &StatusError{StatusCode: c}
-	}
 	t.calls.New = func() any {
 		c := new(call)
 		c.fn = c.attempt // bound once per pooled call, not per request
 		return c
 	}
 	return t, nil
+}
+
+// statusTable returns the error of each status the options make a
+// failure: the retried ones, and the permanent ones, which win over the
+// default retried set but not over WithStatuses.
+func (s *settings) statusTable() (table [200]*StatusError) {
+	codes := defaultStatuses[:]
+	if s.statusesOK {
+		codes = s.statuses
+	}
+	for _, c := range codes {
+		table[c-400] = &StatusError{StatusCode: c}
+	}
+	for _, c := range s.permanent {
+		if s.statusesOK && table[c-400] != nil && !table[c-400].Permanent {
+			s.fail("status %d is given to both WithStatuses and WithPermanentStatuses; a status is either retried or a permanent failure", c)
+			return table
+		}
+		table[c-400] = &StatusError{StatusCode: c, Permanent: true}
+	}
+	return table
 }
 
 // NewClient returns an http.Client whose Transport is NewTransport(nil, r,
@@ -92,8 +108,11 @@ func (t *Transport) CloseIdleConnections() {
 
 // RoundTrip sends req, and sends it again while the Retrier and the rules
 // of the package allow, then returns the final response, or the error
-// (see the package documentation). It does not change req; like every
-// RoundTripper it closes req's body, also on errors.
+// (see the package documentation). A call that ended on a status whose
+// dead letter no sink stored returns the error, matching
+// [retry.ErrDeadLetterNotRecorded], and closes the response. It does not
+// change req; like every RoundTripper it closes req's body, also on
+// errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil || req.URL == nil {
 		if req != nil && req.Body != nil {
@@ -153,7 +172,7 @@ func (t *Transport) idempotent(method string) bool {
 	return false
 }
 
-// status returns the error of a retryable status, or nil.
+// status returns the error of a retryable or permanent status, or nil.
 func (t *Transport) status(code int) *StatusError {
 	if code < 400 || code > 599 {
 		return nil
@@ -177,7 +196,8 @@ type call struct {
 	attempts   int
 
 	// The response of the last attempt when it had a retryable status,
-	// its body read into drain, and what is left of it.
+	// its body read into drain, and what is left of it; or when it had a
+	// permanent status, its body unread.
 	last       *http.Response
 	rest       io.ReadCloser // the unread rest of last's body; nil if read to its end
 	restErr    error         // the read error that ended drain, if not io.EOF
@@ -226,12 +246,21 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		return nil, fmt.Errorf("retryhttp: %w: the request with this Idempotency-Key already completed with status %d; its response is not kept", retry.ErrReplayed, out.status)
 	case err == nil:
 		return c.mark(out.resp), nil
-	case c.last != nil && c.reqCtx.Err() == nil:
-		// The attempts ended on a retryable status: the caller gets
-		// that response, as http.Client returns any status.
+	case c.last != nil && c.reqCtx.Err() == nil && !errors.Is(err, retry.ErrDeadLetterNotRecorded):
+		// The attempts ended on a retryable or permanent status: the
+		// caller gets that response, as http.Client returns any status.
+		// Not when no sink stored the dead letter: the caller, who still
+		// has the work, must learn that, and a RoundTripper returns a
+		// response or an error, not both.
 		return c.mark(c.takeLast()), nil
 	}
 	c.dropLast()
+	if out.resp != nil {
+		// A response and an error: the request succeeded but the
+		// idempotency store could not record it. The error must reach
+		// the caller, so the response goes, closed.
+		out.resp.Body.Close()
+	}
 	return nil, err
 }
 
@@ -291,9 +320,15 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		resp.Body = http.NoBody // as http.Client does for a RoundTripper that breaks the rule
 	}
 	var se *StatusError
-	if err == nil && c.idempotent && c.once == "" {
-		if se = c.t.status(resp.StatusCode); se != nil {
+	if err == nil {
+		switch se = c.t.status(resp.StatusCode); {
+		case se == nil:
+		case se.Permanent:
+			c.keep(resp) // no attempt follows: the body is the caller's
+		case c.idempotent && c.once == "":
 			c.hold(resp) // under the attempt timeout still
+		default:
+			se = nil // not retried: the caller's response, a success
 		}
 	}
 	if stop != nil && !stop() {
@@ -329,6 +364,9 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		}
 	} else {
 		c.lastCancel = cancel
+	}
+	if se.Permanent {
+		return outcome{}, retry.Permanent(se)
 	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		if v := resp.Header["Retry-After"]; len(v) > 0 {

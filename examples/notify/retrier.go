@@ -1,13 +1,11 @@
 package main
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/overload"
-	"github.com/steadfast-go/retry/retryhttp"
 )
 
 // The retry policy of a user-facing notification: a few attempts within
@@ -26,27 +24,13 @@ const (
 	defaultDeadline = 35 * time.Second
 )
 
-// retryStatuses are the statuses the Transport hands to the Retrier as
-// failed attempts: the transient ones it retries, and 400 and 404, which
-// transient refuses, so that the Retrier ends those calls as permanent
-// failures (counted, logged at Warn, dead-lettered). A status that is not
-// listed is a success to the Retrier.
-var retryStatuses = []int{
-	http.StatusBadRequest, http.StatusNotFound, // permanent: see transient
-	http.StatusRequestTimeout, http.StatusTooManyRequests,
-	http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
-}
-
-// transient is the Retrier's WithRetryIf: an empty message (400) or an
-// unknown user (404) will fail the same way every time; timeouts, refused
-// connections, 408, 429, 5xx may not.
-func transient(err error) bool {
-	var se *retryhttp.StatusError
-	if errors.As(err, &se) {
-		return se.StatusCode != http.StatusBadRequest && se.StatusCode != http.StatusNotFound
-	}
-	return true
-}
+// permanentStatuses are the statuses that will fail the same way every
+// time: an empty message (400), an unknown user (404). The Transport does
+// not retry them and ends those calls as permanent failures (counted,
+// logged at Warn, dead-lettered). Timeouts, refused connections and the
+// Transport's default statuses (408, 429, 5xx) are retried; every other
+// status is a success.
+var permanentStatuses = []int{http.StatusBadRequest, http.StatusNotFound}
 
 // deps are what the policy is joined to.
 type deps struct {
@@ -73,7 +57,6 @@ func newRetrier(d deps) (*retry.Retrier, error) {
 		retry.WithJitter(retry.FullJitter),
 		retry.WithMaxDelay(maxWait),
 		retry.WithAttemptTimeout(attemptTimeout),
-		retry.WithRetryIf(transient),
 		// The send log: one key per job ID, claimed before the first
 		// attempt, completed when the service has the notification.
 		retry.WithIdempotency(d.store, nil),

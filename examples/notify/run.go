@@ -292,7 +292,7 @@ func (r *runner) send(ctx context.Context, d delivery) result {
 		return res
 	}
 	tr, err := retryhttp.NewTransport(&virtualNetwork{clk: clk, base: r.base, timeout: attemptTimeout}, jr,
-		retryhttp.WithStatuses(retryStatuses...),
+		retryhttp.WithPermanentStatuses(permanentStatuses...),
 		retryhttp.WithOperationName(func(*http.Request) string { return d.job.Type }),
 	)
 	if err != nil {
@@ -314,10 +314,16 @@ func (r *runner) send(ctx context.Context, d delivery) result {
 	resp, err := tr.RoundTrip(req)
 	res.elapsed = clk.Now().Sub(start)
 	res.done = obs.d
-	if resp != nil {
+	var se *retryhttp.StatusError
+	switch {
+	case resp != nil:
 		res.status = resp.StatusCode
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+	case errors.As(err, &se):
+		// The call ended on a status without returning the response:
+		// its context ended, or its dead letter was not recorded.
+		res.status = se.StatusCode
 	}
 	switch {
 	case err == nil:
