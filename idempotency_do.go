@@ -387,6 +387,7 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 	var timer waitTimer
 	defer timer.stop()
 	var lastErr error
+	reclaimed := false
 	for backoff := minRecordBackoff; ; backoff = min(2*backoff, maxRecordBackoff) {
 		ctx, cancel := s.storeCtxFrom(detached)
 		err := s.ic.store.Complete(ctx, s.key, s.token, rec, retention)
@@ -396,10 +397,16 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 			return nil
 		}
 		if errors.Is(err, ErrLeaseLost) {
-			if lastErr != nil && s.recordedEarlier(detached, bound, &timer) {
+			if lastErr == nil {
+				// No earlier try could have been stored: another caller
+				// holds the key now, and nothing of ours is in it.
+				return s.notRecorded(err)
+			}
+			if s.recordedEarlier(detached, bound, &timer) {
 				return nil
 			}
-			if s.token != "" { // a new claim, taken by recordedEarlier
+			if s.token != "" && !reclaimed { // a new claim, taken by recordedEarlier
+				reclaimed = true // once: a store that loses every lease must not keep us here
 				continue
 			}
 			return s.notRecorded(err)

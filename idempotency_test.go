@@ -1254,3 +1254,64 @@ func TestIdempotentObserverSeesInProgressAttempts(t *testing.T) {
 		assert.Equal(t, retry.OutcomeSuccess, obs.done[0].Outcome)
 	})
 }
+
+// TestIdempotentCompleteLeaseLostAtOnce: the first Complete finds the
+// lease lost (another caller took the key over): nothing of ours can be
+// stored, so Do says so at once instead of trying again for ever.
+func TestIdempotentCompleteLeaseLostAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFaulty()
+		store.set(func(f *faultyStore) { f.completeErr = retry.ErrLeaseLost })
+		done := make(chan error, 1)
+		go func() {
+			done <- retry.Do(context.Background(), succeed, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
+		}()
+		synctest.Wait()
+		var err error
+		select {
+		case err = <-done:
+		default:
+			t.Fatal("Do is still trying to record an outcome its lease no longer covers")
+		}
+		require.ErrorIs(t, err, retry.ErrOutcomeNotRecorded)
+		require.ErrorIs(t, err, retry.ErrLeaseLost)
+		assert.Equal(t, 1, store.counts()[2], "one Complete")
+	})
+}
+
+// leaseLosingStore fails the first Complete with a transient error and
+// every later one with ErrLeaseLost, though Claim keeps granting the key.
+type leaseLosingStore struct {
+	retry.IdempotencyStore
+	completes atomic.Int64
+}
+
+func (s *leaseLosingStore) Claim(context.Context, string, string, time.Duration) (retry.Claim, error) {
+	return retry.Claim{Status: retry.ClaimAcquired, Token: "t"}, nil
+}
+
+func (s *leaseLosingStore) Complete(context.Context, string, string, retry.StoredOutcome, time.Duration) error {
+	if s.completes.Add(1) == 1 {
+		return errors.New("connection reset")
+	}
+	return retry.ErrLeaseLost
+}
+
+func TestIdempotentCompleteStoreThatLosesEveryLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &leaseLosingStore{IdempotencyStore: memstore.New(nil)}
+		done := make(chan error, 1)
+		go func() {
+			done <- retry.Do(context.Background(), succeed, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
+		}()
+		time.Sleep(time.Minute) // virtual: far more than any retry of Complete needs
+		var err error
+		select {
+		case err = <-done:
+		default:
+			t.Fatal("Do is still trying to record its outcome")
+		}
+		require.ErrorIs(t, err, retry.ErrOutcomeNotRecorded)
+		assert.LessOrEqual(t, store.completes.Load(), int64(3), "one try, one after a renewal lost, one after the key was claimed again")
+	})
+}
