@@ -56,6 +56,9 @@ func TestAllocs(t *testing.T) {
 		{"package_do_three_options", 0, func() {
 			sink = retry.Do(ctx, succeed, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter))
 		}},
+		{"package_do_limits_turned_off", 0, func() {
+			sink = retry.Do(ctx, succeed, retry.WithMaxElapsed(0), retry.WithAttemptTimeout(0))
+		}},
 		{"backoff_delay", 0, func() {
 			_ = retry.Exponential(time.Millisecond, 2, time.Second).Delay(7, 0, 0.5)
 		}},

@@ -84,11 +84,10 @@ func (c *config) applyOne(i int, o *Option) {
 	case setMaxAttempts:
 		c.maxAttempts = int(o.n)
 	case setBackoff:
-		b, _ := o.v.(Backoff) // nil for WithBackoff(nil)
-		if err := checkBackoff(b); err != nil {
+		if err := checkBackoff(o.v); err != nil {
 			c.failWith(err)
 		} else {
-			c.backoff = b
+			c.backoff = o.v.(Backoff)
 		}
 	case setJitter:
 		j := Jitter(o.n)
@@ -132,6 +131,39 @@ func (c *config) applyOne(i int, o *Option) {
 		// config on the heap.
 		*c = o.v.(func(config) config)(*c)
 	}
+}
+
+// quickOptions reports whether opts are valid and leave the first
+// attempt a plain call of fn (config.slow false), so that the
+// package-level Do may call fn before it builds the config, which a first
+// success then never needs. It checks what apply would refuse and answers
+// false whenever it is not sure: for any setting not listed here (a new
+// one included), and for any time limit, observer or feature, even one
+// that a later option turns off. apply stays the only place that builds a
+// config from options.
+func quickOptions(opts []Option) bool {
+	for i := range opts {
+		o := &opts[i]
+		switch o.set {
+		case setMaxAttempts, setMaxDelay, setClock, setRetryIf, setRandom, setName, setPayload:
+			// Checked when built, and read only after a failure.
+		case setMaxElapsed, setAttemptTimeout:
+			if o.n != 0 {
+				return false // the first attempt needs the start time or its own context
+			}
+		case setBackoff:
+			if checkBackoff(o.v) != nil {
+				return false
+			}
+		case setJitter:
+			if Jitter(o.n).validate() != nil {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // config holds what the options set, with the defaults resolved once, by
@@ -210,8 +242,9 @@ func WithBackoff(b Backoff) Option {
 	return Option{set: setBackoff, v: b}
 }
 
-// checkBackoff says what is wrong with b, given to WithBackoff.
-func checkBackoff(b Backoff) error {
+// checkBackoff says what is wrong with b, the Backoff given to
+// WithBackoff (an Option's v, so nil for WithBackoff(nil)).
+func checkBackoff(b any) error {
 	// The library's own are never nil; their constructors cannot return
 	// an error, so their parameters are checked here.
 	switch b := b.(type) {

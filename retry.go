@@ -176,20 +176,23 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 
 // Do calls fn with a Retrier built from opts; see [Retrier.Do]. Options
 // without observers, idempotency, dead letters or time limits cost no
-// allocation when the first attempt succeeds: the policy is built on the
-// stack and moved to the heap only when a retry needs it.
+// allocation when the first attempt succeeds: the policy is built only
+// when a retry needs it.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
+	if ctx != nil && fn != nil && quickOptions(opts) && ctx.Err() == nil {
+		// The options are valid and the first attempt needs none of them.
+		if err := fn(ctx); err != nil {
+			// Build the policy now, on the heap, where the loop's calls
+			// may keep it. It cannot fail: quickOptions checked opts.
+			r := &Retrier{}
+			_ = r.c.apply(opts)
+			_, err = loop[struct{}](ctx, &r.c, unit(fn), err, nil)
+			return err
+		}
+		return nil
+	}
 	var c config
 	if err := c.apply(opts); err != nil {
-		return err
-	}
-	if !c.slow && ctx != nil && fn != nil && ctx.Err() == nil {
-		err := fn(ctx)
-		if err == nil {
-			return nil
-		}
-		r := &Retrier{c: c}
-		_, err = loop[struct{}](ctx, &r.c, unit(fn), err, nil)
 		return err
 	}
 	r := &Retrier{c: c}
