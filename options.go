@@ -40,13 +40,13 @@ const (
 // lets the package-level Do keep its options on the stack.
 type Option struct {
 	set setting
-	n   int64  // attempts, a duration, a Jitter
-	v   any    // an interface setting, a payload, a resolved feature config, or the error of bad input
-	s   string // a name
-	// Options are built at every call of the package-level Do, so their
-	// size counts: 48 bytes, where a payload field of its own would add
-	// 24 to each (and a caller's copies of them), so the rare payload
-	// goes in v.
+	n   int64 // attempts, a duration, a Jitter
+	// v holds an interface setting, a payload, a resolved feature config
+	// or the error of bad input. The payload is here rather than in a
+	// field of its own because Options are built and copied at every call
+	// of the package-level Do: 48 bytes each instead of 72.
+	v any
+	s string // a name
 }
 
 // setting says which setting an Option holds.
