@@ -41,10 +41,14 @@ type constant struct{ d time.Duration }
 func (c constant) Delay(int, time.Duration, float64) time.Duration { return c.d }
 
 func (c constant) validate() error {
-	if c.d < 0 {
-		return fmt.Errorf("%w: Constant(%v): the delay must not be negative", ErrInvalidOption, c.d)
+	if c.d >= 0 {
+		return nil // inlined; the error is built out of line
 	}
-	return nil
+	return c.invalid()
+}
+
+func (c constant) invalid() error {
+	return fmt.Errorf("%w: Constant(%v): the delay must not be negative", ErrInvalidOption, c.d)
 }
 
 // Linear waits initial after the first failed attempt and step more after

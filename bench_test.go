@@ -20,6 +20,10 @@ import (
 // sink keeps results alive so the compiler cannot drop the calls.
 var sink error
 
+// opName is a name that is not a constant: an Option holds a name
+// without an allocation of its own.
+var opName = "charge-card"
+
 // succeed is the cheapest possible fn. The baseline calls it through a
 // func value, as Do does, so neither side gets it inlined.
 func succeed(context.Context) error { return nil }
@@ -58,6 +62,10 @@ func TestAllocs(t *testing.T) {
 		{"retrier_three_failures_zero_waits", 0, func() { sink = noBudget.Do(ctx, f.call) }},
 		{"package_do_three_options", 0, func() {
 			sink = retry.Do(ctx, succeed, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter))
+		}},
+		{"package_do_named", 0, func() { sink = retry.Do(ctx, succeed, retry.WithName(opName)) }},
+		{"package_do_limits_turned_off", 0, func() {
+			sink = retry.Do(ctx, succeed, retry.WithMaxElapsed(0), retry.WithAttemptTimeout(0))
 		}},
 		{"backoff_delay", 0, func() {
 			_ = retry.Exponential(time.Millisecond, 2, time.Second).Delay(7, 0, 0.5)

@@ -116,20 +116,18 @@ func shortestFactor(j Jitter) string {
 }
 
 func (j Jitter) validate() error {
-	switch j & jitterKindMask {
-	case NoJitter, FullJitter, EqualJitter:
-		if j>>8 != 0 {
-			return fmt.Errorf("%w: unknown jitter %d", ErrInvalidOption, uint64(j))
-		}
+	// The check inlines; the error is built out of line. The jitters
+	// without a parameter are the three smallest values.
+	if j <= EqualJitter || j&jitterKindMask == proportionalJitter && j>>8 <= factorOne {
 		return nil
-	case proportionalJitter:
-		if j>>8 > factorOne {
-			return fmt.Errorf("%w: unknown jitter %d", ErrInvalidOption, uint64(j))
-		}
-		return nil
-	case badProportionalJitter:
-		return fmt.Errorf("%w: ProportionalJitter(%v): factor must be in [0, 1]", ErrInvalidOption, j.factor())
-	default:
-		return fmt.Errorf("%w: unknown jitter %d", ErrInvalidOption, uint64(j))
 	}
+	return j.invalid()
+}
+
+// invalid is the error of a Jitter that validate refuses.
+func (j Jitter) invalid() error {
+	if j&jitterKindMask == badProportionalJitter {
+		return fmt.Errorf("%w: ProportionalJitter(%v): factor must be in [0, 1]", ErrInvalidOption, j.factor())
+	}
+	return fmt.Errorf("%w: unknown jitter %d", ErrInvalidOption, uint64(j))
 }

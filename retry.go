@@ -183,11 +183,25 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 	return run(ctx, cfg, fn)
 }
 
-// Do calls fn with a Retrier built from opts; see [Retrier.Do]. Options
-// without observers, idempotency, dead letters or time limits cost no
-// allocation when the first attempt succeeds: the policy is built on the
-// stack and moved to the heap only when a retry needs it.
+// Do calls fn with a Retrier built from opts; see [Retrier.Do]. When no
+// option acts on the first attempt (observers, idempotency, dead letters
+// and time limits do), Do makes no allocation of its own if that attempt
+// succeeds: the policy is built only when a retry needs it. An Option
+// that holds a value in an interface, such as a payload or most
+// backoffs, may allocate where it is built.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
+	if ctx != nil && fn != nil && quickOptions(opts) && ctx.Err() == nil {
+		// The options are valid and the first attempt needs none of them.
+		if err := fn(ctx); err != nil {
+			// Build the policy now, on the heap, where the loop's calls
+			// may keep it. It cannot fail: quickOptions checked opts.
+			r := &Retrier{}
+			_ = r.c.apply(opts)
+			_, err = loop[struct{}](ctx, &r.c, unit(fn), err, nil)
+			return err
+		}
+		return nil
+	}
 	var c config
 	if err := c.apply(opts); err != nil {
 		return err

@@ -719,6 +719,8 @@ func TestNew_rejectsBadInputWithoutCallingFn(t *testing.T) {
 		{"jitter_factor_too_big", retry.WithJitter(retry.ProportionalJitter(1.5)), "ProportionalJitter(1.5): factor must be in [0, 1]"},
 		{"jitter_factor_nan", retry.WithJitter(retry.ProportionalJitter(nanFloat())), "ProportionalJitter(NaN)"},
 		{"jitter_unknown", retry.WithJitter(retry.Jitter(99)), "unknown jitter 99"},
+		{"jitter_no_jitter_with_a_factor", retry.WithJitter(retry.Jitter(1 << 8)), "unknown jitter 256"},
+		{"jitter_proportional_factor_over_one", retry.WithJitter(retry.ProportionalJitter(1) + 1<<8), "unknown jitter"},
 		{"negative_max_delay", retry.WithMaxDelay(-time.Second), "WithMaxDelay(-1s)"},
 		{"zero_max_delay", retry.WithMaxDelay(0), "WithMaxDelay(0): a zero cap would remove every wait; for no waits use WithBackoff(Constant(0))"},
 		{"negative_max_elapsed", retry.WithMaxElapsed(-time.Second), "WithMaxElapsed(-1s)"},
