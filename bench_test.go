@@ -87,9 +87,20 @@ func BenchmarkDirect(b *testing.B) {
 	}
 }
 
+// BenchmarkRetrierDo_firstTrySuccess has New's default budget, which a
+// success tells with one atomic load; _noBudget shows what that costs.
 func BenchmarkRetrierDo_firstTrySuccess(b *testing.B) {
 	ctx := context.Background()
 	r := mustNew(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = r.Do(ctx, succeedFn)
+	}
+}
+
+func BenchmarkRetrierDo_firstTrySuccess_noBudget(b *testing.B) {
+	ctx := context.Background()
+	r := mustNew(b, retry.WithBudget(nil))
 	b.ReportAllocs()
 	for b.Loop() {
 		sink = r.Do(ctx, succeedFn)

@@ -114,7 +114,7 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 	case m.inner && !cfg.nestedRetries:
 		return 0, stopInner
 	}
-	if cfg.refuses(err, m) {
+	if cfg.refuses(err, m.hinted) {
 		return 0, stopPermanent
 	}
 	if attempt >= maxAttempts {
@@ -135,13 +135,20 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 	return d, wait
 }
 
-// refuses says whether WithRetryIf refuses err, which classify found m in.
-func (cfg *config) refuses(err error, m marks) bool {
-	if cfg.retryIf == nil || m.hinted {
-		return false // no assertion on the path without WithRetryIf
+// refuses says whether WithRetryIf refuses err, which holds no server
+// delay unless hinted. The checks that need no call come first, and inline where it
+// is used: without WithRetryIf a failure pays for nothing here.
+func (cfg *config) refuses(err error, hinted bool) bool {
+	return cfg.retryIf != nil && !hinted && cfg.retryIfRefuses(err)
+}
+
+// retryIfRefuses asks WithRetryIf about err, unless a hook marked err to
+// be tried again whatever it says.
+func (cfg *config) retryIfRefuses(err error) bool {
+	if _, always := err.(alwaysRetried); always {
+		return false
 	}
-	_, always := err.(alwaysRetried)
-	return !always && !cfg.retryIf(err)
+	return !cfg.retryIf(err)
 }
 
 // failed says whether an attempt's error counts against the downstream,
@@ -154,7 +161,7 @@ func (cfg *config) failed(ctx context.Context, err error) (failed, throttled boo
 		return false, false
 	}
 	m := classify(err)
-	if m.permanent || m.canceled || (m.inner && !cfg.nestedRetries) || cfg.refuses(err, m) {
+	if m.permanent || m.canceled || (m.inner && !cfg.nestedRetries) || cfg.refuses(err, m.hinted) {
 		return false, false
 	}
 	return true, m.hinted
