@@ -9,6 +9,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/steadfast-go/retry/internal/isnil"
+	"github.com/steadfast-go/retry/overload"
 )
 
 // Defaults used when an option is not given. They are also what the zero
@@ -133,9 +134,10 @@ func (c *config) applyOne(i int, o *Option) {
 	case setDeadLetter:
 		c.dl = o.v.(*deadLetterConfig)
 	case setBudget:
-		c.budget, c.budgetSet = nil, true
+		c.budget, c.bucket, c.budgetSet = nil, nil, true
 		if o.v != nil {
 			c.budget = o.v.(Budget)
+			c.bucket, _ = o.v.(*overload.TokenBucket)
 		}
 	case setBreaker:
 		c.breaker = o.v.(Breaker)
@@ -200,14 +202,15 @@ type config struct {
 	testWaitArmed  func(time.Duration) // set by this package's tests only
 	name           string
 	payload        []byte
-	dl             *deadLetterConfig // nil without dead-letter options
-	idem           *idemConfig       // nil: not idempotent
-	budget         Budget            // nil: no budget
-	breaker        Breaker           // nil: no breaker
-	budgetSet      bool              // WithBudget was given (New adds the default otherwise)
-	nestedRetries  bool              // retry errors other Retriers gave up on
-	resolved       bool              // apply has filled in the defaults
-	slow           bool              // the first attempt needs the loop's state; set by apply
+	dl             *deadLetterConfig     // nil without dead-letter options
+	idem           *idemConfig           // nil: not idempotent
+	budget         Budget                // nil: no budget
+	bucket         *overload.TokenBucket // budget, when it is one: its success inlines
+	breaker        Breaker               // nil: no breaker
+	budgetSet      bool                  // WithBudget was given (New adds the default otherwise)
+	nestedRetries  bool                  // retry errors other Retriers gave up on
+	resolved       bool                  // apply has filled in the defaults
+	slow           bool                  // the first attempt needs the loop's state; set by apply
 	jitterSet      bool
 	zeroWaits      bool // the backoff is Constant(0); set by resolve
 }

@@ -98,7 +98,7 @@ func WithNestedRetries() Option {
 
 // defaultBudget is the budget New gives a Retrier without WithBudget.
 // The zero options are valid, as a test checks, so err is always nil.
-func defaultBudget() Budget {
+func defaultBudget() *overload.TokenBucket {
 	b, _ := overload.NewTokenBucket(overload.TokenBucketOptions{})
 	return b
 }

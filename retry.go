@@ -25,7 +25,8 @@ func New(opts ...Option) (*Retrier, error) {
 		return nil, err
 	}
 	if !r.c.budgetSet {
-		r.c.budget, r.c.budgetSet = defaultBudget(), true
+		b := defaultBudget()
+		r.c.budget, r.c.bucket, r.c.budgetSet = b, b, true
 	}
 	return r, nil
 }
@@ -88,8 +89,8 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 			_, err = loop[struct{}](ctx, cfg, unit(fn), err, nil)
 			return err
 		}
-		if cfg.budget != nil {
-			cfg.budget.Attempted(1, false, false)
+		if cfg.budget != nil && !cfg.fullBucket() {
+			cfg.succeeded()
 		}
 		return nil
 	}
@@ -139,6 +140,17 @@ func (c *config) resolve() {
 	c.resolved = true
 }
 
+// fullBucket reports whether the budget is the library's token bucket and
+// full, when a first-try success has nothing to tell it: the fast paths
+// check it inline, and call succeeded only otherwise.
+func (cfg *config) fullBucket() bool {
+	b := cfg.bucket
+	return b != nil && b.Full()
+}
+
+// succeeded tells the budget of a first attempt that succeeded.
+func (cfg *config) succeeded() { cfg.budget.Attempted(1, false, false) }
+
 // unit adapts fn to the value-returning form the loop runs.
 func unit(fn func(context.Context) error) func(context.Context) (struct{}, error) {
 	return func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }
@@ -172,8 +184,8 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 		if err != nil {
 			return loop(ctx, cfg, fn, err, nil)
 		}
-		if cfg.budget != nil {
-			cfg.budget.Attempted(1, false, false)
+		if cfg.budget != nil && !cfg.fullBucket() {
+			cfg.succeeded()
 		}
 		return v, nil
 	}
@@ -209,8 +221,8 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 	if !c.slow && ctx != nil && fn != nil && ctx.Err() == nil {
 		err := fn(ctx)
 		if err == nil {
-			if c.budget != nil {
-				c.budget.Attempted(1, false, false)
+			if c.budget != nil && !c.fullBucket() {
+				c.succeeded()
 			}
 			return nil
 		}

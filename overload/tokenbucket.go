@@ -129,6 +129,11 @@ func (b *TokenBucket) Retry(wait time.Duration) error {
 // Waited gives back the waiting slot of a retry allowed by Retry.
 func (b *TokenBucket) Waited() { b.wait.leave() }
 
+// Full reports whether the bucket holds MaxTokens, when a success changes
+// nothing: one atomic load, which inlines (a Retrier checks it first on a
+// first-try success).
+func (b *TokenBucket) Full() bool { return b.tokens.Load() >= b.max }
+
 // Tokens returns the tokens in the bucket, for tests and health pages.
 func (b *TokenBucket) Tokens() float64 { return float64(b.tokens.Load()) / 1000 }
 
