@@ -1,6 +1,7 @@
 package overload_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,14 +43,17 @@ func TestAllocs(t *testing.T) {
 }
 
 // BenchmarkTokenBucket_success is what a first-try success costs a Retrier
-// with a budget: one atomic load while the bucket is full.
+// with a token bucket: one atomic load while the bucket is full (Full,
+// which the Retrier checks inline, as here).
 func BenchmarkTokenBucket_success(b *testing.B) {
 	bucket, err := overload.NewTokenBucket(overload.TokenBucketOptions{})
 	require.NoError(b, err)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			bucket.Attempted(1, false, false)
+			if !bucket.Full() {
+				bucket.Attempted(1, false, false)
+			}
 		}
 	})
 }
@@ -89,4 +93,26 @@ func BenchmarkRatio_retry(b *testing.B) {
 		ratio.Attempted(1, false, false)
 		_ = ratio.Retry(0)
 	}
+}
+
+// The floors of the two benchmarks above: one atomic load of a shared
+// word, and one atomic add to it, by every goroutine.
+func BenchmarkFloor_sharedLoad(b *testing.B) {
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if n.Load() < 0 {
+				b.Fatal("never")
+			}
+		}
+	})
+}
+
+func BenchmarkFloor_sharedAdd(b *testing.B) {
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n.Add(1)
+		}
+	})
 }
