@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/steadfast-go/retry/overload"
 )
 
 // call is the state of one call of Do. It lives on Do's stack; hooks get a
@@ -32,15 +34,30 @@ type call struct {
 // ended; done is the breaker's, if it allowed the attempt.
 //
 //go:noinline
-func (c *call) settle(err error, done func(failed bool)) {
-	failed, throttled := c.cfg.failed(c.ctx, err)
+func (c *call) settle(err error, done func(error)) {
+	j, throttled := c.cfg.judge(c.ctx, err)
 	if b := c.cfg.budget; b != nil {
-		b.Attempted(c.attempts, failed, throttled)
+		b.Attempted(c.attempts, j == failure, throttled)
 	}
 	if done != nil {
-		done(failed)
+		switch j {
+		case answered:
+			done(nil)
+		case notCounted:
+			done(notCountedError{err})
+		default:
+			done(err)
+		}
 	}
 }
+
+// notCountedError is what a breaker hears of an attempt that says nothing
+// of the downstream: it matches overload.ErrNotCounted and the attempt's
+// error.
+type notCountedError struct{ err error }
+
+func (e notCountedError) Error() string   { return overload.ErrNotCounted.Error() + ": " + e.err.Error() }
+func (e notCountedError) Unwrap() []error { return []error{overload.ErrNotCounted, e.err} }
 
 // peekBreaker asks a breaker that can say so whether it would refuse the
 // next attempt now, before the call waits for it, and returns the call's

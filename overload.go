@@ -43,10 +43,16 @@ type Budget interface {
 // refuse the attempt: fn is not called and no wait is spent; the call
 // ends at once with an [*Error] of [OutcomeRefused] that matches the
 // refusal and the last real attempt's error, if there was one. Otherwise
-// Do calls done once the attempt ended: failed for an error worth
-// retrying, as for [Budget.Attempted]; a permanent error or a success is
-// not a failure of the downstream. Implementations must be safe for
-// concurrent use and must not block.
+// Do calls done once the attempt ended, with:
+//   - nil for a success, or an answer for good (a [Permanent] error, one
+//     that [WithRetryIf] refuses): the downstream did its part;
+//   - an error matching [overload.ErrNotCounted] when the attempt says
+//     nothing of the downstream: the call's context ended it, it was
+//     cancelled, or another Retrier had given up on its error;
+//   - otherwise the attempt's error, an error worth retrying, as for
+//     [Budget.Attempted]: a failure. A panic in fn is one too.
+//
+// Implementations must be safe for concurrent use and must not block.
 //
 // A Breaker may also have a method Refuses() error, which says without
 // reserving anything whether Allow would refuse now (nil: it would
@@ -54,7 +60,7 @@ type Budget interface {
 // that has just opened costs the call no wait: the call ends at once, as
 // after a refusal by Allow.
 type Breaker interface {
-	Allow() (done func(failed bool), err error)
+	Allow() (done func(err error), err error)
 }
 
 // WithBudget sets the retry budget that the Retrier's calls share with

@@ -220,10 +220,10 @@ type fakeBreaker struct {
 	inARow    int
 	allowed   int
 	refused   int
-	reports   []bool
+	reports   []string // "ok", "failed" or "not counted", as done heard it
 }
 
-func (b *fakeBreaker) Allow() (func(bool), error) {
+func (b *fakeBreaker) Allow() (func(error), error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.open {
@@ -231,10 +231,19 @@ func (b *fakeBreaker) Allow() (func(bool), error) {
 		return nil, errors.Join(overload.ErrCircuitOpen, errors.New("fake breaker: open"))
 	}
 	b.allowed++
-	return func(failed bool) {
+	return func(err error) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		b.reports = append(b.reports, failed)
+		failed := false
+		switch {
+		case err == nil:
+			b.reports = append(b.reports, "ok")
+		case errors.Is(err, overload.ErrNotCounted):
+			b.reports = append(b.reports, "not counted")
+		default:
+			failed = true
+			b.reports = append(b.reports, "failed")
+		}
 		if b.inARow = 0; failed {
 			b.inARow++
 		}
@@ -261,7 +270,7 @@ func TestBreaker_openFailsFastWithTheLastRealError(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, retry.OutcomeRefused, re.Outcome)
 		assert.Equal(t, 2, re.Attempts, "a refused attempt is not made")
-		assert.Equal(t, []bool{true, true}, br.reports)
+		assert.Equal(t, []string{"failed", "failed"}, br.reports)
 
 		// Open from the start: fn is never called, no attempt counts.
 		calls = 0
@@ -283,13 +292,20 @@ func TestBreaker_openFailsFastWithTheLastRealError(t *testing.T) {
 
 func TestBreaker_permanentErrorsAndSuccessesAreNotFailures(t *testing.T) {
 	br := &fakeBreaker{}
-	r := mustNew(t, retry.WithBreaker(br))
+	r := mustNew(t, retry.WithBreaker(br), retry.WithBackoff(retry.Constant(0)))
 	require.NoError(t, r.Do(t.Context(), succeed))
 	_ = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errTransient) })
 	ctx, cancel := context.WithCancel(t.Context())
 	_ = r.Do(ctx, func(context.Context) error { cancel(); return context.Canceled })
-	assert.Equal(t, []bool{false, false, false}, br.reports)
-	assert.Equal(t, 3, br.allowed)
+	inner := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(1))
+	_ = r.Do(t.Context(), func(ctx context.Context) error { return inner.Do(ctx, failOnce) })
+	picky := mustNew(t, retry.WithBreaker(br), retry.WithRetryIf(func(error) bool { return false }))
+	_ = picky.Do(t.Context(), failOnce)
+	_ = r.Do(t.Context(), func(context.Context) error {
+		return errors.New("boom")
+	})
+	assert.Equal(t, []string{"ok", "ok", "not counted", "not counted", "ok", "failed", "failed", "failed"}, br.reports,
+		"success, permanent, cancelled, another Retrier's give-up, refused by WithRetryIf, then three real failures")
 }
 
 // TestNested_oneLayerRetries stacks three Retriers of 3 attempts over a
@@ -344,7 +360,7 @@ func TestBreaker_panicInFnIsAFailure(t *testing.T) {
 	assert.Panics(t, func() {
 		_ = r.Do(t.Context(), func(context.Context) error { panic("boom") })
 	})
-	assert.Equal(t, []bool{true}, br.reports, "done is called, so a half-open breaker is not stuck")
+	assert.Equal(t, []string{"failed"}, br.reports, "done is called, so a half-open breaker is not stuck")
 }
 
 // peekingBreaker can say it would refuse without reserving anything.

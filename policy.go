@@ -151,20 +151,33 @@ func (cfg *config) retryIfRefuses(err error) bool {
 	return !cfg.retryIf(err)
 }
 
-// failed says whether an attempt's error counts against the downstream,
-// for a budget and a breaker: an error the policy would retry, attempts
-// left or not. A permanent error, a cancellation, or an error another
-// Retrier gave up on is an answer, not a failure of the downstream.
+// judgement is what an attempt's end says of the downstream, for a budget
+// and a breaker.
+type judgement uint8
+
+const (
+	answered   judgement = iota // a success, or an answer for good
+	notCounted                  // the call's context, a cancellation, another Retrier's give-up
+	failure                     // an error the policy would retry, attempts left or not
+)
+
+// judge says what an attempt that ended with err says of the downstream;
 // throttled says the server asked for a delay.
-func (cfg *config) failed(ctx context.Context, err error) (failed, throttled bool) {
-	if err == nil || ctx.Err() != nil {
-		return false, false
+func (cfg *config) judge(ctx context.Context, err error) (j judgement, throttled bool) {
+	if err == nil {
+		return answered, false
+	}
+	if ctx.Err() != nil {
+		return notCounted, false
 	}
 	m := classify(err)
-	if m.permanent || m.canceled || (m.inner && !cfg.nestedRetries) || cfg.refuses(err, m.hinted) {
-		return false, false
+	switch {
+	case m.canceled || (m.inner && !cfg.nestedRetries):
+		return notCounted, false
+	case m.permanent || cfg.refuses(err, m.hinted):
+		return answered, false
 	}
-	return true, m.hinted
+	return failure, m.hinted
 }
 
 // wait computes the wait after attempt failed: jitter(backoff(attempt)),

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -360,7 +361,7 @@ func (cfg *config) bareAttempts() bool {
 func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, error)) (T, error) {
 	c.attempts++
 	v, err, skip := hooks.before(c)
-	var done func(failed bool)
+	var done func(error)
 	if !skip && c.cfg.breaker != nil {
 		var refused error
 		if done, refused = c.cfg.breaker.Allow(); refused != nil {
@@ -391,11 +392,11 @@ func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, er
 // gatedAttempt is an attempt the breaker allowed: done hears how it ended,
 // a panic in fn included, which counts as a failure (as in gobreaker's
 // own Execute), so that a half-open breaker is not left waiting for it.
-func gatedAttempt[T any](c *call, fn func(context.Context) (T, error), done func(failed bool)) (v T, err error) {
+func gatedAttempt[T any](c *call, fn func(context.Context) (T, error), done func(error)) (v T, err error) {
 	ended := false
 	defer func() {
 		if !ended {
-			done(true)
+			done(errPanicked)
 		}
 	}()
 	v, err = attempt(c.ctx, c.cfg, fn)
@@ -403,6 +404,9 @@ func gatedAttempt[T any](c *call, fn func(context.Context) (T, error), done func
 	c.settle(err, done)
 	return v, err
 }
+
+// errPanicked is what a breaker hears of an attempt whose fn panicked.
+var errPanicked = errors.New("retry: fn panicked")
 
 // attempt calls fn once, with a per-attempt context if one is configured.
 func attempt[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {

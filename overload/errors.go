@@ -12,3 +12,10 @@ var ErrBudgetExhausted = errors.New("retry budget exhausted")
 // attempt a circuit breaker refused: fn was not called. Breakers given to
 // [retry.WithBreaker] wrap it in the error they refuse with.
 var ErrCircuitOpen = errors.New("circuit open")
+
+// ErrNotCounted is matched by what Do tells a [retry.Breaker] of an
+// attempt that says nothing of the downstream: the call's context ended
+// it, it was cancelled, or another Retrier had already given up on its
+// error. A breaker should count it neither as a success nor as a failure
+// (gobreaker: Settings.IsExcluded).
+var ErrNotCounted = errors.New("attempt not counted: it says nothing of the downstream")

@@ -18,20 +18,18 @@
 //
 // gobreaker counts attempts, not calls: each attempt of each call is one
 // request, so a call of three failed attempts is three consecutive
-// failures. Do decides what failed, not gobreaker: an error Do would
-// retry (attempts left or not) is a failure; a success, a
-// [retry.Permanent] error, an error refused by retry.WithRetryIf, an
-// error matching context.Canceled, an error another Retrier gave up on
-// (an [*retry.Error] in fn's error), and any attempt that ended with the
-// call's context done are successes for the breaker: Do reports them as
-// not failed, since they are answers or the caller's doing. A canceled
-// attempt in the half-open state therefore counts toward closing the
-// breaker.
-//
-// For that reason gobreaker's Settings.IsSuccessful and IsExcluded do not
-// see the attempt's error: they are called with nil for an attempt that
-// did not fail and with a fixed error for one that did. [NewBreaker]
-// refuses Settings that set them.
+// failures. Do decides what failed, not gobreaker, and tells it through
+// done's error:
+//   - nil, a success, for a success and for an answer for good: a
+//     [retry.Permanent] error, an error refused by retry.WithRetryIf;
+//   - an error matching [overload.ErrNotCounted], excluded from the counts
+//     (see [Excluded]), for an attempt that says nothing of the
+//     downstream: the call's context ended it, it matched
+//     context.Canceled, or another Retrier had given up on its error (an
+//     [*retry.Error] in fn's error). A cancelled trial in the half-open
+//     state neither closes nor re-opens the breaker;
+//   - the attempt's error, a failure, for an error Do would retry
+//     (attempts left or not), and for a panic in fn.
 package retrygobreaker
 
 import (
@@ -71,10 +69,10 @@ type twoStep interface {
 var _ retry.Breaker = (*Breaker)(nil)
 
 // New adapts cb, a breaker that other code may share: its state and
-// counts are cb's own, read with cb.State and cb.Counts. cb's
-// IsSuccessful and IsExcluded see nil or a fixed error, not the
-// attempt's (see the package documentation). A nil cb gives an error
-// wrapping [retry.ErrInvalidOption].
+// counts are cb's own, read with cb.State and cb.Counts. Build cb with
+// Settings.IsExcluded set to [Excluded] (or a function that calls it),
+// so that attempts that say nothing of the downstream are not counted
+// as failures. A nil cb gives an error wrapping [retry.ErrInvalidOption].
 func New[T any](cb *gobreaker.TwoStepCircuitBreaker[T]) (*Breaker, error) {
 	if cb == nil {
 		return nil, fmt.Errorf("%w: retrygobreaker.New: the breaker is nil; build one with gobreaker.NewTwoStepCircuitBreaker or use NewBreaker", retry.ErrInvalidOption)
@@ -89,16 +87,17 @@ func New[T any](cb *gobreaker.TwoStepCircuitBreaker[T]) (*Breaker, error) {
 // st.OnStateChange to follow its state, or build the breaker yourself and
 // pass it to [New].
 //
-// st.IsSuccessful and st.IsExcluded must be nil: Do decides what counts
-// as a failure, and they would not see the attempt's error (see the
-// package documentation); a Settings that sets them gives an error
-// wrapping [retry.ErrInvalidOption].
+// gobreaker then sees what Do tells of each attempt: nil for a success
+// or an answer for good, the attempt's error for a failure, and an error
+// matching [overload.ErrNotCounted] for an attempt that says nothing of
+// the downstream, which NewBreaker excludes from the counts ([Excluded])
+// besides what st.IsExcluded excludes. st.IsSuccessful, if set, sees the
+// failures' errors (a permanent error never reaches it: Do passes nil).
 func NewBreaker(st gobreaker.Settings) (*Breaker, error) {
-	switch {
-	case st.IsSuccessful != nil:
-		return nil, fmt.Errorf("%w: retrygobreaker.NewBreaker: Settings.IsSuccessful must be nil: Do decides what counts as a failure (use retry.Permanent or retry.WithRetryIf)", retry.ErrInvalidOption)
-	case st.IsExcluded != nil:
-		return nil, fmt.Errorf("%w: retrygobreaker.NewBreaker: Settings.IsExcluded must be nil: Do decides what counts as a failure (use retry.Permanent or retry.WithRetryIf)", retry.ErrInvalidOption)
+	if user := st.IsExcluded; user != nil {
+		st.IsExcluded = func(err error) bool { return Excluded(err) || user(err) }
+	} else {
+		st.IsExcluded = Excluded
 	}
 	return newBreaker(gobreaker.NewTwoStepCircuitBreaker[struct{}](st)), nil
 }
@@ -117,10 +116,6 @@ func newBreaker(cb twoStep) *Breaker {
 // errNotBuilt refuses the attempts of a zero or nil Breaker.
 var errNotBuilt = fmt.Errorf("%w: retrygobreaker: the *Breaker is nil or zero; build one with New or NewBreaker", retry.ErrInvalidOption)
 
-// errAttemptFailed is what gobreaker is told of a failed attempt: its
-// done takes an error, and Do passes on only whether the attempt failed.
-var errAttemptFailed = errors.New("retrygobreaker: the attempt failed")
-
 // Allow asks the breaker for leave to make an attempt; Do calls it before
 // every attempt that would call fn. While gobreaker refuses (open, or
 // half-open with MaxRequests attempts under way), it returns an error
@@ -129,7 +124,7 @@ var errAttemptFailed = errors.New("retrygobreaker: the attempt failed")
 // errors.Is, and whose text names the breaker and its state only.
 // Otherwise done reports how the attempt ended: failed is true for an
 // error Do would retry; see the package documentation.
-func (b *Breaker) Allow() (done func(failed bool), err error) {
+func (b *Breaker) Allow() (done func(err error), err error) {
 	if b == nil || b.cb == nil {
 		return nil, errNotBuilt
 	}
@@ -137,14 +132,16 @@ func (b *Breaker) Allow() (done func(failed bool), err error) {
 	if err != nil {
 		return nil, b.refuse(err)
 	}
-	return func(failed bool) {
-		if failed {
-			report(errAttemptFailed)
-		} else {
-			report(nil)
-		}
-	}, nil
+	return report, nil
 }
+
+// Excluded reports whether err is what Do tells a breaker of an attempt
+// that says nothing of the downstream ([overload.ErrNotCounted]: the
+// call's context ended it, it was cancelled, another Retrier had given up
+// on it). [NewBreaker] excludes those attempts from gobreaker's counts;
+// for a breaker built by hand and given to [New], set
+// Settings.IsExcluded to Excluded (or call it from your own).
+func Excluded(err error) bool { return errors.Is(err, overload.ErrNotCounted) }
 
 // Refuses reports, without reserving a request, whether the breaker is
 // open: Do asks it before each wait between attempts, so that a call does

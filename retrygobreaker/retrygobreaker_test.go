@@ -27,6 +27,9 @@ var errDown = errors.New("connection refused")
 // so that tests can read the breaker's state and counts.
 func newBreaker(t *testing.T, st gobreaker.Settings) (*retrygobreaker.Breaker, *gobreaker.TwoStepCircuitBreaker[struct{}]) {
 	t.Helper()
+	if st.IsExcluded == nil {
+		st.IsExcluded = retrygobreaker.Excluded // as New's documentation asks
+	}
 	cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
 	b, err := retrygobreaker.New(cb)
 	require.NoError(t, err)
@@ -79,13 +82,6 @@ func TestBadInput(t *testing.T) {
 	_, err := retrygobreaker.New[struct{}](nil)
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "the breaker is nil")
-
-	_, err = retrygobreaker.NewBreaker(gobreaker.Settings{IsSuccessful: func(error) bool { return true }})
-	require.ErrorIs(t, err, retry.ErrInvalidOption)
-	assert.Contains(t, err.Error(), "Settings.IsSuccessful must be nil")
-	_, err = retrygobreaker.NewBreaker(gobreaker.Settings{IsExcluded: func(error) bool { return true }})
-	require.ErrorIs(t, err, retry.ErrInvalidOption)
-	assert.Contains(t, err.Error(), "Settings.IsExcluded must be nil")
 
 	_, err = retry.New(retry.WithBreaker((*retrygobreaker.Breaker)(nil)))
 	require.ErrorIs(t, err, retry.ErrInvalidOption, "WithBreaker refuses a nil *Breaker")
@@ -265,7 +261,8 @@ func TestNotAFailure(t *testing.T) {
 
 	assert.Equal(t, 7, calls)
 	assert.Equal(t, gobreaker.StateClosed, cb.State())
-	assert.Equal(t, gobreaker.Counts{Requests: 7, TotalSuccesses: 7, ConsecutiveSuccesses: 7}, cb.Counts())
+	assert.Equal(t, gobreaker.Counts{Requests: 7, TotalSuccesses: 6, ConsecutiveSuccesses: 6, TotalExclusions: 1}, cb.Counts(),
+		"six answers for good; the cancelled attempt is excluded")
 
 	// One error worth retrying is a failure, and trips it.
 	err = retry.Do(ctx, func(context.Context) error { calls++; return errDown }, retry.WithBreaker(b), retry.WithBackoff(retry.Constant(0)))
@@ -412,4 +409,35 @@ func TestOutageLoad(t *testing.T) {
 			assert.Equal(t, gobreaker.StateClosed, cb.State())
 		})
 	})
+}
+
+// TestHalfOpenCancelledTrialIsNotCounted: a trial attempt that the caller
+// cancels says nothing of the downstream: the breaker stays half-open,
+// and the next trial decides.
+func TestHalfOpenCancelledTrialIsNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, cb := newBreaker(t, gobreaker.Settings{Name: "payments", Timeout: time.Second, ReadyToTrip: tripAfter(1)})
+		ctx := context.Background()
+		refusedBy(t, retry.Do(ctx, func(context.Context) error { return errDown }, retry.WithBreaker(b), retry.WithBackoff(retry.Constant(0))),
+			gobreaker.ErrOpenState, 1)
+		time.Sleep(time.Second + time.Nanosecond)
+		cctx, cancel := context.WithCancel(ctx)
+		err := retry.Do(cctx, func(context.Context) error { cancel(); return context.Canceled }, retry.WithBreaker(b))
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, gobreaker.StateHalfOpen, cb.State(), "neither closed nor open again")
+		require.NoError(t, retry.Do(ctx, func(context.Context) error { return nil }, retry.WithBreaker(b)), "the next trial is allowed")
+		assert.Equal(t, gobreaker.StateClosed, cb.State())
+	})
+}
+
+func TestNewBreakerKeepsTheUsersExclusions(t *testing.T) {
+	errIgnored := errors.New("ignore me")
+	b, err := retrygobreaker.NewBreaker(gobreaker.Settings{ReadyToTrip: tripAfter(1),
+		IsExcluded: func(err error) bool { return errors.Is(err, errIgnored) }})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_ = retry.Do(ctx, func(context.Context) error { return errIgnored }, retry.WithBreaker(b), retry.WithMaxAttempts(1))
+	require.NoError(t, b.Refuses(), "the user's exclusion holds")
+	_ = retry.Do(ctx, func(context.Context) error { return errDown }, retry.WithBreaker(b), retry.WithMaxAttempts(1))
+	require.ErrorIs(t, b.Refuses(), overload.ErrCircuitOpen)
 }

@@ -67,7 +67,7 @@ func newGate(clk clock.Clock, trip uint32, timeout time.Duration) *gate {
 var errOpen = fmt.Errorf("%w: %w", overload.ErrCircuitOpen, gobreaker.ErrOpenState)
 
 // Allow asks the breaker for an attempt.
-func (g *gate) Allow() (func(failed bool), error) {
+func (g *gate) Allow() (func(error), error) {
 	// Open until the period has passed, as gobreaker's expiry.Before(now).
 	if at := g.openAt.Load(); at != 0 && g.clk.Now().UnixNano() <= at+int64(g.timeout) {
 		return nil, errOpen
@@ -76,8 +76,8 @@ func (g *gate) Allow() (func(failed bool), error) {
 	if err != nil { // open, or half-open with its probe under way
 		return nil, fmt.Errorf("%w: %w", overload.ErrCircuitOpen, err)
 	}
-	return func(failed bool) {
-		if failed {
+	return func(err error) {
+		if err != nil && !errors.Is(err, overload.ErrNotCounted) {
 			done(errDownstream)
 		} else {
 			done(nil)

@@ -33,7 +33,7 @@ func TestGate_decidesAsGobreakerDoes(t *testing.T) {
 			start := time.Now()
 			downFor := time.Duration(10+rng.IntN(30)) * time.Second
 			type pending struct {
-				gate func(bool)
+				gate func(error)
 				cb   func(error)
 			}
 			var inFlight []pending // attempts under way, ended first in first out
@@ -56,13 +56,12 @@ func TestGate_decidesAsGobreakerDoes(t *testing.T) {
 				}
 				// Up to three attempts stay under way at once.
 				for len(inFlight) > rng.IntN(4) {
-					failed := time.Since(start) < downFor
-					inFlight[0].gate(failed)
-					if failed {
-						inFlight[0].cb(errDownstream)
-					} else {
-						inFlight[0].cb(nil)
+					var err error // what Do passes a breaker: the failure's error, or nil
+					if time.Since(start) < downFor {
+						err = errDownstream
 					}
+					inFlight[0].gate(err)
+					inFlight[0].cb(err)
 					inFlight = inFlight[1:]
 				}
 				time.Sleep(time.Duration(1+rng.IntN(400)) * time.Millisecond)
@@ -79,12 +78,12 @@ func TestGate_decidesAsGobreakerDoes(t *testing.T) {
 // refuseAfter allows n attempts, then refuses every one.
 type refuseAfter struct{ n int }
 
-func (b *refuseAfter) Allow() (func(bool), error) {
+func (b *refuseAfter) Allow() (func(error), error) {
 	if b.n == 0 {
 		return nil, errOpen
 	}
 	b.n--
-	return func(bool) {}, nil
+	return func(error) {}, nil
 }
 
 // A call that a breaker stops after a wait ends right after that wait,
