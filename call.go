@@ -59,27 +59,21 @@ type notCountedError struct{ err error }
 func (e notCountedError) Error() string   { return overload.ErrNotCounted.Error() + ": " + e.err.Error() }
 func (e notCountedError) Unwrap() []error { return []error{overload.ErrNotCounted, e.err} }
 
-// peekBreaker asks a breaker that can say so whether it would refuse the
-// next attempt now, before the call waits for it, and returns the call's
-// error if so.
+// mayRetry asks, before a wait of d, a breaker that can tell whether it
+// would refuse the next attempt now, then the budget for leave to retry;
+// it returns the call's error if either refuses.
 //
 //go:noinline
-func (c *call) peekBreaker() error {
+func (c *call) mayRetry(d time.Duration) error {
 	if p, ok := c.cfg.breaker.(interface{ Refuses() error }); ok {
 		if err := p.Refuses(); err != nil {
 			return c.fail(OutcomeRefused, err, nil)
 		}
 	}
-	return nil
-}
-
-// askBudget asks the budget for leave to wait d and retry, and returns the
-// call's error if it refused.
-//
-//go:noinline
-func (c *call) askBudget(d time.Duration) error {
-	if err := c.cfg.budget.Retry(d); err != nil {
-		return c.fail(OutcomeRefused, err, nil)
+	if b := c.cfg.budget; b != nil {
+		if err := b.Retry(d); err != nil {
+			return c.fail(OutcomeRefused, err, nil)
+		}
 	}
 	return nil
 }

@@ -208,6 +208,7 @@ type config struct {
 	bucket         *overload.TokenBucket // budget, when it is one: its success inlines
 	breaker        Breaker               // nil: no breaker
 	budgetSet      bool                  // WithBudget was given (New adds the default otherwise)
+	guarded        bool                  // a budget or a breaker is asked before each wait; set by apply and New
 	nestedRetries  bool                  // retry errors other Retriers gave up on
 	resolved       bool                  // apply has filled in the defaults
 	slow           bool                  // the first attempt needs the loop's state; set by apply

@@ -114,7 +114,7 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 	case m.inner && !cfg.nestedRetries:
 		return 0, stopInner
 	}
-	if cfg.refuses(err, m.hinted) {
+	if cfg.retryIf != nil && !m.hinted && cfg.retryIfRefuses(err) {
 		return 0, stopPermanent
 	}
 	if attempt >= maxAttempts {
@@ -135,15 +135,10 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 	return d, wait
 }
 
-// refuses says whether WithRetryIf refuses err, which holds no server
-// delay unless hinted. The checks that need no call come first, and inline where it
-// is used: without WithRetryIf a failure pays for nothing here.
-func (cfg *config) refuses(err error, hinted bool) bool {
-	return cfg.retryIf != nil && !hinted && cfg.retryIfRefuses(err)
-}
-
 // retryIfRefuses asks WithRetryIf about err, unless a hook marked err to
-// be tried again whatever it says.
+// be tried again whatever it says. Its callers check first, inline, that
+// WithRetryIf is set and err holds no server delay, which WithRetryIf is
+// not asked about.
 func (cfg *config) retryIfRefuses(err error) bool {
 	if _, always := err.(alwaysRetried); always {
 		return false
@@ -174,7 +169,7 @@ func (cfg *config) judge(ctx context.Context, err error) (j judgement, throttled
 	switch {
 	case m.canceled || (m.inner && !cfg.nestedRetries):
 		return notCounted, false
-	case m.permanent || cfg.refuses(err, m.hinted):
+	case m.permanent || (cfg.retryIf != nil && !m.hinted && cfg.retryIfRefuses(err)):
 		return answered, false
 	}
 	return failure, m.hinted

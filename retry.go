@@ -27,7 +27,7 @@ func New(opts ...Option) (*Retrier, error) {
 	}
 	if !r.c.budgetSet {
 		b := defaultBudget()
-		r.c.budget, r.c.bucket, r.c.budgetSet = b, b, true
+		r.c.budget, r.c.bucket, r.c.budgetSet, r.c.guarded = b, b, true, true
 	}
 	return r, nil
 }
@@ -45,6 +45,7 @@ func (c *config) apply(opts []Option) error {
 	// Everything that needs the loop's state from the first attempt on
 	// sends calls down the slow path.
 	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil || c.dl.active() || c.breaker != nil
+	c.guarded = c.breaker != nil || c.budget != nil
 	return c.err
 }
 
@@ -301,15 +302,12 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 				// fn, so call it here (runAttempt's calls cost more).
 				c.attempts++
 				v, err = fn(ctx)
-			} else {
-				v, err = runAttempt(&c, hooks, fn)
+			} else if v, err = runAttempt(&c, hooks, fn); c.refused {
+				var zero T
+				return finish(&c, hooks, zero, err)
 			}
 			if err == nil {
 				return finish(&c, hooks, v, nil)
-			}
-			if c.refused {
-				var zero T
-				return finish(&c, hooks, zero, err)
 			}
 		}
 		c.last = err
@@ -318,14 +316,8 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			var zero T
 			return finish(&c, hooks, zero, c.stopFor(verdict))
 		}
-		if cfg.breaker != nil {
-			if err = c.peekBreaker(); err != nil {
-				var zero T
-				return finish(&c, hooks, zero, err)
-			}
-		}
-		if cfg.budget != nil {
-			if err = c.askBudget(d); err != nil {
+		if cfg.guarded {
+			if err = c.mayRetry(d); err != nil {
 				var zero T
 				return finish(&c, hooks, zero, err)
 			}
