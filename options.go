@@ -134,10 +134,9 @@ func (c *config) applyOne(i int, o *Option) {
 	case setDeadLetter:
 		c.dl = o.v.(*deadLetterConfig)
 	case setBudget:
-		c.budget, c.bucket, c.budgetSet = nil, nil, true
+		c.budget, c.budgetSet = nil, true
 		if o.v != nil {
 			c.budget = o.v.(Budget)
-			c.bucket, _ = o.v.(*overload.TokenBucket)
 		}
 	case setBreaker:
 		c.breaker = o.v.(Breaker)
@@ -198,20 +197,20 @@ type config struct {
 	retryIf        func(error) bool
 	rand           *lockedSource
 	observer       Observer
-	waitArmed      func(time.Duration) // the clock's WaitArmed, if it has one; set by apply
+	waitArmed      func(time.Duration) // the clock's WaitArmed, if it has one; set by derive
 	testWaitArmed  func(time.Duration) // set by this package's tests only
 	name           string
 	payload        []byte
 	dl             *deadLetterConfig     // nil without dead-letter options
 	idem           *idemConfig           // nil: not idempotent
 	budget         Budget                // nil: no budget
-	bucket         *overload.TokenBucket // budget, when it is one: its success inlines
+	bucket         *overload.TokenBucket // budget, when it is one: its success inlines; set by derive
 	breaker        Breaker               // nil: no breaker
 	budgetSet      bool                  // WithBudget was given (New adds the default otherwise)
-	guarded        bool                  // a budget or a breaker is asked before each wait; set by apply and New
+	guarded        bool                  // a budget or a breaker is asked before each wait; set by derive
 	nestedRetries  bool                  // retry errors other Retriers gave up on
 	resolved       bool                  // apply has filled in the defaults
-	slow           bool                  // the first attempt needs the loop's state; set by apply
+	slow           bool                  // the first attempt needs the loop's state; set by derive
 	jitterSet      bool
 	zeroWaits      bool // the backoff is Constant(0); set by resolve
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/steadfast-go/retry/overload"
 )
 
 // Retrier runs functions with a fixed retry policy. Build one with [New].
@@ -22,20 +24,32 @@ type Retrier struct {
 // problem; New never panics.
 func New(opts ...Option) (*Retrier, error) {
 	r := &Retrier{}
-	if err := r.c.apply(opts); err != nil {
-		return nil, err
-	}
+	r.c.set(opts)
 	if !r.c.budgetSet {
-		b := defaultBudget()
-		r.c.budget, r.c.bucket, r.c.budgetSet, r.c.guarded = b, b, true, true
+		r.c.budget, r.c.budgetSet = defaultBudget(), true
+	}
+	if err := r.c.derive(); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
 
+// apply applies opts to c and derives what the calls read from the result.
 func (c *config) apply(opts []Option) error {
+	c.set(opts)
+	return c.derive()
+}
+
+func (c *config) set(opts []Option) {
 	for i := range opts {
 		c.applyOne(i, &opts[i])
 	}
+}
+
+// derive checks the settings as a whole, resolves the defaults, and sets
+// what the calls read instead of working it out each time. It is the one
+// place that state is set, so it cannot disagree with the settings.
+func (c *config) derive() error {
 	c.checkIdem()
 	c.resolve()
 	c.waitArmed = c.testWaitArmed
@@ -46,6 +60,7 @@ func (c *config) apply(opts []Option) error {
 	// sends calls down the slow path.
 	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil || c.dl.active() || c.breaker != nil
 	c.guarded = c.breaker != nil || c.budget != nil
+	c.bucket, _ = c.budget.(*overload.TokenBucket)
 	return c.err
 }
 
