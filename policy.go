@@ -18,6 +18,7 @@ const (
 	stopMaxElapsed                // the wait would end at or after the time budget
 	stopDeadline                  // the wait would end at or after the context's deadline
 	stopInner                     // another Retrier gave up on the error already
+	stopCanceled                  // the work was cancelled on purpose: ends as stopPermanent does
 )
 
 // alwaysRetried is implemented by the errors of attempts that a hook
@@ -102,17 +103,8 @@ func isCanceled(wrapper error) bool {
 // attempts, time budget, context deadline.
 func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err error, ctxDone bool, elapsed, left time.Duration, hasDeadline bool) (time.Duration, verdict) {
 	m := classify(err)
-	switch {
-	case m.permanent:
-		return 0, stopPermanent
-	case ctxDone:
-		return 0, stopContext
-	case m.canceled:
-		// Someone cancelled the work on purpose; another attempt would
-		// be cancelled too.
-		return 0, stopPermanent
-	case m.inner && !cfg.nestedRetries:
-		return 0, stopInner
+	if v := cfg.stops(m, ctxDone); v != wait {
+		return 0, v
 	}
 	if cfg.retryIf != nil && !m.hinted && cfg.retryIfRefuses(err) {
 		return 0, stopPermanent
@@ -133,6 +125,28 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 		return d, stopDeadline
 	}
 	return d, wait
+}
+
+// stops says whether an attempt's error, in whose chain classify found
+// m, ends the call whatever the attempts and the time left, and why; wait
+// means it does not, unless WithRetryIf refuses the error (asked by the
+// callers, after this, since only that needs a call). decide and judge
+// both read it, so that the loop and a budget or breaker agree on what an
+// error is. It depends on m alone and inlines.
+func (cfg *config) stops(m marks, ctxDone bool) verdict {
+	switch {
+	case m.permanent:
+		return stopPermanent
+	case ctxDone:
+		return stopContext
+	case m.canceled:
+		// Someone cancelled the work on purpose; another attempt would
+		// be cancelled too.
+		return stopCanceled
+	case m.inner && !cfg.nestedRetries:
+		return stopInner
+	}
+	return wait
 }
 
 // retryIfRefuses asks WithRetryIf about err, unless a hook marked err to
@@ -162,17 +176,18 @@ func (cfg *config) judge(ctx context.Context, err error) (j judgement, throttled
 	if err == nil {
 		return answered, false
 	}
-	if ctx.Err() != nil {
-		return notCounted, false
-	}
 	m := classify(err)
-	switch {
-	case m.canceled || (m.inner && !cfg.nestedRetries):
-		return notCounted, false
-	case m.permanent || (cfg.retryIf != nil && !m.hinted && cfg.retryIfRefuses(err)):
+	switch cfg.stops(m, ctx.Err() != nil) {
+	case wait:
+		if cfg.retryIf != nil && !m.hinted && cfg.retryIfRefuses(err) {
+			return answered, false
+		}
+		return failure, m.hinted
+	case stopPermanent:
 		return answered, false
+	default: // the context, a cancellation, another Retrier's give-up
+		return notCounted, false
 	}
-	return failure, m.hinted
 }
 
 // wait computes the wait after attempt failed: jitter(backoff(attempt)),
