@@ -258,3 +258,28 @@ func TestObserver_callWithoutAttempt(t *testing.T) {
 		return p.Attributes.Equals(&canceled) && p.Value == 1
 	}), "the call is counted as canceled: %v", calls)
 }
+
+// TestObserver_refusals counts the calls a budget or a breaker refused
+// with retry.outcome "refused".
+func TestObserver_refusals(t *testing.T) {
+	t.Parallel()
+	obs, collect := newObserver(t, retryotel.Options{})
+	sum := func(name string) func() float64 {
+		return func() float64 {
+			var s int64
+			for _, p := range collect(name).Data.(metricdata.Sum[int64]).DataPoints {
+				s += p.Value
+			}
+			return float64(s)
+		}
+	}
+	metricstest.Refusals(t, obs, sum("retry.calls.in_flight"), sum("retry.waits.in_progress"))
+	refused := int64(-1)
+	for _, p := range collect("retry.calls").Data.(metricdata.Sum[int64]).DataPoints {
+		if v, ok := p.Attributes.Value(retryotel.OutcomeKey); ok && v.AsString() == "refused" {
+			refused = p.Value
+		}
+	}
+	assert.Equal(t, int64(2), refused)
+	assert.Equal(t, float64(2), sum("retry.attempts")())
+}

@@ -286,3 +286,28 @@ retry_calls_total{operation="op",outcome="success"} 0
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_in_flight", "retry_calls_total"))
 }
+
+// TestObserver_refusals counts the calls a budget or a breaker refused as
+// outcome="refused".
+func TestObserver_refusals(t *testing.T) {
+	t.Parallel()
+	obs, reg := newObserver(t, retryprom.Options{})
+	metricstest.Refusals(t, obs,
+		func() float64 { return sumGauge(t, reg, "retry_calls_in_flight") },
+		func() float64 { return sumGauge(t, reg, "retry_waits_in_progress") })
+	want := `
+# HELP retry_calls_total Calls ended, by outcome.
+# TYPE retry_calls_total counter
+retry_calls_total{operation="op",outcome="canceled"} 0
+retry_calls_total{operation="op",outcome="deadline"} 0
+retry_calls_total{operation="op",outcome="exhausted"} 0
+retry_calls_total{operation="op",outcome="max-elapsed"} 0
+retry_calls_total{operation="op",outcome="permanent"} 0
+retry_calls_total{operation="op",outcome="refused"} 2
+retry_calls_total{operation="op",outcome="success"} 0
+# HELP retry_attempts_total Attempts made, first attempts included.
+# TYPE retry_attempts_total counter
+retry_attempts_total{operation="op"} 2
+`
+	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_total", "retry_attempts_total"))
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retryslog"
 )
@@ -66,6 +67,14 @@ func TestSlogObserver_firstTrySuccessIsSilent(t *testing.T) {
 	assert.Empty(t, logged(t, slog.LevelDebug, nil, metricstest.Failing(1, nil)))
 }
 
+// smallBudget refuses the second retry of a failing call.
+func smallBudget(t *testing.T) *overload.TokenBucket {
+	t.Helper()
+	b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 4})
+	require.NoError(t, err)
+	return b
+}
+
 func TestSlogObserver_levels(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -78,6 +87,7 @@ func TestSlogObserver_levels(t *testing.T) {
 		{name: "permanent", fn: metricstest.Failing(2, retry.Permanent(metricstest.ErrFlaky)), level: "WARN", outcome: "permanent"},
 		{name: "exhausted", fn: metricstest.Failing(9, nil), level: "ERROR", outcome: "exhausted"},
 		{name: "max_elapsed", fn: metricstest.Failing(9, nil), extra: []retry.Option{retry.WithMaxElapsed(1500 * time.Millisecond)}, level: "ERROR", outcome: "max-elapsed"},
+		{name: "refused", fn: metricstest.Failing(9, nil), extra: []retry.Option{retry.WithBudget(smallBudget(t))}, level: "ERROR", outcome: "refused"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -276,3 +276,21 @@ func TestStats_noAllocation(t *testing.T) {
 	metricstest.NoAllocation(t, stats)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = stats.Snapshot() }))
 }
+
+// TestStats_refusals counts calls a budget or a breaker refused, by who
+// refused them.
+func TestStats_refusals(t *testing.T) {
+	t.Parallel()
+	stats := new(retrystats.Stats)
+	metricstest.Refusals(t, stats,
+		func() float64 { return float64(stats.Snapshot().InFlight) },
+		func() float64 { return float64(stats.Snapshot().Waiting) })
+	s := stats.Snapshot()
+	assert.Equal(t, uint64(2), s.Refused)
+	assert.Equal(t, uint64(1), s.BudgetDenied)
+	assert.Equal(t, uint64(1), s.CircuitOpen)
+	assert.Equal(t, uint64(2), s.Calls())
+	assert.Equal(t, uint64(2), s.Attempts)
+	assert.Equal(t, uint64(1), s.Retries)
+	assert.Equal(t, uint64(1), s.NoAttempt, "the breaker's refusal came before any attempt")
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 )
 
 // ErrFlaky is the error of the functions returned by Failing.
@@ -128,3 +129,41 @@ func NoAllocation(t *testing.T, obs retry.Observer) {
 		t.Errorf("a first-try success allocates %v times, want 0", n)
 	}
 }
+
+// Refusals makes two calls of the operation "op" through obs that end
+// with retry.OutcomeRefused: one whose second retry a small budget
+// refuses (two attempts, one 1s wait between them), and one that an open
+// breaker refuses before any attempt. Each call's error must match its
+// refusal; afterwards the calls in flight and the waits in progress, as
+// read by inFlight and waiting, must be 0. The observer's own counts are
+// the caller's to check: 2 refused calls, 2 attempts, 1 retry.
+func Refusals(t *testing.T, obs retry.Observer, inFlight, waiting func() float64) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		empty, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 4})
+		if err != nil {
+			t.Fatalf("NewTokenBucket: %v", err)
+		}
+		common := []retry.Option{retry.WithName("op"), retry.WithObserver(obs),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter)}
+		err = retry.Do(t.Context(), Failing(9, nil), append(common, retry.WithBudget(empty))...)
+		if !errors.Is(err, overload.ErrBudgetExhausted) {
+			t.Errorf("the budget's refusal: %v, want an error matching overload.ErrBudgetExhausted", err)
+		}
+		err = retry.Do(t.Context(), Failing(1, nil), append(common, retry.WithBreaker(openBreaker{}))...)
+		if !errors.Is(err, overload.ErrCircuitOpen) {
+			t.Errorf("the breaker's refusal: %v, want an error matching overload.ErrCircuitOpen", err)
+		}
+		if got := inFlight(); got != 0 {
+			t.Errorf("calls in flight after the refusals: %v, want 0", got)
+		}
+		if got := waiting(); got != 0 {
+			t.Errorf("waits in progress after the refusals: %v, want 0", got)
+		}
+	})
+}
+
+// openBreaker refuses every attempt.
+type openBreaker struct{}
+
+func (openBreaker) Allow() (func(error), error) { return nil, overload.ErrCircuitOpen }
