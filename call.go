@@ -13,21 +13,24 @@ import (
 // call is the state of one call of Do. It lives on Do's stack; hooks get a
 // pointer to it for the call's duration only.
 type call struct {
-	cfg      *config
-	ctx      context.Context
-	start    time.Time // set only when something needs elapsed time
-	mark     time.Time // with an observer: the last attempt's start, then its end
+	cfg   *config
+	ctx   context.Context
+	start time.Time // set only when something needs elapsed time
+	// With an observer: the last attempt's start, then its end, as a span
+	// since start (8 bytes where a time.Time takes 24: the frame of a
+	// parked call is on its stack); marked says it is set.
+	mark     time.Duration
 	attempts int
 	prevWait time.Duration
 	last     error
 	timer    waitTimer
-	deadline time.Time   // the context's deadline, read at the first failure
-	dlState  uint8       // 0: deadline not read yet; 1: none; 2: read
-	waited   bool        // the call ended in (or right after) a non-zero wait
 	dead     *attemptLog // the dead-letter hook's per-attempt errors; nil until a failure
-	dlStored bool        // the dead-letter hook stored the call's record
-	dlFailed bool        // the dead-letter hook found every sink failing
-	refused  bool        // the breaker refused the next attempt: the error says why
+	// The flags last, together: no padding between them.
+	marked   bool
+	waited   bool // the call ended in (or right after) a non-zero wait
+	dlStored bool // the dead-letter hook stored the call's record
+	dlFailed bool // the dead-letter hook found every sink failing
+	refused  bool // the breaker refused the next attempt: the error says why
 }
 
 // settle tells the budget and the breaker how an attempt that called fn
@@ -97,9 +100,9 @@ func (c *call) attemptStarted() {
 		return
 	}
 	obs.OnAttemptStart(c.ctx, AttemptStart{Name: c.cfg.name, Attempt: c.attempts, Wait: c.prevWait})
-	c.mark = c.start
+	c.mark, c.marked = 0, true
 	if c.attempts > 1 {
-		c.mark = c.cfg.now()
+		c.mark = c.cfg.now().Sub(c.start)
 	}
 }
 
@@ -109,8 +112,8 @@ func (c *call) attemptEnded(err error) {
 	if obs == nil {
 		return
 	}
-	end := c.cfg.now()
-	obs.OnAttemptEnd(c.ctx, AttemptEnd{Name: c.cfg.name, Attempt: c.attempts, Err: err, Duration: end.Sub(c.mark)})
+	end := c.cfg.now().Sub(c.start)
+	obs.OnAttemptEnd(c.ctx, AttemptEnd{Name: c.cfg.name, Attempt: c.attempts, Err: err, Duration: end - c.mark})
 	c.mark = end
 }
 
@@ -126,10 +129,10 @@ func finish[T any](c *call, hooks *hooks[T], v T, err error) (T, error) {
 		switch e := asError(err); {
 		case err == nil:
 			// A success ends with its attempt's end, when there was one.
-			if c.mark.IsZero() {
-				c.mark = c.cfg.now()
+			if !c.marked {
+				c.mark = c.cfg.now().Sub(c.start)
 			}
-			d.Elapsed = c.mark.Sub(c.start)
+			d.Elapsed = c.mark
 		case e != nil:
 			d.Outcome, d.Elapsed = e.Outcome, c.cfg.now().Sub(c.start)
 		default:
@@ -207,20 +210,16 @@ func (c *call) stopForContext(waited bool) error {
 
 // next asks the policy what follows a failed attempt. It reads the clock
 // only for what the Retrier needs: the time budget, the context deadline.
+// It asks the context for its deadline each time rather than keep it in
+// the call, whose frame a parked call keeps on its stack.
 func (c *call) next(attempt int, prev time.Duration, err error, maxAttempts int) (time.Duration, verdict) {
 	var elapsed, left time.Duration
 	if c.cfg.maxElapsed > 0 {
 		elapsed = c.cfg.now().Sub(c.start)
 	}
-	if c.dlState == 0 { // a context's deadline never changes: read it once
-		c.dlState = 1
-		if d, ok := c.ctx.Deadline(); ok {
-			c.deadline, c.dlState = d, 2
-		}
-	}
-	hasDeadline := c.dlState == 2
+	deadline, hasDeadline := c.ctx.Deadline()
 	if hasDeadline {
-		left = c.cfg.until(c.deadline)
+		left = c.cfg.until(deadline)
 	}
 	return c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil, elapsed, left, hasDeadline)
 }

@@ -99,24 +99,27 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 		return badCall(r == nil, ctx == nil)
 	}
 	cfg := r.config()
+	var first error
 	if !cfg.slow && ctx.Err() == nil {
 		// The fast path: nothing to observe, time or record, so the
 		// first attempt needs none of the loop's state.
-		if err := fn(ctx); err != nil {
-			_, err = loop[struct{}](ctx, cfg, unit(fn), err, nil)
-			return err
+		if first = fn(ctx); first == nil {
+			if cfg.budget != nil && !cfg.fullBucket() {
+				cfg.succeeded()
+			}
+			return nil
 		}
-		if cfg.budget != nil && !cfg.fullBucket() {
-			cfg.succeeded()
-		}
-		return nil
 	}
+	// One adapter for both calls below: each would take a slot of its own
+	// in this frame, which a parked call keeps on its stack.
+	u := unit(fn)
 	if cfg.idem == nil && !cfg.dl.active() {
-		// No hooks: run would only add its frame to a parked call's stack.
-		_, err := loop(ctx, cfg, unit(fn), nil, nil)
+		// No hooks (so never after the slow test above): run would only
+		// add its frame to a parked call's stack.
+		_, err := loop(ctx, cfg, u, first, nil)
 		return err
 	}
-	_, err := run(ctx, cfg, unit(fn))
+	_, err := run(ctx, cfg, u)
 	return err
 }
 
@@ -219,36 +222,53 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 // that holds a value in an interface, such as a payload or most
 // backoffs, may allocate where it is built.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
+	var r *Retrier
+	var first error
 	if ctx != nil && fn != nil && quickOptions(opts) && ctx.Err() == nil {
 		// The options are valid and the first attempt needs none of them.
-		if err := fn(ctx); err != nil {
-			// Build the policy now, on the heap, where the loop's calls
-			// may keep it. It cannot fail: quickOptions checked opts.
-			r := &Retrier{}
-			_ = r.c.apply(opts)
-			_, err = loop[struct{}](ctx, &r.c, unit(fn), err, nil)
-			return err
+		if first = fn(ctx); first == nil {
+			return nil
 		}
-		return nil
+		// Build the policy now, on the heap, where the loop's calls
+		// may keep it. It cannot fail: quickOptions checked opts.
+		r = &Retrier{}
+		_ = r.c.apply(opts)
+	} else {
+		var done bool
+		if r, first, done = prepare(ctx, fn, opts); done {
+			return first
+		}
+		if first == nil {
+			return r.Do(ctx, fn)
+		}
 	}
+	_, err := loop[struct{}](ctx, &r.c, unit(fn), first, nil)
+	return err
+}
+
+// prepare is the package-level Do for options that the first attempt
+// needs, or that quickOptions does not know: it applies opts and, if the
+// first attempt needs none of them, makes it. done says the call is over
+// (bad options, or a success), with first as its result; otherwise Do
+// goes on with r, on the heap, and the first attempt's error if there was
+// one. Kept out of line so that its config, 400 bytes of frame, is not on
+// the stack of a call parked in a wait.
+//
+//go:noinline
+func prepare(ctx context.Context, fn func(context.Context) error, opts []Option) (r *Retrier, first error, done bool) {
 	var c config
 	if err := c.apply(opts); err != nil {
-		return err
+		return nil, err, true
 	}
 	if !c.slow && ctx != nil && fn != nil && ctx.Err() == nil {
-		err := fn(ctx)
-		if err == nil {
+		if first = fn(ctx); first == nil {
 			if c.budget != nil && !c.fullBucket() {
 				c.succeeded()
 			}
-			return nil
+			return nil, nil, true
 		}
-		r := &Retrier{c: c}
-		_, err = loop[struct{}](ctx, &r.c, unit(fn), err, nil)
-		return err
 	}
-	r := &Retrier{c: c}
-	return r.Do(ctx, fn)
+	return &Retrier{c: c}, first, false
 }
 
 // DoValue calls fn with a Retrier built from opts and returns the value of
