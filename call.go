@@ -59,7 +59,9 @@ func (c *call) settle(err error, done func(error)) {
 // error.
 type notCountedError struct{ err error }
 
-func (e notCountedError) Error() string   { return overload.ErrNotCounted.Error() + ": " + e.err.Error() }
+func (e notCountedError) Error() string {
+	return overload.ErrNotCounted.Error() + ": " + errorText(e.err)
+}
 func (e notCountedError) Unwrap() []error { return []error{overload.ErrNotCounted, e.err} }
 
 // mayRetry asks, before a wait of d, a breaker that can tell whether it
@@ -175,9 +177,9 @@ func (c *call) stopFor(v verdict) error {
 	case stopExhausted:
 		return c.fail(OutcomeExhausted, ErrExhausted, nil)
 	case stopInner:
-		// Another Retrier gave up on this error: end as it did.
-		var in *Error
-		errors.As(c.last, &in) // classify found one
+		// Another Retrier gave up on this error: end as it did (the
+		// one classify found, not merely the first *Error in the chain).
+		in := innerGaveUp(c.last)
 		return c.fail(in.Outcome, in.Cause, nil)
 	case stopMaxElapsed:
 		return c.fail(OutcomeMaxElapsed, ErrExhausted, nil)

@@ -42,28 +42,30 @@ func (h deadLetterHook[T]) end(c *call, v T, err error) (T, error) {
 }
 
 // attemptLog keeps the per-attempt errors of one call for its dead letter:
-// the first cap(head) in head, then the most recent ones in a ring.
+// the first headMax in head, then the most recent tailMax in a ring. The
+// slices grow with the errors kept, not with the bound: MaxErrors may be
+// large ("keep them all") while a call makes a few attempts.
 type attemptLog struct {
-	head []AttemptError
-	tail []AttemptError // ring buffer of the latest errors after head filled up
-	next int            // index in tail of the next write
+	head, tail       []AttemptError // tail: a ring of the latest errors once head is full
+	headMax, tailMax int
+	next             int // index in tail of the next write, once tail is full
 }
 
 func newAttemptLog(d *deadLetterConfig) *attemptLog {
 	n := d.maxErrors
-	return &attemptLog{head: make([]AttemptError, 0, n/2), tail: make([]AttemptError, 0, n-n/2)}
+	return &attemptLog{headMax: n / 2, tailMax: n - n/2}
 }
 
 // add records that attempt failed with err after a wait of wait.
 func (l *attemptLog) add(attempt int, wait time.Duration, err error) {
-	if cap(l.head) == 0 && cap(l.tail) == 0 {
+	if l.headMax == 0 && l.tailMax == 0 {
 		return
 	}
-	e := AttemptError{Attempt: attempt, Wait: wait, Error: err.Error()}
+	e := AttemptError{Attempt: attempt, Wait: wait, Error: errorText(err)}
 	switch {
-	case len(l.head) < cap(l.head):
+	case len(l.head) < l.headMax:
 		l.head = append(l.head, e)
-	case len(l.tail) < cap(l.tail):
+	case len(l.tail) < l.tailMax:
 		l.tail = append(l.tail, e)
 	default:
 		l.tail[l.next] = e
@@ -104,7 +106,7 @@ func (c *call) deadLetter(e *Error) (err error, stored, failed bool) {
 		Errors:       c.dead.list(),
 	}
 	if e.Last != nil {
-		dl.LastError = e.Last.Error()
+		dl.LastError = errorText(e.Last)
 	}
 	dl.IdempotencyKey = c.cfg.idempotencyKey(c.ctx)
 	if o := d.origin; o != nil {
@@ -152,13 +154,13 @@ type notRecordedError struct {
 
 func (n *notRecordedError) Error() string {
 	var b strings.Builder
-	b.WriteString(n.err.Error())
+	b.WriteString(errorText(n.err))
 	b.WriteString(" (dead letter not recorded: ")
 	for i, err := range n.sinks {
 		if i > 0 {
 			b.WriteString("; fallback: ")
 		}
-		b.WriteString(err.Error())
+		b.WriteString(errorText(err))
 	}
 	b.WriteString(")")
 	return b.String()

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -56,7 +57,9 @@ type Error struct {
 }
 
 // Error names the cause, the number of attempts and the last error, as in
-// "retry: attempts exhausted after 3 attempts: connection refused".
+// "retry: attempts exhausted after 3 attempts: connection refused". An
+// error whose own Error method panics, as a typed nil pointer's may, is
+// written as fmt writes it: "<nil>".
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("retry: ")
@@ -70,12 +73,12 @@ func (e *Error) Error() string {
 	case OutcomeDeadline:
 		if e.early {
 			b.WriteString("next wait would end past the context deadline")
-		} else {
-			b.WriteString(e.Cause.Error())
+			break
 		}
+		fallthrough
 	default:
 		if e.Cause != nil {
-			b.WriteString(e.Cause.Error())
+			b.WriteString(errorText(e.Cause))
 		} else {
 			b.WriteString(e.Outcome.String())
 		}
@@ -93,7 +96,7 @@ func (e *Error) Error() string {
 	}
 	if e.Last != nil {
 		b.WriteString(": ")
-		b.WriteString(e.Last.Error())
+		b.WriteString(errorText(e.Last))
 	}
 	return b.String()
 }
@@ -123,7 +126,7 @@ func Permanent(err error) error {
 
 type permanentError struct{ err error }
 
-func (p *permanentError) Error() string { return p.err.Error() }
+func (p *permanentError) Error() string { return errorText(p.err) }
 func (p *permanentError) Unwrap() error { return p.err }
 
 // IsPermanent reports whether err's chain holds a [Permanent] marker, or
@@ -132,7 +135,8 @@ func (p *permanentError) Unwrap() error { return p.err }
 // permanent to an outer Do as well.
 //
 // It does not look further inside an [*Error]: the markers an inner Do saw
-// were that Do's to act on.
+// were that Do's to act on. Like Do, it looks at no more than 16,384 links
+// of the chain, so that a chain that loops cannot hang it.
 func IsPermanent(err error) bool {
 	return classify(err).permanent
 }
@@ -157,32 +161,55 @@ type retryAfterError struct {
 	delay time.Duration
 }
 
-func (r *retryAfterError) Error() string { return r.err.Error() }
+func (r *retryAfterError) Error() string { return errorText(r.err) }
 func (r *retryAfterError) Unwrap() error { return r.err }
 
 // walk returns the first error in err's tree, depth first, for which match
 // is true. Unlike errors.As it stops at an *Error, so that markers seen by an
-// inner Do do not leak into an outer one.
+// inner Do do not leak into an outer one; like classify it looks at no more
+// than maxLinks links.
 func walk(err error, match func(error) bool) error {
-	for err != nil {
+	found, _ := walkN(err, match, maxLinks)
+	return found
+}
+
+func walkN(err error, match func(error) bool, left int) (error, int) {
+	for ; err != nil; left-- {
+		if left <= 0 {
+			return nil, 0
+		}
 		if match(err) {
-			return err
+			return err, left
 		}
 		switch e := err.(type) {
 		case *Error:
-			return nil
+			return nil, left
 		case interface{ Unwrap() error }:
 			err = e.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, inner := range e.Unwrap() {
-				if found := walk(inner, match); found != nil {
-					return found
+				var found error
+				if found, left = walkN(inner, match, left-1); found != nil || left <= 0 {
+					return found, left
 				}
 			}
-			return nil
+			return nil, left
 		default:
-			return nil
+			return nil, left
 		}
 	}
-	return nil
+	return nil, left
+}
+
+// errorText is err.Error(), or, if that panics, what fmt prints for err:
+// "<nil>" for a nil pointer, as a typed nil returned as an error often is.
+// A failed call must still be reported, logged and dead-lettered whatever
+// its error's Error method does.
+func errorText(err error) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = fmt.Sprint(err)
+		}
+	}()
+	return err.Error()
 }

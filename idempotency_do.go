@@ -229,7 +229,7 @@ func (s *idemCall[T]) end(_ *call, v T, err error) (T, error) {
 	case s.state == holding && errors.As(err, &e) && s.final(e):
 		// If this is not recorded, the next call runs fn again: after a
 		// failure that is a retry, not a duplicate side effect.
-		_ = s.complete(StoredOutcome{Permanent: true, Error: e.Last.Error()})
+		_ = s.complete(StoredOutcome{Permanent: true, Error: errorText(e.Last)})
 	default:
 		s.release()
 	}
@@ -252,7 +252,7 @@ func (s *idemCall[T]) recordSuccess(v T) error {
 	b, err := s.encode(v)
 	if err != nil {
 		encErr := &codecError{op: "encoded", err: err}
-		if err := s.complete(StoredOutcome{Permanent: true, Error: encErr.Error()}); err != nil {
+		if err := s.complete(StoredOutcome{Permanent: true, Error: errorText(encErr)}); err != nil {
 			return err
 		}
 		return encErr
@@ -473,7 +473,7 @@ func (s *idemCall[T]) notRecorded(err error) error {
 type outcomeNotRecordedError struct{ err error }
 
 func (e *outcomeNotRecordedError) Error() string {
-	return "retry: the work ran but its outcome is not recorded in the idempotency store: " + e.err.Error()
+	return "retry: the work ran but its outcome is not recorded in the idempotency store: " + errorText(e.err)
 }
 
 func (e *outcomeNotRecordedError) Is(target error) bool {

@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"time"
 )
@@ -38,14 +37,26 @@ type marks struct {
 // classify walks err's chain once for what the policy reads. Like
 // IsPermanent it looks for markers only outside any *Error, whose own
 // markers were an inner Do's to act on; context.Canceled is matched as
-// errors.Is would, inside an *Error too.
+// errors.Is would, inside an *Error too. It looks at no more than
+// maxLinks links.
 func classify(err error) (m marks) {
-	m.walk(err)
+	m.walk(err, maxLinks)
 	return m
 }
 
-func (m *marks) walk(err error) {
-	for err != nil {
+// maxLinks bounds how many links of an error's chain Do looks at, so that
+// a chain that loops (an Unwrap that returns its own error, or a tree
+// that holds itself) cannot hang a call or overflow its stack; the links
+// past it are not looked at. No real chain comes near it.
+const maxLinks = 1 << 14
+
+// walk adds what err's chain holds to m, looking at no more than left
+// links, and returns how many it may still look at.
+func (m *marks) walk(err error, left int) int {
+	for ; err != nil; left-- {
+		if left <= 0 {
+			return 0
+		}
 		// One type switch per link: a plain error (errors.New) goes
 		// through it to default, with no further type assertion.
 		switch e := err.(type) {
@@ -60,25 +71,98 @@ func (m *marks) walk(err error) {
 		case *Error:
 			m.permanent = m.permanent || e.Outcome == OutcomePermanent
 			m.inner = m.inner || e.Outcome == OutcomeExhausted || e.Outcome == OutcomeMaxElapsed || e.Outcome == OutcomeRefused
-			m.canceled = m.canceled || errors.Is(e, context.Canceled)
-			return
+			if !m.canceled {
+				m.canceled, left = canceledIn(e, left)
+			}
+			return left
 		case interface{ Unwrap() error }:
 			m.canceled = m.canceled || isCanceled(err)
 			err = e.Unwrap()
 		case interface{ Unwrap() []error }:
 			m.canceled = m.canceled || isCanceled(err)
 			for _, inner := range e.Unwrap() {
-				m.walk(inner)
+				if left = m.walk(inner, left-1); left <= 0 {
+					return 0
+				}
 			}
-			return
+			return left
 		case interface{ Is(error) bool }:
 			m.canceled = m.canceled || e.Is(context.Canceled)
-			return
+			return left
 		default:
 			m.canceled = m.canceled || err == context.Canceled
-			return
+			return left
 		}
 	}
+	return left
+}
+
+// canceledIn is errors.Is(err, context.Canceled), looking at no more than
+// left links; it also returns how many it may still look at.
+func canceledIn(err error, left int) (bool, int) {
+	for ; err != nil; left-- {
+		if left <= 0 {
+			return false, 0
+		}
+		if err == context.Canceled || isCanceled(err) {
+			return true, left
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				var found bool
+				if found, left = canceledIn(inner, left-1); found || left <= 0 {
+					return found, left
+				}
+			}
+			return false, left
+		default:
+			return false, left
+		}
+	}
+	return false, left
+}
+
+// innerGaveUp returns the *Error for which classify marked err inner: the
+// first, in the same order, of a Retrier that gave up (exhausted, out of
+// time, refused); nil if there is none within maxLinks links.
+func innerGaveUp(err error) *Error {
+	e, _ := findInner(err, maxLinks)
+	return e
+}
+
+func findInner(err error, left int) (*Error, int) {
+	for ; err != nil; left-- {
+		if left <= 0 {
+			return nil, 0
+		}
+		switch e := err.(type) {
+		case *permanentError:
+			err = e.err
+		case *retryAfterError:
+			err = e.err
+		case *Error:
+			if e.Outcome == OutcomeExhausted || e.Outcome == OutcomeMaxElapsed || e.Outcome == OutcomeRefused {
+				return e, left
+			}
+			return nil, left
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				var found *Error
+				if found, left = findInner(inner, left-1); found != nil || left <= 0 {
+					return found, left
+				}
+			}
+			return nil, left
+		default:
+			return nil, left
+		}
+	}
+	return nil, left
 }
 
 // isCanceled says whether a wrapper, not its chain, is context.Canceled
