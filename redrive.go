@@ -12,7 +12,10 @@ package retry
 // holder's, or done. A record without an idempotency key is replayed without
 // idempotency: r's default key, shared among unrelated records, would be
 // wrong. Give the replay dl's key with [ContextWithIdempotencyKey]. It is
-// what deadletter.Redrive uses; use it to write your own.
+// what deadletter.Redrive uses; use it to write your own, and call it
+// before marking dl: it returns an error wrapping [ErrInvalidOption] for a
+// record that Do would refuse before any attempt, and so before writing a
+// new record (a key of over 255 bytes, when r has [WithIdempotency]).
 // src must not be nil when r has no sink.
 func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error) {
 	return r.With(WithName(dl.Name), WithPayload(dl.Payload), Option{set: setFunc, v: func(c config) config {
@@ -30,8 +33,16 @@ func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error
 		d.on = 1<<OutcomePermanent | 1<<OutcomeExhausted | 1<<OutcomeMaxElapsed | 1<<OutcomeDeadline | 1<<OutcomeCanceled | 1<<OutcomeRefused
 		d.origin = &dl
 		c.dl = d
-		if dl.IdempotencyKey == "" {
+		switch {
+		case dl.IdempotencyKey == "":
 			c.idem = nil
+		case c.idem != nil:
+			// Do would refuse the key before any attempt, and so
+			// before any new dead letter: say so now, while the
+			// record can still be left as it is.
+			if p := idemKeyProblem(dl.IdempotencyKey); p != "" {
+				c.fail("ForRedrive: the record cannot be replayed under its key: %s", p)
+			}
 		}
 		return c
 	}})

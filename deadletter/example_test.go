@@ -32,8 +32,8 @@ func ExampleRedrive() {
 	fmt.Printf("%+v %v\n", report, err)
 	// Output:
 	// replaying send-invoice: invoice 42
-	// {Pending:1 Skipped:0 Succeeded:1 Failed:0 Replayed:0 NotRecorded:0} <nil>
-	// {Pending:0 Skipped:0 Succeeded:0 Failed:0 Replayed:0 NotRecorded:0} <nil>
+	// {Pending:1 Skipped:0 Succeeded:1 Failed:0 Replayed:0 NotRecorded:0 Invalid:0} <nil>
+	// {Pending:0 Skipped:0 Succeeded:0 Failed:0 Replayed:0 NotRecorded:0 Invalid:0} <nil>
 }
 
 func ExampleOpenFile() {

@@ -44,6 +44,10 @@ type Report struct {
 	// [retry.WithIdempotency], or once the store no longer keeps the key.
 	Replayed    int
 	NotRecorded int // replays that failed again and whose new dead letter no sink stored
+	// Invalid counts the records left pending, not marked nor replayed,
+	// because r cannot replay them as they are (an idempotency key Do
+	// would refuse, say); Redrive's error says why for each.
+	Invalid int
 }
 
 // Redrive replays the pending dead letters of src that filter accepts
@@ -78,6 +82,10 @@ type Report struct {
 // (matching [retry.ErrDeadLetterNotRecorded]) is joined into Redrive's
 // error and the next record is replayed.
 //
+// A record that r cannot replay as it is (see [retry.Retrier.ForRedrive])
+// is left pending, neither marked nor replayed, counted in Report.Invalid,
+// and its reason joined into Redrive's error.
+//
 // Redrive stops early, with an error, when listing or marking fails or
 // ctx is done. Bad arguments give an error wrapping
 // [retry.ErrInvalidOption].
@@ -106,6 +114,14 @@ func Redrive(ctx context.Context, src Source, r *retry.Retrier, handler func(con
 		if err := context.Cause(ctx); err != nil {
 			return rep, errors.Join(append(lost, err)...)
 		}
+		// Built before the mark: a record r cannot replay stays pending
+		// rather than be marked and lost.
+		rr, err := r.ForRedrive(dl, src)
+		if err != nil {
+			rep.Invalid++
+			lost = append(lost, fmt.Errorf("deadletter: redrive of %s: left pending: %w", dl.ID, err))
+			continue
+		}
 		ok, err := src.MarkRedriven(ctx, dl.ID)
 		if err != nil {
 			return rep, errors.Join(append(lost, fmt.Errorf("deadletter: redrive: marking %s: %w", dl.ID, err))...)
@@ -114,9 +130,14 @@ func Redrive(ctx context.Context, src Source, r *retry.Retrier, handler func(con
 			rep.Skipped++
 			continue
 		}
-		switch err := replay(ctx, src, r, handler, dl); {
+		switch err := replay(ctx, rr, handler, dl); {
 		case err == nil:
 			rep.Succeeded++
+		case errors.Is(err, retry.ErrInvalidOption):
+			// Refused before any attempt, so no new record holds it:
+			// ForRedrive should have caught this. Never silent.
+			rep.NotRecorded++
+			lost = append(lost, fmt.Errorf("deadletter: redrive of %s: marked but not replayed: %w", dl.ID, err))
 		case errors.Is(err, retry.ErrDeadLetterNotRecorded):
 			rep.NotRecorded++
 			lost = append(lost, fmt.Errorf("deadletter: redrive of %s: %w", dl.ID, err))
@@ -129,12 +150,8 @@ func Redrive(ctx context.Context, src Source, r *retry.Retrier, handler func(con
 	return rep, errors.Join(lost...)
 }
 
-// replay runs one marked record through r.
-func replay(ctx context.Context, src Source, r *retry.Retrier, handler func(context.Context, retry.DeadLetter) error, dl retry.DeadLetter) error {
-	rr, err := r.ForRedrive(dl, src)
-	if err != nil {
-		return err
-	}
+// replay runs one marked record through rr, r.ForRedrive(dl, src).
+func replay(ctx context.Context, rr *retry.Retrier, handler func(context.Context, retry.DeadLetter) error, dl retry.DeadLetter) error {
 	if dl.IdempotencyKey != "" {
 		// The context's key wins over any other, so the replay runs
 		// under the record's key whatever ctx carries. Without a store

@@ -2,6 +2,7 @@ package deadletter_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,4 +65,35 @@ func TestRedriveOfAStoredFailureKeepsTheRecord(t *testing.T) {
 			assert.Empty(t, pending)
 		})
 	}
+}
+
+// TestRedriveLeavesARecordItCannotReplayPending: a record whose key Do
+// would refuse (over 255 bytes) is neither marked nor replayed: it stays
+// pending, counted in Report.Invalid, with the reason in the error and
+// not the key. Before, it was marked, then refused, and lost.
+func TestRedriveLeavesARecordItCannotReplayPending(t *testing.T) {
+	sink := deadletter.NewMemorySink()
+	key := strings.Repeat("k", 300)
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "0123456789abcdef0123456789abcdef", Name: "charge",
+		IdempotencyKey: key, Payload: []byte("work"), Reason: retry.OutcomeExhausted}))
+	r := redriver(t, retry.WithIdempotency(memstore.New(nil), nil))
+
+	var c replayCounter
+	rep, err := deadletter.Redrive(t.Context(), sink, r, c.handler(nil), nil)
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "left pending")
+	assert.Contains(t, err.Error(), "300 bytes long")
+	assert.NotContains(t, err.Error(), key)
+	assert.Equal(t, deadletter.Report{Pending: 1, Invalid: 1}, rep)
+	assert.Empty(t, c.snapshot(), "the handler is not called")
+
+	pending, err := sink.Pending(t.Context())
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "the record is not lost")
+	assert.Equal(t, key, pending[0].IdempotencyKey)
+
+	// Without the store it is replayed at last.
+	rep, err = deadletter.Redrive(t.Context(), sink, redriver(t), c.handler(nil), nil)
+	require.NoError(t, err)
+	assert.Equal(t, deadletter.Report{Pending: 1, Succeeded: 1}, rep)
 }
