@@ -119,6 +119,20 @@ func (c *call) attemptEnded(err error) {
 	c.mark = end
 }
 
+// endObserved tells the observer, when fn panicked (*panicked is still
+// true), that the attempt and the call ended, with errPanicked as their
+// error and OutcomePermanent, so that its gauges of calls in flight come
+// back to 0 (a server that recovers from a handler's panic goes on
+// running); the panic goes on.
+func (c *call) endObserved(panicked *bool) {
+	if !*panicked {
+		return
+	}
+	c.attemptEnded(errPanicked)
+	c.cfg.observer.OnDone(c.ctx, Done{Name: c.cfg.name, Outcome: OutcomePermanent, Attempts: c.attempts,
+		Elapsed: c.cfg.now().Sub(c.start), Err: errPanicked})
+}
+
 // finish ends the call with v and err (nil, or the call's *Error): it
 // releases the timer, lets each hook have the last word, in order, and
 // then tells the observer, so that Done sees what Do returns.

@@ -144,7 +144,7 @@ func IsPermanent(err error) bool {
 // After marks err with a delay the server asked for, such as an HTTP
 // Retry-After header or a gRPC pushback. The wait before the next attempt is
 // d instead of the backoff's delay, never jittered, and capped by
-// [WithMaxDelay], or by [defaultMaxServerDelay] when that is not given; a
+// [WithMaxDelay], or at 30s when that is not given; a
 // negative d is taken as 0. An error marked this way is
 // retried even when [WithRetryIf] would refuse it, because the server said
 // when to come back; [Permanent] still wins. errors.Is and errors.As see

@@ -152,7 +152,9 @@ func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
 		d = max(d, minHolderPoll)
 		prev = d
 		if !c.sleep(d) {
-			return cl, c.stopForContext(true), true
+			// Not a wait OnRetry announced: Done.Waited stays false, or
+			// a gauge of waits would go below 0.
+			return cl, c.stopForContext(false), true
 		}
 		cl, err = s.claim()
 		if err != nil || cl.Status != ClaimHeld || cl.Fingerprint != s.fp {

@@ -84,7 +84,10 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 //
 // For one call the order is: OnAttemptStart, OnAttemptEnd, then either
 // OnRetry (a wait follows, then the next OnAttemptStart) or OnDone.
-// OnDone comes exactly once per call, also when no attempt ran.
+// OnDone comes exactly once per call, also when no attempt ran, and when
+// fn panics: then OnAttemptEnd and OnDone have an error reading "retry: fn
+// panicked" and Outcome is OutcomePermanent, and the panic goes on to Do's
+// caller.
 type Observer interface {
 	// OnAttemptStart is called just before each attempt.
 	OnAttemptStart(ctx context.Context, e AttemptStart)
@@ -130,11 +133,13 @@ type Done struct {
 	Outcome  Outcome       // how the call ended
 	Attempts int           // attempts made, the first included; 0 if the call ended before its first
 	Elapsed  time.Duration // from Do's start to its return, on the Retrier's clock
-	// Waited is true when the call ended during a non-zero wait, or
-	// right after one and before the next attempt started (cancelled or
-	// past its deadline while sleeping), so that a gauge of waits in
-	// progress can be kept exactly: +1 at OnRetry with Delay > 0, -1 at
-	// OnAttemptStart with Wait > 0 or at OnDone with Waited.
+	// Waited is true when the call ended during a non-zero wait that
+	// OnRetry announced, or right after one and before the next attempt
+	// started (cancelled or past its deadline while sleeping), so that a
+	// gauge of waits in progress can be kept exactly: +1 at OnRetry with
+	// Delay > 0, -1 at OnAttemptStart with Wait > 0 or at OnDone with
+	// Waited. An idempotent call's waits for another holder of its key
+	// are not announced, so a call that ends in one has Waited false.
 	Waited bool
 	// DeadLettered is true when a sink stored the call's dead letter.
 	DeadLettered bool

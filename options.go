@@ -297,7 +297,7 @@ func WithJitter(j Jitter) Option {
 // cap would silently turn every schedule into no wait at all, so it is
 // refused; for no waits use WithBackoff(Constant(0)). Default: no cap on
 // the backoff's waits (the schedule's own max applies), and
-// [defaultMaxServerDelay] on server-supplied ones.
+// 30s on server-supplied ones.
 func WithMaxDelay(d time.Duration) Option {
 	switch {
 	case d < 0:

@@ -21,7 +21,8 @@ type Budget interface {
 	// that is permanent, nor the context's), throttled when that error
 	// carried a server's delay ([After]), such as HTTP 429 with
 	// Retry-After. A success has failed false. Attempts that did not
-	// call fn (an idempotent call's replay) are not reported.
+	// call fn (an idempotent call's replay) are not reported, nor one
+	// whose fn panicked (a bug of the caller's, not the downstream's).
 	Attempted(attempt int, failed, throttled bool)
 	// Retry asks, after a failed attempt, for leave to wait d and attempt
 	// again. A non-nil error refuses it: Do stops at once, without the

@@ -11,7 +11,10 @@ import (
 
 // Retrier runs functions with a fixed retry policy. Build one with [New].
 //
-// The zero Retrier is ready to use and behaves as New() with no options.
+// The zero Retrier is ready to use and behaves as New() with no options,
+// except that it has no retry budget ([WithBudget]): New gives each
+// Retrier a budget of its own, and a zero Retrier has nothing to share one
+// with but every other zero Retrier, which would be global state.
 // A Retrier is immutable and safe for concurrent use by multiple
 // goroutines; every call keeps its own state (attempt count, previous
 // wait, timer), so one Retrier may serve a whole program.
@@ -401,6 +404,10 @@ func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, er
 		}
 	}
 	c.attemptStarted()
+	panicked := c.cfg.observer != nil // until the attempt ends: see endObserved
+	if panicked {
+		defer c.endObserved(&panicked)
+	}
 	switch {
 	case skip:
 	case done != nil:
@@ -411,6 +418,7 @@ func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, er
 			c.settle(err, nil)
 		}
 	}
+	panicked = false
 	v, err = hooks.after(c, v, err)
 	c.attemptEnded(err)
 	return v, err
