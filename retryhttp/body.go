@@ -7,10 +7,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 )
 
+// bodyPrealloc is the most prepareBody reserves for a body before reading
+// it. A declared ContentLength is the caller's word, not the body's: a
+// larger body's buffer grows as its bytes actually arrive.
+const bodyPrealloc = 64 << 10
+
 // prepareBody makes the request's body replayable: through GetBody, or
-// from a bounded copy. A body longer than the limit is streamed once.
+// from a bounded copy. A body longer than the limit is streamed once. A
+// copied body whose length is not its declared ContentLength (when that is
+// above 0) is an error, and nothing is sent.
 func (c *call) prepareBody() error {
 	body := c.req.Body
 	if body == nil || body == http.NoBody {
@@ -21,18 +29,18 @@ func (c *call) prepareBody() error {
 		c.getBody = c.req.GetBody
 		return nil
 	}
-	limit := c.t.bodyLimit
-	if c.req.ContentLength > limit {
+	limit, declared := c.t.bodyLimit, c.req.ContentLength
+	if declared > limit {
 		c.once = tooLong(limit)
 		return nil
 	}
-	size := int64(512)
-	if n := c.req.ContentLength; n > 0 {
-		size = n + 1 // +1 to see the end without growing
-	}
 	most := limit + 1 // one byte more tells a longer body
 	if most < 0 {
-		most = limit
+		most = limit // math.MaxInt64: no body is longer
+	}
+	size := int64(512)
+	if declared > 0 {
+		size = min(declared, bodyPrealloc) + 1 // +1 to see the end without growing
 	}
 	buf, eof, err := readUpTo(body, make([]byte, 0, min(size, most)), most)
 	if err != nil {
@@ -47,6 +55,10 @@ func (c *call) prepareBody() error {
 		return nil
 	}
 	body.Close()
+	if declared > 0 && int64(len(buf)) != declared {
+		// net/http would fail on it too, after sending part of it.
+		return fmt.Errorf("retryhttp: the request's ContentLength is %d but its body has %d bytes; nothing was sent", declared, len(buf))
+	}
 	c.getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 	r.Body, _ = c.getBody()
 	r.GetBody = c.getBody // lets net/http replay it on its own retries too
@@ -66,11 +78,12 @@ type joined struct {
 }
 
 // readUpTo appends to buf from r until EOF, an error or most bytes, and
-// reports whether it reached EOF. An EOF is not an error.
+// reports whether it reached EOF. An EOF is not an error. A full buffer
+// doubles (from 512 bytes), never past most.
 func readUpTo(r io.Reader, buf []byte, most int64) ([]byte, bool, error) {
 	for int64(len(buf)) < most {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			buf = slices.Grow(buf, int(min(int64(max(cap(buf), 512)), most-int64(len(buf)))))
 		}
 		end := min(int64(cap(buf)), most)
 		n, err := r.Read(buf[len(buf):end])

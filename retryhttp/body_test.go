@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,6 +96,53 @@ func TestBodyOverTheLimitIsSentOnceAndNotRetried(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 1, retryhttp.Attempts(resp))
 		assert.Equal(t, []string{"a"}, e.seenBodies())
+	})
+}
+
+func TestADeclaredContentLengthIsOnlyAHint(t *testing.T) {
+	t.Run("math.MaxInt64 with a one-byte body does not panic", func(t *testing.T) {
+		e := newEnv(t, statuses(503, 200))
+		body := &closeCounter{Reader: strings.NewReader("x")}
+		req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body)
+		req.ContentLength = math.MaxInt64
+		c := e.client(fast(t, 3), retryhttp.WithBodyLimit(math.MaxInt64))
+		var err error
+		require.NotPanics(t, func() { _, err = c.Do(req) })
+		require.ErrorContains(t, err, "retryhttp: the request's ContentLength is 9223372036854775807 but its body has 1 bytes; nothing was sent")
+		assert.Equal(t, int64(0), e.requests.Load())
+		assert.Equal(t, int32(1), body.closed.Load())
+	})
+	t.Run("a large declared length reserves no memory for a small body", func(t *testing.T) {
+		e := newEnv(t, statuses(200))
+		req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, onlyReader{strings.NewReader("x")})
+		req.ContentLength = 64 << 20
+		c := e.client(fast(t, 3), retryhttp.WithBodyLimit(1<<30))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := c.Do(req)
+		runtime.ReadMemStats(&after)
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "bytes allocated for a one-byte body")
+		assert.ErrorContains(t, err, "ContentLength is 67108864 but its body has 1 bytes")
+	})
+	for name, declared := range map[string]int64{"shorter": 5, "longer": 2} {
+		t.Run("a body "+name+" than declared is not sent", func(t *testing.T) {
+			e := newEnv(t, statuses(200))
+			req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, onlyReader{strings.NewReader("abc")})
+			req.ContentLength = declared
+			_, err := e.client(fast(t, 3)).Do(req)
+			require.ErrorContains(t, err, "ContentLength is "+strconv.FormatInt(declared, 10)+" but its body has 3 bytes")
+			assert.Equal(t, int64(0), e.requests.Load())
+		})
+	}
+	t.Run("a declared body past the preallocation is copied whole", func(t *testing.T) {
+		payload := strings.Repeat("0123456789abcdef", 20<<10) // 320 KiB
+		e := newEnv(t, statuses(503, 200))
+		req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, onlyReader{strings.NewReader(payload)})
+		req.ContentLength = int64(len(payload))
+		resp, _, err := do(t, e.client(fast(t, 3)), req)
+		require.NoError(t, err)
+		assert.Equal(t, 2, retryhttp.Attempts(resp))
+		assert.Equal(t, []string{payload, payload}, e.seenBodies())
 	})
 }
 

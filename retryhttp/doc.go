@@ -52,7 +52,10 @@
 // *strings.Reader bodies), otherwise from a copy of at most
 // [DefaultBodyLimit] bytes ([WithBodyLimit]) read before the first attempt.
 // A larger body without GetBody is streamed once and not retried; if that
-// attempt fails, the error matches [ErrBodyNotReplayable].
+// attempt fails, the error matches [ErrBodyNotReplayable]. A declared
+// ContentLength is not trusted for memory: the copy grows as the body is
+// read. A copied body whose length is not its ContentLength (when that is
+// above 0) is an error that names both lengths, and nothing is sent.
 //
 // # Responses
 //
