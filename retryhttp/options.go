@@ -118,8 +118,11 @@ func (s *settings) validStatuses(option, what string, codes []int) bool {
 // header, replacing the default GET, HEAD, OPTIONS, TRACE, PUT and DELETE.
 // Add POST or PATCH only when every such request of this Transport is safe
 // to repeat. Methods are case-sensitive, as in HTTP; none may be empty.
+// None at all means no method is retried without a key (a request that
+// failed before it had a connection still is, as is one with a key).
+// Default: the six above.
 func WithMethods(methods ...string) Option {
-	methods = append([]string(nil), methods...)
+	methods = append(make([]string, 0, len(methods)), methods...) // not nil: nil is the default set
 	return func(s *settings) {
 		for _, m := range methods {
 			if m == "" {

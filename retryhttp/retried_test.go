@@ -296,6 +296,25 @@ func TestPostAndPatchNeedAKeyOrAnOptIn(t *testing.T) {
 	}
 }
 
+func TestWithMethodsOfNoneRetriesNoMethod(t *testing.T) {
+	e := newEnv(t, statuses(503))
+	c := e.client(fast(t, 3), retryhttp.WithMethods())
+	for _, method := range []string{http.MethodPut, http.MethodGet} {
+		e.requests.Store(0)
+		resp, _, err := do(t, c, newRequest(t, context.Background(), method, e.srv.URL, strings.NewReader("x")))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.Equal(t, 1, retryhttp.Attempts(resp), method)
+		assert.Equal(t, int64(1), e.requests.Load(), "%s is sent once", method)
+	}
+	e.requests.Store(0)
+	req := newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil)
+	req.Header.Set(retryhttp.IdempotencyKeyHeader, "k1")
+	resp, _, err := do(t, c, req)
+	require.NoError(t, err)
+	assert.Equal(t, 3, retryhttp.Attempts(resp), "a key still makes a request retryable")
+}
+
 func TestWithIdempotencyKeysSendsOneKeyPerRequest(t *testing.T) {
 	e := newEnv(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n%2 == 1 {

@@ -25,7 +25,7 @@ type Transport struct {
 	base      http.RoundTripper
 	names     names
 	statuses  [200]*StatusError // index code-400; nil: a success
-	methods   []string          // nil: defaultMethods
+	methods   []string          // nil: defaultMethods; empty: none
 	bodyLimit int64
 	keys      bool
 	name      func(*http.Request) string
