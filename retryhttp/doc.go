@@ -27,7 +27,8 @@
 // success to the Retrier.
 //
 // A request is idempotent when its method is GET, HEAD, OPTIONS, TRACE, PUT
-// or DELETE ([WithMethods] changes the set), or when it carries an
+// or DELETE ([WithMethods] changes the set; an empty method is GET, as
+// net/http sends it, here as in names and keys), or when it carries an
 // Idempotency-Key header (the IETF httpapi draft), which lets a server
 // recognize a repeat. [WithIdempotencyKeys] gives every other request (POST,
 // PATCH, ...) a generated key, the same on every attempt. Certificate
@@ -106,7 +107,8 @@
 // # Observability
 //
 // Observers and dead letters of the Retrier see each request under the
-// operation name "METHOD host" (such as "GET api.example.com"); never the
+// operation name "METHOD host" (such as "GET api.example.com"; "GET" for
+// an empty method); never the
 // URL's path or query, which can hold identifiers, unless
 // [WithOperationName] says otherwise. The errors of this package hold no
 // header value, URL path or query.

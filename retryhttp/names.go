@@ -31,7 +31,7 @@ type names struct {
 func (t *Transport) retrier(req *http.Request) (*retry.Retrier, error) {
 	var k nameKey
 	if t.name == nil {
-		k = nameKey{method: req.Method, host: req.URL.Host}
+		k = nameKey{method: methodOf(req), host: req.URL.Host}
 	} else {
 		k = nameKey{name: t.name(req)}
 	}

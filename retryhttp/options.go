@@ -164,7 +164,8 @@ func WithBodyLimit(n int64) Option {
 // for concurrent use and must not be nil. The Transport keeps a prepared
 // Retrier for each of the first 256 names it sees (and for the default
 // names too); later names cost an allocation per request. Default:
-// "METHOD host", such as "GET api.example.com:8443".
+// "METHOD host", such as "GET api.example.com:8443" (an empty method is
+// GET, as net/http sends it).
 func WithOperationName(f func(*http.Request) string) Option {
 	return func(s *settings) {
 		if f == nil {

@@ -315,6 +315,45 @@ func TestWithMethodsOfNoneRetriesNoMethod(t *testing.T) {
 	assert.Equal(t, 3, retryhttp.Attempts(resp), "a key still makes a request retryable")
 }
 
+func TestAnEmptyMethodIsGET(t *testing.T) {
+	t.Run("retried, named and keyed as GET", func(t *testing.T) {
+		e := newEnv(t, statuses(503))
+		rec := &recorder{}
+		r := fast(t, 3, retry.WithObserver(rec))
+		for _, opts := range [][]retryhttp.Option{nil, {retryhttp.WithIdempotencyKeys()}} {
+			req := newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil)
+			req.Method = ""
+			resp, _, err := do(t, e.client(r, opts...), req)
+			require.NoError(t, err)
+			assert.Equal(t, 3, retryhttp.Attempts(resp), "retried as GET is")
+		}
+		assert.Equal(t, int64(6), e.requests.Load())
+		assert.Equal(t, []string{"", "", "", "", "", ""}, e.seenKeys(), "GET is idempotent: no generated key")
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		require.Len(t, rec.done, 2)
+		assert.Equal(t, "GET "+strings.TrimPrefix(e.srv.URL, "http://"), rec.done[0].Name)
+	})
+	t.Run("its key is scoped as GET's", func(t *testing.T) {
+		e := newEnv(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
+		r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
+		require.NoError(t, err)
+		c := e.client(r)
+		for i, method := range []string{"", http.MethodGet} {
+			req := newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil)
+			req.Method = method
+			req.Header.Set(retryhttp.IdempotencyKeyHeader, "k-17")
+			_, _, err := do(t, c, req)
+			if i == 0 {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, retry.ErrReplayed, "the same request: the store has its key")
+			}
+		}
+		assert.Equal(t, int64(1), e.requests.Load())
+	})
+}
+
 func TestWithIdempotencyKeysSendsOneKeyPerRequest(t *testing.T) {
 	e := newEnv(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n%2 == 1 {

@@ -155,6 +155,14 @@ func Attempts(resp *http.Response) int {
 // attemptsKey is the context key of the attempt count on resp.Request.
 type attemptsKey struct{}
 
+// methodOf returns req's method, with "" read as GET, as net/http does.
+func methodOf(req *http.Request) string {
+	if req.Method == "" {
+		return http.MethodGet
+	}
+	return req.Method
+}
+
 // idempotent reports whether method is retried without a key.
 func (t *Transport) idempotent(method string) bool {
 	if t.methods == nil {
@@ -215,7 +223,8 @@ type outcome struct {
 
 func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Response, error) {
 	c.t, c.req, c.reqCtx = t, req, req.Context()
-	c.idempotent = t.idempotent(req.Method)
+	method := methodOf(req)
+	c.idempotent = t.idempotent(method)
 	key := ""
 	if v := req.Header[IdempotencyKeyHeader]; len(v) > 0 {
 		key = v[0]
@@ -230,7 +239,7 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		if _, ok := retry.IdempotencyKeyFromContext(c.ctx); !ok {
 			// For a Retrier with an idempotency store: one claim per
 			// logical request, scoped to its method and host.
-			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, "http "+req.Method+" "+req.URL.Host+" "+key)
+			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, "http "+method+" "+req.URL.Host+" "+key)
 		}
 	}
 	if err := c.prepareBody(); err != nil {
