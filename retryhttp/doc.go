@@ -92,9 +92,11 @@
 //
 // A request's Idempotency-Key (given or generated) also becomes its key for
 // a Retrier built with retry.WithIdempotency(store, nil), scoped as
-// "http METHOD host KEY" (at most 255 bytes in
-// all), unless the request's context has a key already
-// ([retry.ContextWithIdempotencyKey]). The store then keeps the status of a
+// "http METHOD host KEY", unless the request's context has a key already
+// ([retry.ContextWithIdempotencyKey]). When that is longer than the
+// store's 255-byte limit for keys, the store key is "http sha256 " and the
+// SHA-256 of it in hex instead, so a header key of any length is taken,
+// whatever the host's length. The store then keeps the status of a
 // completed request, not its response: a later request with the same key
 // is not sent, and RoundTrip returns an error matching [retry.ErrReplayed]
 // that names the status. When the store cannot record a request that got

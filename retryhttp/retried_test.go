@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -402,6 +404,63 @@ func TestIdempotencyStoreRunsAKeyedRequestOnce(t *testing.T) {
 	assert.Contains(t, err.Error(), "status 201")
 	assert.NotContains(t, err.Error(), "order-17", "keys stay out of error text")
 	assert.Equal(t, int64(1), e.requests.Load(), "the second request was not sent")
+}
+
+// claimLog is an idempotency store that keeps the key of every Claim.
+type claimLog struct {
+	retry.IdempotencyStore
+	mu   sync.Mutex
+	keys []string
+}
+
+func (l *claimLog) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+	l.mu.Lock()
+	l.keys = append(l.keys, key)
+	l.mu.Unlock()
+	return l.IdempotencyStore.Claim(ctx, key, fp, lease)
+}
+
+func (l *claimLog) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.keys[len(l.keys)-1]
+}
+
+func TestIdempotencyStoreTakesAHeaderKeyOfAnyLength(t *testing.T) {
+	e := newEnv(t, statuses(503, 201))
+	store := &claimLog{IdempotencyStore: memstore.New(nil)}
+	r, err := retry.New(retry.WithIdempotency(store, nil), retry.WithBackoff(retry.Constant(0)))
+	require.NoError(t, err)
+	c := e.client(r)
+	host := strings.TrimPrefix(e.srv.URL, "http://")
+
+	resp, err := postKeyed(t, c, e.srv.URL, "order-17")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, 2, retryhttp.Attempts(resp), "retried on 503")
+	assert.Equal(t, "http POST "+host+" order-17", store.last(), "a key that fits is scoped readably")
+
+	for _, n := range []int{249, 255, 4096} {
+		key := "SECRET" + strings.Repeat("k", n-len("SECRET"))
+		resp, err := postKeyed(t, c, e.srv.URL, key)
+		require.NoError(t, err, "a %d-byte key", n)
+		assert.Equal(t, http.StatusCreated, resp.StatusCode)
+		assert.Equal(t, 1, retryhttp.Attempts(resp), "%d bytes", n)
+		scoped := store.last()
+		assert.Regexp(t, `^http sha256 [0-9a-f]{64}$`, scoped, "%d bytes: hashed to fit", n)
+		assert.NotContains(t, scoped, "SECRET")
+
+		_, err = postKeyed(t, c, e.srv.URL, key)
+		require.ErrorIs(t, err, retry.ErrReplayed, "%d bytes: the same key is the same request", n)
+		assert.NotContains(t, err.Error(), "SECRET", "keys stay out of error text")
+		assert.Equal(t, scoped, store.last())
+
+		other := key[:n-1] + "j"
+		_, err = postKeyed(t, c, e.srv.URL, other)
+		require.NoError(t, err, "%d bytes: another key is another request", n)
+		assert.NotEqual(t, scoped, store.last())
+	}
+	assert.Equal(t, int64(8), e.requests.Load(), "2 for the first request, then 1 for each new key")
 }
 
 // closeCounter is a request body that counts its Close calls.

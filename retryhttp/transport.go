@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -239,7 +240,7 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		if _, ok := retry.IdempotencyKeyFromContext(c.ctx); !ok {
 			// For a Retrier with an idempotency store: one claim per
 			// logical request, scoped to its method and host.
-			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, "http "+method+" "+req.URL.Host+" "+key)
+			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, storeKey(method, req.URL.Host, key))
 		}
 	}
 	if err := c.prepareBody(); err != nil {
@@ -401,6 +402,25 @@ func (c *call) failed(err error, conn *atomic.Bool) error {
 	}
 	// The request may have reached the server, which may have acted on it.
 	return retry.Permanent(err)
+}
+
+// maxStoreKey is the longest idempotency key the retry package takes, in
+// bytes (see retry.IdempotencyOptions.Key).
+const maxStoreKey = 255
+
+// storeKey returns the key, for a Retrier's idempotency store, of a request
+// with the Idempotency-Key key: "http METHOD host KEY" when that fits in
+// maxStoreKey bytes, otherwise "http sha256 " and the SHA-256 of that in
+// hex (76 bytes), so that a key of any length fits whatever the host's.
+// The two forms cannot meet: after "http ", a readable one has at least
+// two spaces, a hashed one has one.
+func storeKey(method, host, key string) string {
+	s := "http " + method + " " + host + " " + key
+	if len(s) <= maxStoreKey {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "http sha256 " + hex.EncodeToString(sum[:])
 }
 
 // newKey returns a random (version 4) UUID.
