@@ -28,8 +28,10 @@ const (
 
 	// proportionalJitter keeps its factor in the high 56 bits as a
 	// fixed-point fraction of 2^52, so that a Jitter stays a small
-	// comparable integer; badProportionalJitter keeps an out-of-range
-	// factor as float32 bits, only to name it in the error.
+	// comparable integer; badProportionalJitter keeps what is wrong with
+	// an out-of-range factor (badNegative, badAboveOne or badNaN in bits
+	// 8-9, badExact in bit 10) and the factor as float32 bits in the high
+	// 32, only to name it in the error.
 	proportionalJitter
 	badProportionalJitter
 )
@@ -37,6 +39,12 @@ const (
 const (
 	jitterKindMask = 0xff
 	factorOne      = 1 << 52
+
+	badNegative = 1 << 8
+	badAboveOne = 2 << 8
+	badNaN      = 3 << 8
+	badWhy      = 3 << 8
+	badExact    = 1 << 10 // the float32 bits hold the factor exactly
 )
 
 // ProportionalJitter waits d scaled by a uniform random factor in
@@ -44,16 +52,44 @@ const (
 // [0, 1]; New and Do reject other values with [ErrInvalidOption].
 func ProportionalJitter(factor float64) Jitter {
 	if !(factor >= 0 && factor <= 1) {
-		return badProportionalJitter | Jitter(math.Float32bits(float32(factor)))<<32
+		j := badProportionalJitter | Jitter(math.Float32bits(float32(factor)))<<32
+		switch {
+		case factor < 0:
+			j |= badNegative
+		case factor > 1:
+			j |= badAboveOne
+		default:
+			j |= badNaN
+		}
+		if float64(float32(factor)) == factor {
+			j |= badExact
+		}
+		return j
 	}
 	return proportionalJitter | Jitter(math.Round(factor*factorOne))<<8
 }
 
 func (j Jitter) factor() float64 {
-	if j&jitterKindMask == badProportionalJitter {
-		return float64(math.Float32frombits(uint32(j >> 32)))
-	}
 	return float64(j>>8) / factorOne
+}
+
+// badFactor names the out-of-range factor of a bad proportional jitter,
+// and reports whether j is one: its value when ProportionalJitter could
+// keep it exactly, else what is wrong with it.
+func (j Jitter) badFactor() (string, bool) {
+	if j&jitterKindMask != badProportionalJitter || j&badWhy == 0 || j&^(Jitter(math.MaxUint32)<<32|badWhy|badExact|jitterKindMask) != 0 {
+		return "", false
+	}
+	if j&badExact != 0 {
+		return fmt.Sprint(math.Float32frombits(uint32(j >> 32))), true
+	}
+	switch j & badWhy {
+	case badNegative:
+		return "a negative factor", true
+	case badAboveOne:
+		return "a factor above 1", true
+	}
+	return "NaN", true
 }
 
 // Apply returns the jittered form of d for the uniform sample u in [0, 1)
@@ -86,20 +122,20 @@ func (j Jitter) Apply(d time.Duration, u float64) time.Duration {
 // String shows the shortest decimal that ProportionalJitter keeps as the
 // same Jitter, so the factor reads as it was written.
 func (j Jitter) String() string {
-	switch j & jitterKindMask {
-	case NoJitter:
+	switch {
+	case j == NoJitter:
 		return "NoJitter"
-	case FullJitter:
+	case j == FullJitter:
 		return "FullJitter"
-	case EqualJitter:
+	case j == EqualJitter:
 		return "EqualJitter"
-	case proportionalJitter:
+	case j&jitterKindMask == proportionalJitter && j>>8 <= factorOne:
 		return "ProportionalJitter(" + shortestFactor(j) + ")"
-	case badProportionalJitter:
-		return fmt.Sprintf("ProportionalJitter(%v)", j.factor())
-	default:
-		return fmt.Sprintf("Jitter(%d)", uint64(j))
 	}
+	if f, ok := j.badFactor(); ok {
+		return "ProportionalJitter(" + f + ")"
+	}
+	return fmt.Sprintf("Jitter(%d)", uint64(j))
 }
 
 // shortestFactor formats the factor of a valid proportional jitter with
@@ -126,8 +162,8 @@ func (j Jitter) validate() error {
 
 // invalid is the error of a Jitter that validate refuses.
 func (j Jitter) invalid() error {
-	if j&jitterKindMask == badProportionalJitter {
-		return fmt.Errorf("%w: ProportionalJitter(%v): factor must be in [0, 1]", ErrInvalidOption, j.factor())
+	if f, ok := j.badFactor(); ok {
+		return fmt.Errorf("%w: ProportionalJitter(%s): factor must be in [0, 1]", ErrInvalidOption, f)
 	}
 	return fmt.Errorf("%w: unknown jitter %d", ErrInvalidOption, uint64(j))
 }
