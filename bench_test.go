@@ -64,6 +64,10 @@ func TestAllocs(t *testing.T) {
 			sink = retry.Do(ctx, succeed, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter))
 		}},
 		{"package_do_named", 0, func() { sink = retry.Do(ctx, succeed, retry.WithName(opName)) }},
+		{"package_do_value", 0, func() { _, sink = retry.DoValue(ctx, value) }},
+		{"package_do_value_three_options", 0, func() {
+			_, sink = retry.DoValue(ctx, value, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter))
+		}},
 		{"package_do_limits_turned_off", 0, func() {
 			sink = retry.Do(ctx, succeed, retry.WithMaxElapsed(0), retry.WithAttemptTimeout(0))
 		}},

@@ -275,14 +275,27 @@ func prepare(ctx context.Context, fn func(context.Context) error, opts []Option)
 }
 
 // DoValue calls fn with a Retrier built from opts and returns the value of
-// the call that succeeded; see [Retrier.Do] and [DoValueOn].
+// the call that succeeded; see [Retrier.Do] and [DoValueOn]. Like [Do] it
+// makes no allocation of its own when the first attempt succeeds and no
+// option acts on it.
 func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
-	var r Retrier
+	if ctx != nil && fn != nil && quickOptions(opts) && ctx.Err() == nil {
+		// As in Do: the first attempt needs none of the options, and the
+		// policy is built, on the heap, only if it fails.
+		v, err := fn(ctx)
+		if err == nil {
+			return v, nil
+		}
+		r := &Retrier{}
+		_ = r.c.apply(opts)
+		return loop(ctx, &r.c, fn, err, nil)
+	}
+	r := &Retrier{}
 	if err := r.c.apply(opts); err != nil {
 		var zero T
 		return zero, err
 	}
-	return DoValueOn(ctx, &r, fn)
+	return DoValueOn(ctx, r, fn)
 }
 
 // run is the slow path: every call whose first attempt needs more than a
