@@ -60,7 +60,8 @@ func (d *deadLetterConfig) covers(o Outcome) bool {
 }
 
 // WithDeadLetter makes every call that gives up with an outcome chosen by
-// DeadLetterOptions.On (by default exhausted, max-elapsed and permanent)
+// DeadLetterOptions.On (by default exhausted, max-elapsed, permanent and
+// refused)
 // write a [DeadLetter] to sink before Do returns. Do calls sink.Put once,
 // after the final failure, on the caller's goroutine, with a context that
 // keeps ctx's values but not its cancellation and times out after

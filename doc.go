@@ -11,7 +11,7 @@
 //     with the options given, retrying failures.
 //   - [New] builds a [Retrier] once, to share: it is immutable, safe for
 //     concurrent use, and its Do makes no allocation when the first attempt
-//     succeeds ([DoValueOn] is its DoValue).
+//     succeeds, unless it is idempotent ([DoValueOn] is its DoValue).
 //   - [Permanent] marks an error not worth retrying; Do stops at once.
 //   - [After] marks an error with the wait a server asked for.
 //   - [Error] is what Do returns whenever no attempt succeeded: errors.As
@@ -22,9 +22,11 @@
 // Between attempts Do waits as a [Backoff] says (by default
 // Exponential(100ms, 2, 10s)), randomized by a [Jitter] (FullJitter) and
 // capped by [WithMaxDelay] if given; a server's delay is capped at 30s
-// without it. Do never sleeps past its context's deadline or its
-// [WithMaxElapsed] budget: when the next wait would end at or after
-// either, it returns at once.
+// without it. Do never waits between attempts past its context's
+// deadline or its [WithMaxElapsed] budget: when the next wait would end at
+// or after either, it returns at once. (The one wait that is not between
+// attempts: with [WithIdempotency], recording a success's outcome is
+// retried for up to one lease after fn returned, whatever the context.)
 //
 // Beyond that, each concern has its place:
 //

@@ -146,7 +146,7 @@ func (e *replayedError) Is(target error) bool { return target == ErrReplayed }
 type idemKeyType struct{}
 
 // ContextWithIdempotencyKey returns a copy of ctx that carries key, so that
-// one shared Retrier built with WithIdempotency(store, "") can be given a
+// one shared Retrier built with WithIdempotency(store, nil) can be given a
 // key per call. A key in the context overrides the one given to
 // [WithIdempotency]; it is checked when Do runs (1 to 255 bytes; see
 // [IdempotencyOptions].Key for scoping keys). On a call through a Retrier without

@@ -84,10 +84,11 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 //
 // For one call the order is: OnAttemptStart, OnAttemptEnd, then either
 // OnRetry (a wait follows, then the next OnAttemptStart) or OnDone.
-// OnDone comes exactly once per call, also when no attempt ran, and when
-// fn panics: then OnAttemptEnd and OnDone have an error reading "retry: fn
-// panicked" and Outcome is OutcomePermanent, and the panic goes on to Do's
-// caller.
+// OnDone comes exactly once per call, also when no attempt ran (but not
+// for bad input, [ErrInvalidOption], which ends Do before the call
+// starts), and when fn panics: then OnAttemptEnd and OnDone have an error
+// reading "retry: fn panicked" and Outcome is OutcomePermanent, and the
+// panic goes on to Do's caller.
 type Observer interface {
 	// OnAttemptStart is called just before each attempt.
 	OnAttemptStart(ctx context.Context, e AttemptStart)

@@ -93,8 +93,10 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 //
 // Do makes no allocation when the first attempt succeeds, starts no
 // goroutine, and uses at most one timer per call, reused across waits.
-// The one exception is [WithAttemptTimeout]'s per-attempt context: it comes
-// from context.WithTimeout, or the injected clock's WithTimeout, which may
+// Two features need more: [WithIdempotency] keeps the call's state and
+// the store's work on the heap (about a dozen allocations with memstore),
+// and [WithAttemptTimeout]'s per-attempt context comes from
+// context.WithTimeout, or the injected clock's WithTimeout, which may
 // start a goroutine that ends with the attempt (the standard library does
 // for a parent context of a type of its own; clock.Mock always does).
 func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error {
@@ -194,8 +196,11 @@ func badCall(nilRetrier, nilContext bool) error {
 // DoValueOn is [Retrier.Do] for a function that returns a value (a
 // method cannot have type parameters). On success it returns the value of
 // the call that succeeded, or the stored value replayed by
-// [WithIdempotency]; otherwise the zero value and the error (see
-// [ErrOutcomeNotRecorded] for the one exception).
+// [WithIdempotency]; otherwise the zero value and the error. Two
+// exceptions, both of an idempotent call whose fn succeeded: when the
+// store could not record the outcome ([ErrOutcomeNotRecorded]) and when
+// IdempotencyOptions.Marshal could not encode the value, DoValueOn returns
+// the value with the error, since the work ran.
 func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
 	if r == nil || ctx == nil || fn == nil {
 		var zero T

@@ -36,7 +36,10 @@ type Report struct {
 	Pending   int // pending records the filter accepted
 	Skipped   int // of those, marked by another redrive first
 	Succeeded int // replays that succeeded
-	Failed    int // replays that failed again and were dead-lettered anew
+	// Failed counts replays that failed again: dead-lettered anew, but
+	// for one that lost to another holder of the record's key, whose work
+	// it is (see [retry.Retrier.ForRedrive]).
+	Failed int
 	// Replayed counts the replays that ended on a failure replayed from
 	// an idempotency store (matching [retry.ErrReplayed]), dead-lettered
 	// anew: the record's key holds a stored failure, so the replay did
@@ -61,7 +64,7 @@ type Report struct {
 //
 // A replay keeps the record's idempotency key, so that replaying work that
 // meanwhile succeeded is a no-op. When r was built with
-// [retry.WithIdempotency] (use key "": each record brings its own), the
+// [retry.WithIdempotency] (with no IdempotencyOptions.Key: each record brings its own), the
 // replay runs under the record's key: a key whose work completed replays
 // the stored outcome without calling handler. A failure is stored too (a
 // permanent one, or an exhausted one with

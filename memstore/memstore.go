@@ -89,7 +89,9 @@ func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 }
 
 // Renew implements [retry.IdempotencyStore]. A token whose lease expired is
-// still honoured until another Claim takes the key over.
+// still honoured until another Claim takes the key over, or until a sweep
+// (which any Claim may start) drops the expired entry: then it returns
+// ErrLeaseLost, as the contract allows.
 func (m *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
 	return m.update(ctx, key, token, lease, func(e memEntry, until time.Time) memEntry {
 		e.expires = until

@@ -12,8 +12,9 @@ import (
 type TokenBucketOptions struct {
 	// MaxTokens is the bucket's size, in (0, 1000] as gRPC requires. The
 	// bucket starts full and allows retries while it holds more than half
-	// of it. Default: 100, so that a downstream shared by a Retrier sees
-	// about 50 failed attempts retried before the bucket closes.
+	// of it. Default: 100, so that the bucket closes after 50 failed
+	// attempts without a success (33 retries in all, with 3 attempts per
+	// call, for a downstream that fails every one).
 	MaxTokens int
 	// TokenRatio is what each success puts back, in tokens, with at most
 	// three decimals; it must be positive. Retries stop for good when

@@ -30,9 +30,9 @@
 // name is counted under operation="unnamed". Names that are not valid
 // UTF-8 count under "other". All of these count toward the limit.
 //
-// With the default duration buckets each operation has 40 series (12
+// With the default duration buckets each operation has 41 series (13
 // counters and gauges, 11 for the attempts histogram, 17 for the duration
-// histogram), so there are at most 40 × (MaxOperations + 1) in all: 4040
+// histogram), so there are at most 41 × (MaxOperations + 1) in all: 4141
 // by default.
 //
 // The alerts in alerts/retry.rules.yml use these metrics; see
