@@ -53,12 +53,10 @@ const maxLinks = 1 << 14
 // walk adds what err's chain holds to m, looking at no more than left
 // links, and returns how many it may still look at.
 func (m *marks) walk(err error, left int) int {
-	for ; err != nil; left-- {
-		if left <= 0 {
-			return 0
-		}
+	for err != nil {
 		// One type switch per link: a plain error (errors.New) goes
-		// through it to default, with no further type assertion.
+		// through it to default, with no further type assertion, and
+		// returns; only a link that wraps another counts against left.
 		switch e := err.(type) {
 		case *permanentError:
 			m.permanent = true
@@ -92,6 +90,9 @@ func (m *marks) walk(err error, left int) int {
 		default:
 			m.canceled = m.canceled || err == context.Canceled
 			return left
+		}
+		if left--; left <= 0 {
+			return 0
 		}
 	}
 	return left
