@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/steadfast-go/retry/internal/isnil"
 )
 
 // RatioOptions configures a [Ratio] budget. The zero value gives the
@@ -28,7 +30,9 @@ type RatioOptions struct {
 	// attempts at once, as [TokenBucketOptions.MaxWaiting] does. Default:
 	// no bound.
 	MaxWaiting int
-	// Clock measures the window. Default: real time.
+	// Clock measures the window, such as a *clock.Mock in tests. Default
+	// (nil): real time. A nil pointer in the interface, such as
+	// (*clock.Mock)(nil), is refused: it cannot tell the time.
 	Clock clock.Clock
 }
 
@@ -82,6 +86,8 @@ func NewRatio(o RatioOptions) (*Ratio, error) {
 		o.Clock = clock.New()
 	}
 	switch {
+	case isnil.Is(o.Clock):
+		return nil, fmt.Errorf("overload: Clock (%T)(nil) is a nil pointer, which cannot tell the time (leave Clock nil for real time)", o.Clock)
 	case !(o.Ratio > 0 && o.Ratio <= 10):
 		return nil, fmt.Errorf("overload: Ratio %v is outside (0, 10]", o.Ratio)
 	case o.Window < time.Second || o.Window > time.Minute || o.Window%time.Second != 0:

@@ -25,6 +25,8 @@ func TestNewRatio_refusesBadOptions(t *testing.T) {
 		{"window_long", overload.RatioOptions{Window: 2 * time.Minute}, "Window 2m0s"},
 		{"min_negative", overload.RatioOptions{MinPerSecond: -1}, "MinPerSecond -1"},
 		{"waiting_negative", overload.RatioOptions{MaxWaiting: -2}, "MaxWaiting -2"},
+		// A nil *clock.Mock would panic at the first retry, inside Do.
+		{"clock_nil_pointer", overload.RatioOptions{Clock: (*clock.Mock)(nil)}, "Clock (*clock.Mock)(nil) is a nil pointer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := overload.NewRatio(tc.o)
