@@ -24,6 +24,7 @@ func TestAllocs(t *testing.T) {
 	empty.Attempted(1, true, false)
 	ratio, err := overload.NewRatio(overload.RatioOptions{Clock: clock.NewMock()})
 	require.NoError(t, err)
+	var zero overload.Ratio
 	for _, tc := range []struct {
 		name       string
 		wantAllocs float64
@@ -35,6 +36,7 @@ func TestAllocs(t *testing.T) {
 		{"bucket_refusal", 0, func() { _ = empty.Retry(0) }},
 		{"ratio_first_attempt", 0, func() { ratio.Attempted(1, false, false) }},
 		{"ratio_retry", 0, func() { _ = ratio.Retry(0) }},
+		{"ratio_zero_refusal", 0, func() { _ = zero.Retry(0) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.LessOrEqual(t, testing.AllocsPerRun(1000, tc.fn), tc.wantAllocs)

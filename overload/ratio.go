@@ -48,9 +48,11 @@ type RatioOptions struct {
 // window are not known and count as none: only the reserve is allowed
 // until new calls are counted.
 //
-// Build one with [NewRatio]; the zero Ratio is not usable. A Ratio is safe
-// for concurrent use and is meant to be shared by all the calls to one
-// downstream.
+// Build one with [NewRatio]. The zero Ratio is not usable, but it does
+// not panic: it refuses every retry, with an error that matches
+// [ErrBudgetExhausted] and says that a Ratio must be made with NewRatio.
+// A Ratio is safe for concurrent use and is meant to be shared by all the
+// calls to one downstream.
 type Ratio struct {
 	calls   atomic.Int64 // calls made, ever
 	ratio   float64
@@ -114,8 +116,11 @@ func (b *Ratio) Attempted(attempt int, failed, throttled bool) {
 // Retry allows a retry while the retries of the window stay within
 // Ratio times its calls plus the reserve, and, with MaxWaiting, while
 // fewer than MaxWaiting calls wait. The error of a refusal matches
-// [ErrBudgetExhausted].
+// [ErrBudgetExhausted]. The zero Ratio refuses every retry.
 func (b *Ratio) Retry(wait time.Duration) error {
+	if b.clock == nil { // the zero Ratio: NewRatio always sets a clock
+		return errRatioZero
+	}
 	if !b.allow(b.clock.Now()) {
 		return errRatioSpent
 	}
@@ -180,3 +185,6 @@ func (b *Ratio) advance(s, calls int64) {
 }
 
 var errRatioSpent = fmt.Errorf("%w: retries reached the budget's ratio of calls", ErrBudgetExhausted)
+
+// errRatioZero refuses the retries of a zero Ratio, which has no window.
+var errRatioZero = fmt.Errorf("overload: a Ratio must be made with NewRatio: the zero Ratio refuses every retry (%w)", ErrBudgetExhausted)

@@ -1,6 +1,8 @@
 package overload_test
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/overload"
 )
 
@@ -126,4 +129,45 @@ func TestRatio_maxWaitingGivesBackTheRetry(t *testing.T) {
 	b.Waited()
 	// 10 reserve: one waited, one refused by the limit (given back).
 	assert.Equal(t, 9, retries(b))
+}
+
+// TestRatio_zeroValueRefusesRetries: the zero Ratio, not made with
+// NewRatio, panics in none of its methods; it counts calls and refuses
+// every retry with an error that says why. The old code panicked in Retry
+// (a nil clock).
+func TestRatio_zeroValueRefusesRetries(t *testing.T) {
+	var b overload.Ratio
+	assert.NotPanics(t, func() {
+		b.Attempted(1, false, false)
+		b.Attempted(2, true, false)
+		b.Attempted(3, true, true)
+	})
+	for _, wait := range []time.Duration{0, time.Second} {
+		var err error
+		require.NotPanics(t, func() { err = b.Retry(wait) })
+		require.ErrorIs(t, err, overload.ErrBudgetExhausted)
+		assert.Contains(t, err.Error(), "a Ratio must be made with NewRatio")
+	}
+	assert.NotPanics(t, b.Waited)
+}
+
+// TestRatio_zeroValueThroughDo: retry.Do with WithBudget(&overload.Ratio{})
+// makes the first attempt, then ends the call refused, with the zero
+// Ratio's error and the attempt's; the old code panicked at the first
+// retry.
+func TestRatio_zeroValueThroughDo(t *testing.T) {
+	boom := errors.New("boom")
+	calls := 0
+	var err error
+	require.NotPanics(t, func() {
+		err = retry.Do(context.Background(), func(context.Context) error { calls++; return boom },
+			retry.WithBudget(&overload.Ratio{}), retry.WithBackoff(retry.Constant(0)))
+	})
+	assert.Equal(t, 1, calls, "the first attempt is never refused; no retry")
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, retry.OutcomeRefused, re.Outcome)
+	assert.ErrorIs(t, err, overload.ErrBudgetExhausted)
+	assert.ErrorIs(t, err, boom)
+	assert.Contains(t, err.Error(), "a Ratio must be made with NewRatio")
 }
