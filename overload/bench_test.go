@@ -25,6 +25,7 @@ func TestAllocs(t *testing.T) {
 	ratio, err := overload.NewRatio(overload.RatioOptions{Clock: clock.NewMock()})
 	require.NoError(t, err)
 	var zero overload.Ratio
+	var zeroBucket overload.TokenBucket
 	for _, tc := range []struct {
 		name       string
 		wantAllocs float64
@@ -36,6 +37,7 @@ func TestAllocs(t *testing.T) {
 		{"bucket_refusal", 0, func() { _ = empty.Retry(0) }},
 		{"ratio_first_attempt", 0, func() { ratio.Attempted(1, false, false) }},
 		{"ratio_retry", 0, func() { _ = ratio.Retry(0) }},
+		{"bucket_zero_refusal", 0, func() { _ = zeroBucket.Retry(0) }},
 		{"ratio_zero_refusal", 0, func() { _ = zero.Retry(0) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

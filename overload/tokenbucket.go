@@ -45,9 +45,12 @@ type TokenBucketOptions struct {
 // Tokens are counted in thousandths, exactly. A success costs one atomic
 // load while the bucket is full, and takes no lock ever.
 //
-// Build one with [NewTokenBucket]; the zero TokenBucket is not usable. A
-// TokenBucket is safe for concurrent use and is meant to be shared by all
-// the calls to one downstream.
+// Build one with [NewTokenBucket]. The zero TokenBucket is not usable,
+// but it does not panic: it is an empty bucket of size 0, which refuses
+// every retry with an error that matches [ErrBudgetExhausted] and says
+// that a TokenBucket must be made with NewTokenBucket. A TokenBucket is
+// safe for concurrent use and is meant to be shared by all the calls to
+// one downstream.
 type TokenBucket struct {
 	tokens       atomic.Int64 // thousandths of a token
 	max          int64
@@ -119,9 +122,13 @@ func (b *TokenBucket) add(delta int64) {
 
 // Retry allows a retry while the bucket holds more than half its size,
 // and, with MaxWaiting, while fewer than MaxWaiting calls wait. The error
-// of a refusal matches [ErrBudgetExhausted].
+// of a refusal matches [ErrBudgetExhausted]. The zero TokenBucket refuses
+// every retry.
 func (b *TokenBucket) Retry(wait time.Duration) error {
 	if b.tokens.Load() <= b.half {
+		if b.max == 0 { // the zero TokenBucket: NewTokenBucket sets max > 0
+			return errBucketZero
+		}
 		return errBucketEmpty
 	}
 	return b.wait.enter(wait)
@@ -139,3 +146,6 @@ func (b *TokenBucket) Full() bool { return b.tokens.Load() >= b.max }
 func (b *TokenBucket) Tokens() float64 { return float64(b.tokens.Load()) / 1000 }
 
 var errBucketEmpty = fmt.Errorf("%w: the token bucket is at or below half full", ErrBudgetExhausted)
+
+// errBucketZero refuses the retries of a zero TokenBucket, whose size is 0.
+var errBucketZero = fmt.Errorf("overload: a TokenBucket must be made with NewTokenBucket: the zero TokenBucket refuses every retry (%w)", ErrBudgetExhausted)

@@ -1,13 +1,17 @@
 package overload_test
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/overload"
 )
 
@@ -143,4 +147,38 @@ func TestTokenBucket_maxWaiting(t *testing.T) {
 	require.NoError(t, b.Retry(0), "a zero wait parks nothing")
 	b.Waited()
 	require.NoError(t, b.Retry(1), "a slot given back is free again")
+}
+
+// TestTokenBucket_zeroValueSaysWhy: the zero TokenBucket, an empty bucket
+// of size 0, panics in none of its methods and refuses every retry with
+// an error that says it must be made with NewTokenBucket, directly and
+// through retry.Do. The old code refused it by accident, as "at or below
+// half full", which hid the mistake.
+func TestTokenBucket_zeroValueSaysWhy(t *testing.T) {
+	var b overload.TokenBucket
+	assert.NotPanics(t, func() {
+		b.Attempted(1, false, false)
+		b.Attempted(2, true, false)
+		b.Attempted(3, true, true)
+		assert.True(t, b.Full(), "a bucket of size 0 is full")
+		assert.Zero(t, b.Tokens())
+	})
+	for _, wait := range []time.Duration{0, time.Second} {
+		err := b.Retry(wait)
+		require.ErrorIs(t, err, overload.ErrBudgetExhausted)
+		assert.Contains(t, err.Error(), "a TokenBucket must be made with NewTokenBucket")
+	}
+	assert.NotPanics(t, b.Waited)
+
+	boom := errors.New("boom")
+	calls := 0
+	err := retry.Do(context.Background(), func(context.Context) error { calls++; return boom },
+		retry.WithBudget(&overload.TokenBucket{}), retry.WithBackoff(retry.Constant(0)))
+	assert.Equal(t, 1, calls)
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, retry.OutcomeRefused, re.Outcome)
+	assert.ErrorIs(t, err, overload.ErrBudgetExhausted)
+	assert.ErrorIs(t, err, boom)
+	assert.Contains(t, err.Error(), "a TokenBucket must be made with NewTokenBucket")
 }
