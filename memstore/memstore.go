@@ -12,6 +12,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/isnil"
 )
 
 // Store is a [retry.IdempotencyStore] in process memory: it
@@ -22,9 +23,15 @@ import (
 // It is safe for concurrent use. It starts no goroutine: expired leases
 // and records are ignored when met and swept out when the store grows,
 // so memory stays within about twice what the live keys need.
-// Build one with [New]; the zero value is not usable.
+//
+// Build one with [New]. The zero Store is not usable, but it does not
+// panic: its Claim, Renew, Complete and Release return an error that
+// matches [retry.ErrInvalidOption] and says that a Store must be made
+// with New, so that Do fails closed (with
+// [retry.ErrIdempotencyUnavailable]) without calling fn.
 type Store struct {
-	clock clock.Clock
+	clock clock.Clock // nil when the store is unusable; err says why
+	err   error       // why the store is unusable, set by New
 
 	mu      sync.Mutex // guards the fields below
 	entries map[string]memEntry
@@ -46,27 +53,53 @@ type memEntry struct {
 type Options struct {
 	// Clock is the clock on which the store measures leases and
 	// retention, such as a *clock.Mock in tests. Default (nil): real
-	// time.
+	// time. A nil pointer in the interface, such as (*clock.Mock)(nil),
+	// cannot tell the time: since New returns no error, the store it
+	// makes then returns an error naming Options.Clock from every Claim,
+	// Renew, Complete and Release, never real time in silence.
 	Clock clock.Clock
 }
 
 const minSweep = 64
 
-// New returns an empty store. opts may be nil.
+// New returns an empty store. opts may be nil. An invalid option makes
+// a store whose methods return an error that names it; see [Options].
 func New(opts *Options) *Store {
 	m := &Store{entries: make(map[string]memEntry), sweepAt: minSweep}
 	if opts != nil {
 		m.clock = opts.Clock
 	}
-	if m.clock == nil {
+	switch {
+	case m.clock == nil:
 		m.clock = clock.New()
+	case isnil.Is(m.clock):
+		m.err = fmt.Errorf("%w: memstore: Options.Clock (%T)(nil) is a nil pointer, which cannot tell the time (leave Clock nil for real time)", retry.ErrInvalidOption, m.clock)
+		m.clock = nil
 	}
 	return m
+}
+
+// errZeroStore is what a zero Store's methods return.
+var errZeroStore = fmt.Errorf("%w: memstore: a Store must be made with New", retry.ErrInvalidOption)
+
+// unusable returns why m cannot work, or nil: one nil check for a store
+// made by New with valid options.
+func (m *Store) unusable() error {
+	if m.clock != nil {
+		return nil
+	}
+	if m.err != nil {
+		return m.err
+	}
+	return errZeroStore
 }
 
 // Claim implements [retry.IdempotencyStore]. Tokens are increasing decimal
 // numbers, unique within the store.
 func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (retry.Claim, error) {
+	if err := m.unusable(); err != nil {
+		return retry.Claim{}, err
+	}
 	if err := checkStoreArgs(ctx, key, lease); err != nil {
 		return retry.Claim{}, err
 	}
@@ -110,6 +143,9 @@ func (m *Store) Complete(ctx context.Context, key, token string, rec retry.Store
 // update replaces the entry that token holds with f(entry, now+d), or
 // returns retry.ErrLeaseLost.
 func (m *Store) update(ctx context.Context, key, token string, d time.Duration, f func(memEntry, time.Time) memEntry) error {
+	if err := m.unusable(); err != nil {
+		return err
+	}
 	if err := checkStoreArgs(ctx, key, d); err != nil {
 		return err
 	}
@@ -126,6 +162,9 @@ func (m *Store) update(ctx context.Context, key, token string, d time.Duration, 
 
 // Release implements [retry.IdempotencyStore].
 func (m *Store) Release(ctx context.Context, key, token string) error {
+	if err := m.unusable(); err != nil {
+		return err
+	}
 	if err := checkStoreArgs(ctx, key, 1); err != nil {
 		return err
 	}

@@ -148,3 +148,50 @@ func BenchmarkStoreParallel(b *testing.B) {
 		}
 	})
 }
+
+// checkUnusable asserts that every method of s returns an error that
+// matches retry.ErrInvalidOption and contains want, without panicking,
+// and that Do then fails closed, without calling fn.
+func checkUnusable(t *testing.T, s *memstore.Store, want string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NotPanics(t, func() {
+		_, err := s.Claim(ctx, "k", "fp", time.Minute)
+		require.ErrorIs(t, err, retry.ErrInvalidOption)
+		assert.Contains(t, err.Error(), want)
+		for name, err := range map[string]error{
+			"Renew":    s.Renew(ctx, "k", "1", time.Minute),
+			"Complete": s.Complete(ctx, "k", "1", retry.StoredOutcome{}, time.Minute),
+			"Release":  s.Release(ctx, "k", "1"),
+		} {
+			require.ErrorIs(t, err, retry.ErrInvalidOption, name)
+			assert.Contains(t, err.Error(), want, name)
+		}
+		assert.Zero(t, s.Len())
+	})
+
+	r, err := retry.New(retry.WithIdempotency(s, &retry.IdempotencyOptions{Key: "k"}))
+	require.NoError(t, err)
+	calls := 0
+	require.NotPanics(t, func() {
+		err = r.Do(ctx, func(context.Context) error { calls++; return nil })
+	})
+	assert.Zero(t, calls, "fn ran without idempotency")
+	require.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+	assert.Contains(t, err.Error(), want)
+}
+
+// TestStoreRefusesNilPointerClock: New cannot return an error, so a
+// store given a nil *clock.Mock returns one that names Options.Clock from
+// every method, rather than switching to real time in silence; the old
+// code panicked in Claim, inside Do.
+func TestStoreRefusesNilPointerClock(t *testing.T) {
+	s := memstore.New(&memstore.Options{Clock: (*clock.Mock)(nil)})
+	checkUnusable(t, s, "memstore: Options.Clock (*clock.Mock)(nil) is a nil pointer")
+}
+
+// TestStoreZeroValue: the zero Store, not made with New, says so instead
+// of panicking on its nil clock and map (the old code).
+func TestStoreZeroValue(t *testing.T) {
+	checkUnusable(t, &memstore.Store{}, "memstore: a Store must be made with New")
+}
