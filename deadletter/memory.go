@@ -2,6 +2,7 @@ package deadletter
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -9,11 +10,12 @@ import (
 	"github.com/steadfast-go/retry"
 )
 
-// MemorySink keeps dead letters in memory, in the order they were put.
-// It is meant for tests and examples: it is not durable, and it never
-// forgets a record. It implements [Source]. A MemorySink is safe for
-// concurrent use; build one with [NewMemorySink], as the zero value is
-// not usable.
+// MemorySink keeps dead letters in memory, in the order they were put,
+// one per ID: like a [FileSink], it keeps the first record put with an ID
+// and ignores later ones. It is meant for tests and examples: it is not
+// durable, and it never forgets a record. It implements [Source]. A
+// MemorySink is safe for concurrent use; build one with [NewMemorySink],
+// as the zero value is not usable.
 type MemorySink struct {
 	mu   sync.Mutex // guards recs and byID
 	recs []retry.DeadLetter
@@ -25,14 +27,25 @@ func NewMemorySink() *MemorySink {
 	return &MemorySink{byID: make(map[string]int)}
 }
 
-// Put stores a copy of dl. It fails only when ctx is already done.
+// Put stores a copy of dl. When a record with dl.ID is already stored,
+// Put keeps that one, stores nothing and returns nil, as a FileSink's
+// reader does: a Put retried after a timeout leaves one record, which
+// [Redrive] replays once. dl.ID must not be empty (Do always sets it);
+// Put also fails when ctx is already done.
 func (m *MemorySink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if dl.ID == "" {
+		// Records are kept by ID: a second one without would be lost.
+		return fmt.Errorf("%w: MemorySink.Put: the dead letter has no ID", retry.ErrInvalidOption)
+	}
 	dl = cloneDeadLetter(dl)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, dup := m.byID[dl.ID]; dup {
+		return nil // the first record with an ID wins, as in a FileSink
+	}
 	m.byID[dl.ID] = len(m.recs)
 	m.recs = append(m.recs, dl)
 	return nil

@@ -55,3 +55,53 @@ func TestMemorySinkHonoursContext(t *testing.T) {
 	assert.ErrorIs(t, sink.Put(ctx, retry.DeadLetter{ID: "1"}), context.Canceled)
 	assert.Zero(t, sink.Len())
 }
+
+// TestSinksKeepTheFirstRecordOfAnID: a second Put with a stored ID (a
+// Put retried after a timeout, say) leaves the first record alone, in a
+// MemorySink as in a FileSink, so Redrive replays it once and nothing
+// stays pending. The old MemorySink kept both: Redrive replayed the
+// first but MarkRedriven marked the second (the ID's newest index), so
+// the first stayed pending for ever and counted as Skipped on every run.
+func TestSinksKeepTheFirstRecordOfAnID(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]func(*testing.T) deadletter.Source{
+		"memory": func(*testing.T) deadletter.Source { return deadletter.NewMemorySink() },
+		"file":   func(t *testing.T) deadletter.Source { s, _ := openFileSink(t, nil); return s },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sink := open(t)
+			first, second := testRecord(0), testRecord(0)
+			second.Payload = []byte("second")
+			require.NoError(t, sink.Put(t.Context(), first))
+			require.NoError(t, sink.Put(t.Context(), second), "a duplicate is not an error")
+
+			var replayed []string
+			handler := func(_ context.Context, dl retry.DeadLetter) error {
+				replayed = append(replayed, string(dl.Payload))
+				return nil
+			}
+			rep, err := deadletter.Redrive(t.Context(), sink, redriver(t), handler, nil)
+			require.NoError(t, err)
+			assert.Equal(t, deadletter.Report{Pending: 1, Succeeded: 1}, rep)
+			rep, err = deadletter.Redrive(t.Context(), sink, redriver(t), handler, nil)
+			require.NoError(t, err)
+			assert.Equal(t, deadletter.Report{}, rep, "nothing left after the first run")
+			assert.Equal(t, []string{string(first.Payload)}, replayed, "the first record wins, replayed once")
+			pending, err := sink.Pending(t.Context())
+			require.NoError(t, err)
+			assert.Empty(t, pending)
+		})
+	}
+}
+
+// TestMemorySinkRejectsRecordWithoutID: records are kept by ID, so one
+// without is refused, as by a FileSink, rather than lost on a second Put.
+func TestMemorySinkRejectsRecordWithoutID(t *testing.T) {
+	t.Parallel()
+	sink := deadletter.NewMemorySink()
+	err := sink.Put(t.Context(), retry.DeadLetter{Name: "charge"})
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "no ID")
+	assert.Zero(t, sink.Len())
+}
