@@ -14,8 +14,9 @@ import (
 // one per ID: like a [FileSink], it keeps the first record put with an ID
 // and ignores later ones. It is meant for tests and examples: it is not
 // durable, and it never forgets a record. It implements [Source]. A
-// MemorySink is safe for concurrent use; build one with [NewMemorySink],
-// as the zero value is not usable.
+// MemorySink is safe for concurrent use. The zero MemorySink is an empty
+// sink ready to use, as is the one [NewMemorySink] returns. A MemorySink
+// must not be copied after first use.
 type MemorySink struct {
 	mu   sync.Mutex // guards recs and byID
 	recs []retry.DeadLetter
@@ -45,6 +46,9 @@ func (m *MemorySink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	defer m.mu.Unlock()
 	if _, dup := m.byID[dl.ID]; dup {
 		return nil // the first record with an ID wins, as in a FileSink
+	}
+	if m.byID == nil { // the zero MemorySink
+		m.byID = make(map[string]int)
 	}
 	m.byID[dl.ID] = len(m.recs)
 	m.recs = append(m.recs, dl)

@@ -105,3 +105,25 @@ func TestMemorySinkRejectsRecordWithoutID(t *testing.T) {
 	assert.Contains(t, err.Error(), "no ID")
 	assert.Zero(t, sink.Len())
 }
+
+// TestMemorySinkZeroValue: the zero MemorySink works like
+// NewMemorySink's; the old code panicked in Put on its nil map.
+func TestMemorySinkZeroValue(t *testing.T) {
+	t.Parallel()
+	var sink deadletter.MemorySink
+	require.NotPanics(t, func() {
+		pending, err := sink.Pending(t.Context())
+		require.NoError(t, err)
+		assert.Empty(t, pending)
+		ok, err := sink.MarkRedriven(t.Context(), "1")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		require.NoError(t, sink.Put(t.Context(), testRecord(0)))
+	})
+	assert.Equal(t, 1, sink.Len())
+	var replayed int
+	rep, err := deadletter.Redrive(t.Context(), &sink, redriver(t), func(context.Context, retry.DeadLetter) error { replayed++; return nil }, nil)
+	require.NoError(t, err)
+	assert.Equal(t, deadletter.Report{Pending: 1, Succeeded: 1}, rep)
+	assert.Equal(t, 1, replayed)
+}
