@@ -110,8 +110,9 @@
 //
 // Observers and dead letters of the Retrier see each request under the
 // operation name "METHOD host" (such as "GET api.example.com"; "GET" for
-// an empty method); never the
-// URL's path or query, which can hold identifiers, unless
-// [WithOperationName] says otherwise. The errors of this package hold no
-// header value, URL path or query.
+// an empty method); never the URL's path or query, which can hold
+// identifiers, unless [WithOperationName] says otherwise. The errors of
+// this package hold no header value, URL path or query; nor does the
+// error of a malformed response, whose net/http text would quote the
+// server's line (errors.As still finds the textproto.ProtocolError).
 package retryhttp

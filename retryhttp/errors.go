@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"syscall"
 )
@@ -114,3 +115,23 @@ func unsent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
 }
+
+// withholdServerText returns err, or, when err holds a protocol error of
+// net/textproto, an error that says so without its text: net/http quotes
+// the server's malformed line in it ("malformed MIME header line: ..."),
+// and a header line may hold a value, which must not reach logs or dead
+// letters. errors.Is and errors.As still find the original.
+func withholdServerText(err error) error {
+	var pe textproto.ProtocolError
+	if errors.As(err, &pe) {
+		return &withheld{err}
+	}
+	return err
+}
+
+type withheld struct{ err error }
+
+func (e *withheld) Error() string {
+	return "retryhttp: the server's response is malformed (a protocol error; its text, which quotes the response, is withheld)"
+}
+func (e *withheld) Unwrap() error { return e.err }

@@ -390,6 +390,7 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 
 // failed turns a transport error into what the Retrier should do with it.
 func (c *call) failed(err error, conn *atomic.Bool) error {
+	err = withholdServerText(err)
 	switch {
 	case c.reqCtx.Err() != nil:
 		return err // the Retrier stops with the context's cause
