@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -137,4 +138,63 @@ func TestNested_joinedErrorsEndAsTheInnerGiveUp(t *testing.T) {
 	assert.Equal(t, retry.OutcomeExhausted, re.Outcome)
 	assert.ErrorIs(t, err, retry.ErrExhausted)
 	assert.NotErrorIs(t, re.Cause, context.DeadlineExceeded)
+}
+
+// A call whose context ends while it waits keeps both the context's error
+// and its cause, whatever combination the standard contexts make of them,
+// and its outcome follows the context's error.
+func TestDo_contextEndsInAWaitWithEveryKindOfCause(t *testing.T) {
+	custom := errors.New("shutting down")
+	for name, tc := range map[string]struct {
+		end       func(parent context.Context) (context.Context, func())
+		outcome   retry.Outcome
+		is        []error
+		inAttempt bool // the context ends during the attempt (a deadline never ends a wait: Do stops before it)
+	}{
+		"cancel": {func(p context.Context) (context.Context, func()) {
+			ctx, cancel := context.WithCancel(p)
+			time.AfterFunc(time.Second, cancel)
+			return ctx, cancel
+		}, retry.OutcomeCanceled, []error{context.Canceled}, false},
+		"cancel with a cause": {func(p context.Context) (context.Context, func()) {
+			ctx, cancel := context.WithCancelCause(p)
+			time.AfterFunc(time.Second, func() { cancel(custom) })
+			return ctx, func() { cancel(nil) }
+		}, retry.OutcomeCanceled, []error{context.Canceled, custom}, false},
+		"cancel with DeadlineExceeded as the cause": {func(p context.Context) (context.Context, func()) {
+			ctx, cancel := context.WithCancelCause(p)
+			time.AfterFunc(time.Second, func() { cancel(context.DeadlineExceeded) })
+			return ctx, func() { cancel(nil) }
+		}, retry.OutcomeCanceled, []error{context.Canceled, context.DeadlineExceeded}, false},
+		"deadline with Canceled as the cause": {func(p context.Context) (context.Context, func()) {
+			return context.WithDeadlineCause(p, time.Now().Add(time.Second), context.Canceled)
+		}, retry.OutcomeDeadline, []error{context.DeadlineExceeded, context.Canceled}, true},
+		"cancel under a deadline": {func(p context.Context) (context.Context, func()) {
+			d, stop := context.WithTimeout(p, time.Hour)
+			ctx, cancel := context.WithCancel(d)
+			time.AfterFunc(time.Second, cancel)
+			return ctx, func() { cancel(); stop() }
+		}, retry.OutcomeCanceled, []error{context.Canceled}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, stop := tc.end(t.Context())
+				defer stop()
+				// A wait of 30 minutes: the deadline of an hour does not stop it early.
+				r := mustNew(t, retry.WithBackoff(retry.Constant(30*time.Minute)), retry.WithJitter(retry.NoJitter))
+				fn := failOnce
+				if tc.inAttempt {
+					fn = func(ctx context.Context) error { <-ctx.Done(); return errTransient }
+				}
+				err := r.Do(ctx, fn)
+				var re *retry.Error
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, tc.outcome, re.Outcome)
+				for _, target := range tc.is {
+					assert.ErrorIs(t, err, target)
+				}
+				assert.ErrorIs(t, err, errTransient)
+			})
+		})
+	}
 }
