@@ -68,7 +68,7 @@ func (m *marks) walk(err error, left int) int {
 			err = e.err
 		case *Error:
 			m.permanent = m.permanent || e.Outcome == OutcomePermanent
-			m.inner = m.inner || e.Outcome == OutcomeExhausted || e.Outcome == OutcomeMaxElapsed || e.Outcome == OutcomeRefused
+			m.inner = m.inner || e.gaveUp()
 			if !m.canceled {
 				m.canceled, left = canceledIn(e, left)
 			}
@@ -130,40 +130,17 @@ func canceledIn(err error, left int) (bool, int) {
 // first, in the same order, of a Retrier that gave up (exhausted, out of
 // time, refused); nil if there is none within maxLinks links.
 func innerGaveUp(err error) *Error {
-	e, _ := findInner(err, maxLinks)
+	e, _ := walk(err, func(err error) bool {
+		e, ok := err.(*Error)
+		return ok && e.gaveUp()
+	}).(*Error)
 	return e
 }
 
-func findInner(err error, left int) (*Error, int) {
-	for ; err != nil; left-- {
-		if left <= 0 {
-			return nil, 0
-		}
-		switch e := err.(type) {
-		case *permanentError:
-			err = e.err
-		case *retryAfterError:
-			err = e.err
-		case *Error:
-			if e.Outcome == OutcomeExhausted || e.Outcome == OutcomeMaxElapsed || e.Outcome == OutcomeRefused {
-				return e, left
-			}
-			return nil, left
-		case interface{ Unwrap() error }:
-			err = e.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, inner := range e.Unwrap() {
-				var found *Error
-				if found, left = findInner(inner, left-1); found != nil || left <= 0 {
-					return found, left
-				}
-			}
-			return nil, left
-		default:
-			return nil, left
-		}
-	}
-	return nil, left
+// gaveUp says whether e is the error of a Retrier that gave up on an error
+// worth retrying: it ran out of attempts or of time, or was refused.
+func (e *Error) gaveUp() bool {
+	return e.Outcome == OutcomeExhausted || e.Outcome == OutcomeMaxElapsed || e.Outcome == OutcomeRefused
 }
 
 // isCanceled says whether a wrapper, not its chain, is context.Canceled
