@@ -105,14 +105,17 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 	}
 	cfg := r.config()
 	var first error
-	if !cfg.slow && ctx.Err() == nil {
+	if !cfg.slow {
 		// The fast path: nothing to observe, time or record, so the
-		// first attempt needs none of the loop's state.
-		if first = fn(ctx); first == nil {
-			if cfg.budget != nil && !cfg.fullBucket() {
-				cfg.succeeded()
+		// first attempt needs none of the loop's state. (Two ifs, not
+		// one &&: the compiler then branches on Err's result at once.)
+		if ctx.Err() == nil {
+			if first = fn(ctx); first == nil {
+				if cfg.budget != nil && !cfg.fullBucket() {
+					cfg.succeeded()
+				}
+				return nil
 			}
-			return nil
 		}
 	}
 	// One adapter for both calls below: each would take a slot of its own
@@ -207,15 +210,17 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 		return zero, badCall(r == nil, ctx == nil)
 	}
 	cfg := r.config()
-	if !cfg.slow && ctx.Err() == nil {
-		v, err := fn(ctx)
-		if err != nil {
-			return loop(ctx, cfg, fn, err, nil)
+	if !cfg.slow {
+		if ctx.Err() == nil { // two ifs, as in Do
+			v, err := fn(ctx)
+			if err != nil {
+				return loop(ctx, cfg, fn, err, nil)
+			}
+			if cfg.budget != nil && !cfg.fullBucket() {
+				cfg.succeeded()
+			}
+			return v, nil
 		}
-		if cfg.budget != nil && !cfg.fullBucket() {
-			cfg.succeeded()
-		}
-		return v, nil
 	}
 	if cfg.idem == nil && !cfg.dl.active() {
 		return loop(ctx, cfg, fn, nil, nil)
