@@ -39,9 +39,12 @@ type call struct {
 //go:noinline
 func (c *call) settle(err error, done func(error)) {
 	j, throttled := c.cfg.judge(c.ctx, err)
-	if b := c.cfg.budget; b != nil {
-		b.Attempted(c.attempts, j == failure, throttled)
-	}
+	c.tell(err, j, throttled, done)
+}
+
+// tell passes settle's judgement on: the breaker first, so that a budget
+// that panics cannot leave a half-open breaker waiting.
+func (c *call) tell(err error, j judgement, throttled bool, done func(error)) {
 	if done != nil {
 		switch j {
 		case answered:
@@ -51,6 +54,9 @@ func (c *call) settle(err error, done func(error)) {
 		default:
 			done(err)
 		}
+	}
+	if b := c.cfg.budget; b != nil {
+		b.Attempted(c.attempts, j == failure, throttled)
 	}
 }
 

@@ -363,6 +363,16 @@ func TestBreaker_panicInFnIsAFailure(t *testing.T) {
 	assert.Equal(t, []string{"failed"}, br.reports, "done is called, so a half-open breaker is not stuck")
 }
 
+// A panic in WithRetryIf, which judges the attempt's error for the
+// breaker, is a failure too: done is still called, once.
+func TestBreaker_panicInRetryIfIsAFailure(t *testing.T) {
+	br := &fakeBreaker{}
+	r := mustNew(t, retry.WithBreaker(br), retry.WithRetryIf(func(error) bool { panic("classifier bug") }))
+	assert.PanicsWithValue(t, "classifier bug", func() { _ = r.Do(t.Context(), failOnce) })
+	assert.Equal(t, 1, br.allowed)
+	assert.Equal(t, []string{"failed"}, br.reports, "done is called, so a half-open breaker is not stuck")
+}
+
 // peekingBreaker can say it would refuse without reserving anything.
 type peekingBreaker struct{ fakeBreaker }
 

@@ -448,23 +448,26 @@ func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, er
 }
 
 // gatedAttempt is an attempt the breaker allowed: done hears how it ended,
-// a panic in fn included, which counts as a failure (as in gobreaker's
-// own Execute), so that a half-open breaker is not left waiting for it.
+// a panic in fn or in what judges its error (WithRetryIf) included, which
+// counts as a failure (as in gobreaker's own Execute), so that a
+// half-open breaker is not left waiting for it.
 func gatedAttempt[T any](c *call, fn func(context.Context) (T, error), done func(error)) (v T, err error) {
-	ended := false
+	judged := false
 	defer func() {
-		if !ended {
+		if !judged {
 			done(errPanicked)
 		}
 	}()
 	v, err = attempt(c.ctx, c.cfg, fn)
-	ended = true
-	c.settle(err, done)
+	j, throttled := c.cfg.judge(c.ctx, err)
+	judged = true
+	c.tell(err, j, throttled, done)
 	return v, err
 }
 
-// errPanicked is what a breaker hears of an attempt whose fn panicked.
-var errPanicked = errors.New("retry: fn panicked")
+// errPanicked is what a breaker and an observer hear of an attempt that
+// panicked: its fn, or the WithRetryIf that judged its error.
+var errPanicked = errors.New("retry: the attempt panicked")
 
 // attempt calls fn once, with a per-attempt context if one is configured.
 func attempt[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {

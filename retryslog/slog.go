@@ -34,9 +34,9 @@ type Options struct {
 //     with operation, attempt, delay and error;
 //   - a success after retries at opts.RetryLevel: "retry: succeeded";
 //   - a permanent failure at Warn, a call stopped by its context's
-//     deadline at Warn, attempts exhausted or the time budget spent at
-//     Error: "retry: gave up", with operation, outcome, attempts, elapsed
-//     and error;
+//     deadline at Warn, attempts exhausted, the time budget spent or a
+//     call refused by a budget or a breaker at Error: "retry: gave up",
+//     with operation, outcome, attempts, elapsed and error;
 //   - a cancelled call at opts.RetryLevel: "retry: cancelled";
 //   - a dead letter that no sink stored at Error, whatever the outcome,
 //     with dead_letter=failed, since the work may be lost.
