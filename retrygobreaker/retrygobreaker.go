@@ -113,8 +113,19 @@ func newBreaker(cb twoStep) *Breaker {
 	}
 }
 
-// errNotBuilt refuses the attempts of a zero or nil Breaker.
-var errNotBuilt = fmt.Errorf("%w: retrygobreaker: the *Breaker is nil or zero; build one with New or NewBreaker", retry.ErrInvalidOption)
+// errNotBuilt refuses the attempts of a zero or nil Breaker. It matches
+// retry.ErrInvalidOption, a mistake of the setup, and not
+// overload.ErrCircuitOpen: no downstream is to blame. Its text does not
+// begin with ErrInvalidOption's "retry: ", which the call's *Error
+// already writes.
+var errNotBuilt error = notBuilt{}
+
+type notBuilt struct{}
+
+func (notBuilt) Error() string {
+	return "invalid option: retrygobreaker: the *Breaker is nil or zero, and refuses every attempt; build one with New or NewBreaker"
+}
+func (notBuilt) Unwrap() error { return retry.ErrInvalidOption }
 
 // Allow asks the breaker for leave to make an attempt; Do calls it before
 // every attempt that would call fn. While gobreaker refuses (open, or

@@ -17,6 +17,7 @@ import (
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrygobreaker"
+	"github.com/steadfast-go/retry/retrystats"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -440,4 +441,21 @@ func TestNewBreakerKeepsTheUsersExclusions(t *testing.T) {
 	require.NoError(t, b.Refuses(), "the user's exclusion holds")
 	_ = retry.Do(ctx, func(context.Context) error { return errDown }, retry.WithBreaker(b), retry.WithMaxAttempts(1))
 	require.ErrorIs(t, b.Refuses(), overload.ErrCircuitOpen)
+}
+
+// A zero Breaker refuses every attempt, with an error that reads once as
+// the Retrier's ("retry: " once) and matches the setup mistake, not an
+// open circuit: Stats counts the call as refused, by neither a budget nor
+// a breaker.
+func TestZeroBreakerRefusesEveryAttempt(t *testing.T) {
+	st := new(retrystats.Stats)
+	r, err := retry.New(retry.WithBreaker(&retrygobreaker.Breaker{}), retry.WithObserver(st))
+	require.NoError(t, err)
+	err = r.Do(t.Context(), func(context.Context) error { return nil })
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.NotErrorIs(t, err, overload.ErrCircuitOpen)
+	assert.Equal(t, "retry: invalid option: retrygobreaker: the *Breaker is nil or zero, and refuses every attempt; build one with New or NewBreaker before the first attempt", err.Error())
+	s := st.Snapshot()
+	assert.Equal(t, uint64(1), s.Refused)
+	assert.Zero(t, s.CircuitOpen+s.BudgetDenied)
 }

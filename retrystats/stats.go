@@ -140,7 +140,10 @@ type Snapshot struct {
 	Success, Permanent, Exhausted, MaxElapsed, Deadline, Canceled, Refused uint64
 	// BudgetDenied and CircuitOpen count the Refused calls by who refused
 	// them: a retry budget ([overload.ErrBudgetExhausted]) or a circuit
-	// breaker ([overload.ErrCircuitOpen]).
+	// breaker ([overload.ErrCircuitOpen]). A refusal that matches neither
+	// (a breaker or budget of one's own with errors of its own, or one
+	// that was not built, as a zero retrygobreaker.Breaker) is in Refused
+	// only, so Refused may exceed their sum.
 	BudgetDenied, CircuitOpen uint64
 	// NoAttempt counts calls that ended before their first attempt: the
 	// context was already done, or, with [retry.WithIdempotency], the store
