@@ -144,7 +144,7 @@ func writeScenario(t *testing.T, b *strings.Builder, title string, ops map[strin
 			v := c.calls[outcome]
 			calls += v
 			switch outcome {
-			case "permanent", "exhausted", "max-elapsed", "deadline":
+			case "permanent", "exhausted", "max-elapsed", "deadline", "refused": // as the rule counts failures
 				failed += v
 			}
 			if v > 0 {
