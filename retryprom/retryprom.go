@@ -16,10 +16,16 @@
 //	retry_call_duration_seconds{operation}       histogram: from Do's start to its return
 //
 // The outcome label is one of success, permanent, exhausted, max-elapsed,
-// deadline and canceled. Every outcome's series exists, at 0, from the
-// first event of an operation, so rate() sees the first failure. The two
-// gauges follow [retrymetrics.GaugeDelta], as retryotel's and the retry
-// package's Stats do.
+// deadline and canceled. Every outcome's series, and both dead-letter
+// series, exist at 0 from the first event of an operation in the
+// process, so rate() and increase() see a failure once a scrape has seen
+// its series at 0. A failure before the series' first scrape (within one
+// scrape interval of the operation's first event, as in a new process
+// whose first call fails) makes a series that starts above 0, and rate()
+// and increase() take that first sample as their baseline: they miss it.
+// The alert RetryDeadLetterNotRecorded counts such a series as well. The
+// two gauges follow [retrymetrics.GaugeDelta], as retryotel's and the
+// retry package's Stats do.
 //
 // # Cardinality
 //
