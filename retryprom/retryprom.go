@@ -48,6 +48,7 @@ package retryprom
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -118,13 +119,17 @@ type series struct {
 }
 
 // New returns an Observer whose metrics are registered on reg. The error
-// wraps retry.ErrInvalidOption for a nil reg or bad options, and is the
+// wraps retry.ErrInvalidOption for a nil reg (or one holding a nil
+// pointer, such as a nil *prometheus.Registry) or bad options, and is the
 // registry's error (such as prometheus.AlreadyRegisteredError when reg
 // already has metrics of these names) if registration fails; then nothing
 // is registered.
 func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("%w: retryprom.New: the registerer is nil", retry.ErrInvalidOption)
+	}
+	if isNil(reg) {
+		return nil, fmt.Errorf("%w: retryprom.New: the registerer is nil (a nil %T)", retry.ErrInvalidOption, reg)
 	}
 	o := &Observer{}
 	ops, err := retrymetrics.NewTable(opts.MaxOperations, o.newSeries)
@@ -164,6 +169,18 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	}
 	o.ops = ops
 	return o, nil
+}
+
+// isNil reports whether v holds a nil pointer or func, whose methods
+// would panic when Register calls them (as a nil *prometheus.Registry's
+// do). It is the rule of the retry module's internal/isnil, which other
+// modules cannot import.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // validName says whether s is a metric name that every Prometheus version

@@ -219,6 +219,7 @@ func TestNew_errors(t *testing.T) {
 		want string
 	}{
 		{name: "nil_registerer", opts: retryprom.Options{}, want: "the registerer is nil"},
+		{name: "typed_nil_registerer", reg: (*prometheus.Registry)(nil), want: "the registerer is nil (a nil *prometheus.Registry)"},
 		{name: "negative_max", reg: prometheus.NewRegistry(), opts: retryprom.Options{MaxOperations: -1}, want: "MaxOperations -1 is negative"},
 		{name: "empty_buckets", reg: prometheus.NewRegistry(), opts: retryprom.Options{DurationBuckets: []float64{}}, want: "DurationBuckets [] must be"},
 		{name: "unordered_buckets", reg: prometheus.NewRegistry(), opts: retryprom.Options{DurationBuckets: []float64{1, 1}}, want: "DurationBuckets [1 1] must be"},
