@@ -215,6 +215,7 @@ func TestNew_errors(t *testing.T) {
 		want string
 	}{
 		{name: "nil_provider", opts: retryotel.Options{}, want: "the meter provider is nil"},
+		{name: "typed_nil_provider", mp: (*sdkmetric.MeterProvider)(nil), want: "the meter provider is nil (a nil *metric.MeterProvider)"},
 		{name: "negative_max", mp: mp, opts: retryotel.Options{MaxOperations: -1}, want: "retryotel.New: MaxOperations -1 is negative"},
 		{name: "empty_buckets", mp: mp, opts: retryotel.Options{DurationBuckets: []float64{}}, want: "retryotel.New: DurationBuckets [] must be"},
 		{name: "unordered_buckets", mp: mp, opts: retryotel.Options{DurationBuckets: []float64{2, 1}}, want: "retryotel.New: DurationBuckets [2 1] must be"},
