@@ -14,6 +14,7 @@ package retrymetrics
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -54,8 +55,9 @@ func AttemptBuckets() []float64 {
 // DurationBuckets returns the bounds, in seconds, of the call-duration
 // histogram for the DurationBuckets setting custom: a copy of custom, or
 // [DurationBounds] in seconds when custom is nil. Bounds that are empty
-// (but not nil) or not increasing give an error that names the setting;
-// callers wrap it with their own sentinel (retryprom and retryotel use
+// (but not nil), not increasing, NaN or infinite (histograms add the +Inf
+// bucket themselves) give an error that names the setting; callers wrap
+// it with their own sentinel (retryprom and retryotel use
 // retry.ErrInvalidOption).
 func DurationBuckets(custom []float64) ([]float64, error) {
 	if custom == nil {
@@ -65,6 +67,11 @@ func DurationBuckets(custom []float64) ([]float64, error) {
 			out[i] = d.Seconds()
 		}
 		return out, nil
+	}
+	for i, b := range custom {
+		if math.IsNaN(b) || math.IsInf(b, 0) {
+			return nil, fmt.Errorf("DurationBuckets %v: bound %d is %v; bounds must be finite (the +Inf bucket is added by itself)", custom, i, b)
+		}
 	}
 	ok := len(custom) > 0
 	for i := 1; i < len(custom) && ok; i++ {

@@ -1,6 +1,7 @@
 package retrymetrics_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -36,6 +37,23 @@ func TestBuckets(t *testing.T) {
 		_, err := retrymetrics.DurationBuckets(bad)
 		assert.ErrorContains(t, err, "DurationBuckets", "%v", bad)
 		assert.ErrorContains(t, err, "must be one or more increasing bounds", "%v", bad)
+	}
+	// One bound makes no comparison, so it must be checked by itself.
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		bad  []float64
+		want string
+	}{
+		{[]float64{nan}, "DurationBuckets [NaN]: bound 0 is NaN; bounds must be finite"},
+		{[]float64{inf}, "DurationBuckets [+Inf]: bound 0 is +Inf; bounds must be finite"},
+		{[]float64{-inf}, "DurationBuckets [-Inf]: bound 0 is -Inf; bounds must be finite"},
+		{[]float64{1, inf}, "DurationBuckets [1 +Inf]: bound 1 is +Inf; bounds must be finite (the +Inf bucket is added by itself)"},
+		{[]float64{-inf, 1}, "bound 0 is -Inf"},
+		{[]float64{1, nan, 2}, "bound 1 is NaN"},
+	} {
+		got, err := retrymetrics.DurationBuckets(tc.bad)
+		assert.Nil(t, got, "%v", tc.bad)
+		assert.ErrorContains(t, err, tc.want, "%v", tc.bad)
 	}
 }
 

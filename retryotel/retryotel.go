@@ -80,9 +80,10 @@ type Options struct {
 	// retry.operation value; the rest count as "other". It must not be
 	// negative. Default (0): DefaultMaxOperations.
 	MaxOperations int
-	// DurationBuckets are the bucket bounds, in seconds and increasing, of
-	// retry.call.duration. Default: 0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
-	// 0.25, 0.5, 1, 2.5, 5, 10, 30, 60. New copies the slice.
+	// DurationBuckets are the bucket bounds, in seconds, finite and
+	// increasing, of retry.call.duration (a last bucket counts longer
+	// calls). Default: 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+	// 2.5, 5, 10, 30, 60. New copies the slice.
 	DurationBuckets []float64
 }
 

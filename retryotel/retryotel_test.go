@@ -2,6 +2,7 @@ package retryotel_test
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -219,6 +220,8 @@ func TestNew_errors(t *testing.T) {
 		{name: "negative_max", mp: mp, opts: retryotel.Options{MaxOperations: -1}, want: "retryotel.New: MaxOperations -1 is negative"},
 		{name: "empty_buckets", mp: mp, opts: retryotel.Options{DurationBuckets: []float64{}}, want: "retryotel.New: DurationBuckets [] must be"},
 		{name: "unordered_buckets", mp: mp, opts: retryotel.Options{DurationBuckets: []float64{2, 1}}, want: "retryotel.New: DurationBuckets [2 1] must be"},
+		{name: "nan_bucket", mp: mp, opts: retryotel.Options{DurationBuckets: []float64{math.NaN()}}, want: "retryotel.New: DurationBuckets [NaN]: bound 0 is NaN; bounds must be finite"},
+		{name: "inf_bucket", mp: mp, opts: retryotel.Options{DurationBuckets: []float64{-math.Inf(1), 1}}, want: "retryotel.New: DurationBuckets [-Inf 1]: bound 0 is -Inf; bounds must be finite"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -82,9 +82,10 @@ type Options struct {
 	// series; the rest count as "other". It must not be negative.
 	// Default (0): DefaultMaxOperations.
 	MaxOperations int
-	// DurationBuckets are the upper bounds, in seconds and increasing, of
-	// the call-duration histogram. Default: 0.001, 0.005, 0.01, 0.025,
-	// 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60. New copies the slice.
+	// DurationBuckets are the upper bounds, in seconds, finite and
+	// increasing, of the call-duration histogram (Prometheus adds the +Inf
+	// bucket itself). Default: 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+	// 0.5, 1, 2.5, 5, 10, 30, 60. New copies the slice.
 	DurationBuckets []float64
 }
 

@@ -3,6 +3,7 @@ package retryprom_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -223,6 +224,8 @@ func TestNew_errors(t *testing.T) {
 		{name: "negative_max", reg: prometheus.NewRegistry(), opts: retryprom.Options{MaxOperations: -1}, want: "MaxOperations -1 is negative"},
 		{name: "empty_buckets", reg: prometheus.NewRegistry(), opts: retryprom.Options{DurationBuckets: []float64{}}, want: "DurationBuckets [] must be"},
 		{name: "unordered_buckets", reg: prometheus.NewRegistry(), opts: retryprom.Options{DurationBuckets: []float64{1, 1}}, want: "DurationBuckets [1 1] must be"},
+		{name: "nan_bucket", reg: prometheus.NewRegistry(), opts: retryprom.Options{DurationBuckets: []float64{math.NaN()}}, want: "DurationBuckets [NaN]: bound 0 is NaN; bounds must be finite"},
+		{name: "inf_bucket", reg: prometheus.NewRegistry(), opts: retryprom.Options{DurationBuckets: []float64{1, math.Inf(1)}}, want: "DurationBuckets [1 +Inf]: bound 1 is +Inf; bounds must be finite"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
