@@ -11,17 +11,33 @@ import (
 // Operation labels used in place of a call's own name.
 const (
 	// Other ("other") labels the names past a [Table]'s limit, names that
-	// are not valid UTF-8, and the name "other" itself.
+	// are not valid UTF-8 or longer than [MaxNameLen], and the name
+	// "other" itself.
 	Other = "other"
 	// Unnamed ("unnamed") labels calls without a name.
 	Unnamed = "unnamed"
 )
 
+// MaxNameLen (128) is the longest operation name, in bytes, that a [Table]
+// gives a value of its own; longer names get [Other]'s. The limit on
+// distinct names bounds the number of series, this one the size of a
+// label: an operation name is a short, fixed identifier ("charge-card",
+// "payments.stripe.refund"), and 128 bytes leaves room for a namespaced
+// one, while a longer name is most likely data (a URL, a query, an ID)
+// that could hold a secret, and would make every series of the operation
+// carry it, up to failing a whole scrape whose label_value_length_limit
+// it exceeds.
+const MaxNameLen = 128
+
 // Table maps operation names to per-operation values, such as a set of
 // metric series, so that an unexpected name cannot create series without
 // end. The first distinct names up to its limit get a value of their own,
 // made with the name (or [Unnamed] for ""); the rest share the value made
-// for [Other]. Every name counts toward the limit, "" included.
+// for [Other], as do names that are not valid UTF-8, "other" itself, and
+// names longer than [MaxNameLen] bytes. Every name counts toward the
+// limit, "" included, except the names longer than MaxNameLen: the Table
+// does not keep them, so that however many there are they cost no memory
+// and leave the limit to the names that fit.
 //
 // A Table is safe for concurrent use. Get reads a copy-on-write map with
 // one atomic load and takes a lock only for a name it has not seen while
@@ -62,6 +78,9 @@ func NewTable[T any](maxOperations int, newValue func(label string) T) (*Table[T
 // Get returns the value for name, making it the first time the Table
 // sees the name.
 func (t *Table[T]) Get(name string) T {
+	if len(name) > MaxNameLen {
+		return t.otherValue()
+	}
 	names := *t.names.Load()
 	if v, ok := names[name]; ok {
 		return v
@@ -101,6 +120,16 @@ func (t *Table[T]) add(name string) T {
 	next[name] = v
 	t.names.Store(&next)
 	return v
+}
+
+// otherValue returns the value of Other, making it the first time.
+func (t *Table[T]) otherValue() T {
+	if v := t.other.Load(); v != nil {
+		return *v
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.otherLocked()
 }
 
 // otherLocked returns the value of Other, making it the first time. t.mu

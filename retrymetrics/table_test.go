@@ -2,6 +2,7 @@ package retrymetrics_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,34 @@ func TestTable_bounds(t *testing.T) {
 		"a": "a", "": "unnamed", "\xff": "other", "b": "other", "c": "other", "other": "other",
 	}, got)
 	assert.Equal(t, []string{"a", "unnamed", "other"}, made, "each value made once")
+}
+
+// TestTable_longNames: a name longer than MaxNameLen bytes gets Other's
+// value, and is neither kept nor counted toward the limit.
+func TestTable_longNames(t *testing.T) {
+	t.Parallel()
+	var made []string
+	tab, err := retrymetrics.NewTable(2, func(label string) string { made = append(made, label); return label })
+	require.NoError(t, err)
+	// get shortens what it returns, so that a failure prints no 1 MiB label.
+	get := func(name string) string {
+		v := tab.Get(name)
+		if len(v) > retrymetrics.MaxNameLen {
+			return fmt.Sprintf("%.10s... (%d bytes)", v, len(v))
+		}
+		return v
+	}
+	longest := strings.Repeat("x", retrymetrics.MaxNameLen)
+	tooLong := longest + "y"
+	huge := strings.Repeat("z", 1<<20)
+	assert.Equal(t, retrymetrics.Other, get(tooLong))
+	assert.Equal(t, retrymetrics.Other, get(huge))
+	assert.Equal(t, retrymetrics.Other, get(tooLong), "the same value again")
+	assert.Equal(t, longest, get(longest), "MaxNameLen bytes is still a name")
+	assert.Equal(t, "a", get("a"), "long names left the limit to the names that fit")
+	assert.Equal(t, retrymetrics.Other, get("b"), "past the limit")
+	assert.Equal(t, []string{retrymetrics.Other, longest, "a"}, made, "each value made once")
+	assert.Equal(t, 128, retrymetrics.MaxNameLen, "the documented limit")
 }
 
 func TestTable_concurrent(t *testing.T) {

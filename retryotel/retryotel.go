@@ -37,9 +37,9 @@
 //
 // The retry.operation metric attribute is bounded as in retryprom: the
 // first [Options.MaxOperations] distinct names (default 100) keep their
-// own; later names, and names that are not valid UTF-8, are reported as
-// "other", and calls without a name as "unnamed". Span events carry the
-// name as given.
+// own; later names, names that are not valid UTF-8 and names longer than
+// [retrymetrics.MaxNameLen] (128) bytes are reported as "other", and calls
+// without a name as "unnamed". Span events carry the name as given.
 package retryotel
 
 import (

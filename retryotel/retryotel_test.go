@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrymetrics"
 	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retryotel"
 )
@@ -186,6 +188,25 @@ func TestObserver_cardinalityIsBounded(t *testing.T) {
 		counter("retry.retries", "{attempt}", "Attempts after the first of their call.", true,
 			point("a", 2), point("unnamed", 1), point("b", 1), point("other", 4)),
 		collect("retry.retries"), metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+}
+
+// TestObserver_longNames: a name longer than retrymetrics.MaxNameLen
+// bytes is reported as "other" on the metrics.
+func TestObserver_longNames(t *testing.T) {
+	t.Parallel()
+	obs, collect := newObserver(t, retryotel.Options{})
+	ctx := t.Context()
+	longest := strings.Repeat("x", retrymetrics.MaxNameLen)
+	for _, name := range []string{strings.Repeat("y", 1000), longest + "y", longest} {
+		obs.OnAttemptStart(ctx, retry.AttemptStart{Name: name, Attempt: 1})
+	}
+	point := func(op string, v int64) metricdata.DataPoint[int64] {
+		return metricdata.DataPoint[int64]{Attributes: opSet(op), Value: v}
+	}
+	metricdatatest.AssertEqual(t,
+		counter("retry.attempts", "{attempt}", "Attempts made, first attempts included.", true,
+			point("other", 2), point(longest, 1)),
+		collect("retry.attempts"), metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 }
 
 // TestObserver_gauges checks the up-down counters while calls wait, and

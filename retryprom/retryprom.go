@@ -34,7 +34,11 @@
 // own series; later names are counted under operation="other", so an
 // unexpected name cannot blow up the number of series. A call without a
 // name is counted under operation="unnamed". Names that are not valid
-// UTF-8 count under "other". All of these count toward the limit.
+// UTF-8 count under "other". All of these count toward the limit. Names
+// longer than [retrymetrics.MaxNameLen] (128) bytes count under "other"
+// too, without counting toward the limit, so that no label value is
+// longer than that: a longer name is most likely data, not an operation,
+// and would exceed a scrape's label_value_length_limit or hold a secret.
 //
 // With the default duration buckets each operation has 41 series (13
 // counters and gauges, 11 for the attempts histogram, 17 for the duration
@@ -59,8 +63,8 @@ import (
 // Operation names used in place of a call's own name.
 const (
 	// OtherOperation ("other") is the operation label of calls whose name
-	// came after the limit of distinct names was reached, or is not valid
-	// UTF-8.
+	// came after the limit of distinct names was reached, is not valid
+	// UTF-8, or is longer than retrymetrics.MaxNameLen bytes.
 	OtherOperation = retrymetrics.Other
 	// UnnamedOperation ("unnamed") is the operation label of calls
 	// without a name.

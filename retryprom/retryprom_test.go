@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrymetrics"
 	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retryprom"
 )
@@ -105,6 +106,35 @@ retry_attempts_total{operation="other"} 4
 retry_attempts_total{operation="unnamed"} 1
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_attempts_total"))
+}
+
+// TestObserver_longNames: a name longer than retrymetrics.MaxNameLen
+// bytes is counted under "other", so that no label is longer than that.
+func TestObserver_longNames(t *testing.T) {
+	t.Parallel()
+	obs, reg := newObserver(t, retryprom.Options{})
+	ctx := t.Context()
+	longest := strings.Repeat("x", retrymetrics.MaxNameLen)
+	for _, name := range []string{strings.Repeat("y", 1000), longest + "y", longest} {
+		obs.OnAttemptStart(ctx, retry.AttemptStart{Name: name, Attempt: 1})
+		obs.OnDone(ctx, retry.Done{Name: name, Outcome: retry.OutcomeSuccess, Attempts: 1})
+	}
+	want := `
+# HELP retry_attempts_total Attempts made, first attempts included.
+# TYPE retry_attempts_total counter
+retry_attempts_total{operation="other"} 2
+retry_attempts_total{operation="` + longest + `"} 1
+`
+	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_attempts_total"))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				assert.LessOrEqual(t, len(l.GetValue()), retrymetrics.MaxNameLen, f.GetName())
+			}
+		}
+	}
 }
 
 func TestObserver_specialNamesBeforeTheLimit(t *testing.T) {
