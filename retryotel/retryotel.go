@@ -16,11 +16,14 @@
 //	retry.call.attempts       histogram {attempt}: attempts per call; buckets 1, 2, 3, 4, 5, 10, 100, 1000
 //	retry.call.duration       histogram s: from the start of Do to its return, waits included
 //
-// retry.outcome is one of success, permanent, exhausted, max-elapsed,
-// deadline and canceled. The retry.calls and retry.dead_letters series of
-// an operation all exist, at 0, from its first event. The two up-down
-// counters follow [retrymetrics.GaugeDelta], as retryprom's gauges and the
-// retry package's Stats do.
+// With retry.WithIdempotency an attempt may end without calling fn (the key
+// is held by another caller, or the store failed); retry.attempts counts it
+// all the same. retry.outcome is one of success, permanent, exhausted,
+// max-elapsed, deadline, canceled and refused (a breaker or retry budget
+// stopped the call: see retry.OutcomeRefused). The retry.calls and
+// retry.dead_letters series of an operation all exist, at 0, from its
+// first event. The two up-down counters follow [retrymetrics.GaugeDelta],
+// as retryprom's gauges and the retry package's Stats do.
 //
 // # Spans
 //

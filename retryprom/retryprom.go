@@ -7,7 +7,7 @@
 // With the default namespace "retry" the metrics are:
 //
 //	retry_calls_total{operation, outcome}        counter: calls ended, by outcome
-//	retry_attempts_total{operation}              counter: attempts, first attempts included
+//	retry_attempts_total{operation}              counter: attempts, first attempts included (*)
 //	retry_retries_total{operation}               counter: attempts after the first of their call
 //	retry_calls_in_flight{operation}             gauge: calls between their first attempt and their end
 //	retry_waits_in_progress{operation}           gauge: calls waiting before their next attempt
@@ -15,16 +15,24 @@
 //	retry_attempts_per_call{operation}           histogram: attempts per call; buckets 1, 2, 3, 4, 5, 10, 100, 1000
 //	retry_call_duration_seconds{operation}       histogram: from Do's start to its return
 //
+// (*) With retry.WithIdempotency an attempt may end without calling fn (the
+// key is held by another caller, or the store failed); it counts all the
+// same.
+//
 // The outcome label is one of success, permanent, exhausted, max-elapsed,
-// deadline and canceled. Every outcome's series, and both dead-letter
-// series, exist at 0 from the first event of an operation in the
-// process, so rate() and increase() see a failure once a scrape has seen
-// its series at 0. A failure before the series' first scrape (within one
-// scrape interval of the operation's first event, as in a new process
-// whose first call fails) makes a series that starts above 0, and rate()
-// and increase() take that first sample as their baseline: they miss it.
-// The alert RetryDeadLetterNotRecorded counts such a series as well. The
-// two gauges follow [retrymetrics.GaugeDelta], as retryotel's and the
+// deadline, canceled and refused (a breaker or retry budget stopped the
+// call: see retry.OutcomeRefused).
+//
+// Every outcome's series, and both dead-letter series, exist at 0 from
+// the first event of an operation in the process, so rate() and
+// increase() see a failure once a scrape has seen its series at 0. A
+// failure before the series' first scrape (within one scrape interval of
+// the operation's first event, as in a new process whose first call
+// fails) makes a series that starts above 0, and rate() and increase()
+// take that first sample as their baseline: they miss it. The alert
+// RetryDeadLetterNotRecorded counts such a series as well.
+//
+// The two gauges follow [retrymetrics.GaugeDelta], as retryotel's and the
 // retry package's Stats do.
 //
 // # Cardinality
