@@ -106,7 +106,7 @@ func openBackends(ctx context.Context, c config, withSink bool) (*backends, erro
 			return nil, fmt.Errorf("-postgres: creating table %s: %w", table, err)
 		}
 		b.sink, b.sinkName = s, "PostgreSQL, table "+table
-		b.where = fmt.Sprintf("-postgres '%s' -table %s", redactURL(c.postgres), table)
+		b.where = postgresWhere(c.postgres, table)
 	} else {
 		f, err := deadletter.OpenFile(c.deadLetters, nil)
 		if err != nil {
@@ -114,7 +114,7 @@ func openBackends(ctx context.Context, c config, withSink bool) (*backends, erro
 		}
 		b.closers = append(b.closers, func() { f.Close() })
 		b.sink, b.sinkName = f, "JSON Lines file "+c.deadLetters
-		b.where = "-file " + c.deadLetters
+		b.where = "-file " + shellArg(c.deadLetters)
 	}
 	ok = true
 	return b, nil

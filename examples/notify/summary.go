@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -125,15 +124,26 @@ func printCommands(w io.Writer, c config, b *backends, started time.Time, s summ
 	where := b.where
 	since := started.UTC().Truncate(time.Second).Format(time.RFC3339)
 	resend := "go run ./examples/notify -resend"
+	var secrets redacted
 	switch {
 	case c.redis != "":
-		resend += fmt.Sprintf(" -redis %s -namespace %s", c.redis, c.namespace)
+		resend += fmt.Sprintf(" -redis %s -namespace %s", shellArg(c.redis), c.namespace)
 	case c.postgres != "":
-		resend += fmt.Sprintf(` -postgres "%s" -namespace %s`, redactURL(c.postgres), c.namespace)
+		var conn string
+		conn, secrets = redactConn(c.postgres)
+		resend += fmt.Sprintf(" -postgres %s -namespace %s", shellDoubleQuote(conn), c.namespace)
 	}
 	fmt.Fprintf(w, "\nThe %d jobs that gave up are dead letters (%s). From the repository root:\n", s.DeadLettered, b.sinkName)
 	fmt.Fprintf(w, "  go run ./cmd/deadletters list %s -since %s\n", where, since)
-	fmt.Fprintf(w, "  go run ./cmd/deadletters redrive %s -since %s -reason exhausted -exec '%s'\n", where, since, resend)
+	fmt.Fprintf(w, "  go run ./cmd/deadletters redrive %s -since %s -reason exhausted -exec %s\n", where, since, shellQuote(resend))
+	switch {
+	case secrets.password && secrets.sslPassword:
+		fmt.Fprintf(w, "The commands leave out the password and the sslpassword of -postgres: set PGPASSWORD (or use ~/.pgpass) and PGSSLPASSWORD where you run them.\n")
+	case secrets.password:
+		fmt.Fprintf(w, "The commands leave out the password of -postgres: set PGPASSWORD (or use ~/.pgpass) where you run them.\n")
+	case secrets.sslPassword:
+		fmt.Fprintf(w, "The commands leave out the sslpassword of -postgres: set PGSSLPASSWORD where you run them.\n")
+	}
 	fmt.Fprintf(w, "Redrive sends each exhausted job again, under its idempotency key")
 	if c.redis == "" && c.postgres == "" {
 		fmt.Fprintf(w, " (with -redis or -postgres, a job sent meanwhile is not sent twice)")
@@ -141,15 +151,9 @@ func printCommands(w io.Writer, c config, b *backends, started time.Time, s summ
 	fmt.Fprintf(w, ".\nThe permanent ones (empty message, invalid user) fail again until their data is fixed.\n")
 }
 
-// redactURL drops the password from a PostgreSQL URL: pgx reads it from
-// PGPASSWORD or ~/.pgpass instead.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.User(u.User.Username())
-	}
-	return u.String()
+// postgresWhere is the deadletters flags that name the dead-letter table
+// in the database conn names, without its password.
+func postgresWhere(conn, table string) string {
+	conn, _ = redactConn(conn)
+	return fmt.Sprintf("-postgres %s -table %s", shellQuote(conn), table)
 }
