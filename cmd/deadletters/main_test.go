@@ -137,13 +137,14 @@ func TestHelp(t *testing.T) {
 func TestParseTime(t *testing.T) {
 	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 	for in, want := range map[string]time.Time{
-		"2026-11-29T07:00:00Z":      time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC),
-		"2026-11-29T09:00:00+02:00": time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC),
-		"2026-11-28":                time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC),
-		"90m":                       now.Add(-90 * time.Minute),
-		"24h":                       now.Add(-24 * time.Hour),
-		"7d":                        now.Add(-7 * 24 * time.Hour),
-		"0s":                        now,
+		"2026-11-29T07:00:00Z":        time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC),
+		"2026-11-29T09:00:00+02:00":   time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC),
+		"2026-11-29T07:00:00.123456Z": time.Date(2026, 11, 29, 7, 0, 0, 123456000, time.UTC), // as examples/notify prints it
+		"2026-11-28":                  time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC),
+		"90m":                         now.Add(-90 * time.Minute),
+		"24h":                         now.Add(-24 * time.Hour),
+		"7d":                          now.Add(-7 * 24 * time.Hour),
+		"0s":                          now,
 	} {
 		got, err := parseTime(in, now)
 		if assert.NoError(t, err, in) {

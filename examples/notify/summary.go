@@ -122,7 +122,12 @@ func printCommands(w io.Writer, c config, b *backends, started time.Time, s summ
 		return
 	}
 	where := b.where
-	since := started.UTC().Truncate(time.Second).Format(time.RFC3339)
+	// The run's start to the microsecond, as deadletters -since reads
+	// it (RFC 3339 with a fraction), so that an earlier run's records of
+	// the same second are not selected; not to the nanosecond, since
+	// PostgreSQL keeps microseconds: a record of this run stored with
+	// its time truncated must still be selected.
+	since := started.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
 	resend := "go run ./examples/notify -resend"
 	var secrets redacted
 	switch {
