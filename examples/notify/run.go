@@ -43,6 +43,10 @@ type runner struct {
 	again   chan delivery // redeliveries, back to the dispatcher
 	redeliv map[int]bool
 	started time.Time
+	// epoch is when the run's virtual time starts: a job's clock starts
+	// at the epoch plus the real time since started (see
+	// backends.epoch).
+	epoch time.Time
 
 	mu      sync.Mutex
 	results []result
@@ -80,6 +84,10 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 		return summary{}, err
 	}
 	defer b.close()
+	epoch, err := b.epoch(ctx, started)
+	if err != nil {
+		return summary{}, err
+	}
 
 	logOut := e.log
 	if logOut == nil {
@@ -94,7 +102,7 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 
 	stats := new(retrystats.Stats)
 	observers := []retry.Observer{stats, retryslog.New(logger, &retryslog.Options{RetryLevel: slog.LevelDebug})}
-	r := &runner{cfg: cfg, env: e, stats: stats, started: started}
+	r := &runner{cfg: cfg, env: e, stats: stats, started: started, epoch: epoch}
 	r.queue = make(chan delivery, cfg.queue)
 
 	metricsURL := ""
@@ -179,7 +187,7 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 	for _, err := range s.unhandled {
 		fmt.Fprintln(e.stdout, "  unexpected error:", err)
 	}
-	printCommands(e.stdout, cfg, b, started, s)
+	printCommands(e.stdout, cfg, b, epoch, s)
 	fmt.Fprintf(e.stdout, "\nran in %v of real time\n", time.Since(started).Round(time.Millisecond))
 	return s, nil
 }
@@ -278,7 +286,7 @@ func (l *lastDone) OnDone(_ context.Context, e retry.Done)           { l.d = e }
 // Retrier.
 func (r *runner) send(ctx context.Context, d delivery) result {
 	res := result{delivery: d.n}
-	clk := newJobClock(time.Now())
+	clk := newJobClock(r.epoch.Add(time.Since(r.started)))
 	defer clk.Stop()
 	obs := &lastDone{}
 	jr, err := r.shared.With(

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/pgdeadletter"
+	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
 )
 
 // printedSince returns the -since of the printed commands, parsed as
@@ -47,4 +50,60 @@ func TestSinceIsTheRunsStart(t *testing.T) {
 	assert.False(t, f.Match(at(started.Add(-123*time.Millisecond))), "an earlier run's record at the second")
 	assert.True(t, f.Match(at(started)))
 	assert.True(t, f.Match(at(started.Add(500*time.Nanosecond).Truncate(time.Microsecond))), "this run's record, its time truncated by PostgreSQL")
+}
+
+// TestSinceSelectsThisRunOnly: the printed -since selects this run's
+// dead letters and none of an earlier run's, also those that gave up
+// after this run started: an earlier run's virtual time runs ahead of
+// the real time (its last jobs give up seconds, up to -deadline, after
+// it ended), so this run's clocks start after them.
+func TestSinceSelectsThisRunOnly(t *testing.T) {
+	t.Parallel()
+	earlier := func(key string, d time.Duration) retry.DeadLetter {
+		now := time.Now()
+		return retry.DeadLetter{ID: deadletter.NewID(), Name: "promo", IdempotencyKey: key, Attempts: 4,
+			FirstAttempt: now.Add(d - time.Second), GaveUp: now.Add(d), Reason: retry.OutcomeExhausted, LastError: "503"}
+	}
+	check := func(t *testing.T, cfg config, put func(retry.DeadLetter), list func(deadletter.Filter) []retry.DeadLetter) {
+		put(earlier("notify:earlier-past", -time.Millisecond))
+		put(earlier("notify:earlier-ahead", 10*time.Second))
+		put(earlier("notify:earlier-just-ahead", 2*time.Second+500*time.Nanosecond))
+		s, out := runIn(t, cfg, env{})
+		require.Positive(t, s.DeadLettered)
+		var keys []string // the records' payloads are no test output
+		for _, dl := range list(deadletter.Filter{Since: printedSince(t, out)}) {
+			keys = append(keys, dl.IdempotencyKey)
+			assert.True(t, strings.HasPrefix(dl.IdempotencyKey, "notify:job-7-"), "-since selects %s, not of this run", dl.IdempotencyKey)
+		}
+		assert.Len(t, keys, int(s.DeadLettered), "-since selects every record of this run")
+	}
+	t.Run("file", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig(t, "-seed", "7")
+		sink, err := deadletter.OpenFile(cfg.deadLetters, nil)
+		require.NoError(t, err)
+		defer sink.Close()
+		check(t, cfg, func(dl retry.DeadLetter) { require.NoError(t, sink.Put(t.Context(), dl)) },
+			func(f deadletter.Filter) []retry.DeadLetter {
+				recs, err := deadletter.ReadFile(cfg.deadLetters)
+				require.NoError(t, err)
+				recs, err = f.Select(recs)
+				require.NoError(t, err)
+				return recs
+			})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		url, ns := testPostgres(t)
+		cfg := testConfig(t, "-seed", "7", "-postgres", url, "-namespace", ns)
+		sink, err := pgdeadletter.New(pgdltest.Pool(t), pgdeadletter.WithTable(ns+"_dead_letters"))
+		require.NoError(t, err)
+		require.NoError(t, sink.Migrate(t.Context()))
+		check(t, cfg, func(dl retry.DeadLetter) { require.NoError(t, sink.Put(t.Context(), dl)) },
+			func(f deadletter.Filter) []retry.DeadLetter {
+				recs, err := sink.List(t.Context(), f)
+				require.NoError(t, err)
+				return recs
+			})
+	})
 }

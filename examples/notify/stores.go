@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,7 +25,11 @@ type backends struct {
 	storeName string // for the summary
 	sinkName  string
 	where     string // the deadletters flags that name the sink
-	closers   []func()
+	// records lists the sink's records; nil without a sink.
+	records interface {
+		List(context.Context, deadletter.Filter) ([]retry.DeadLetter, error)
+	}
+	closers []func()
 }
 
 func (b *backends) close() {
@@ -105,7 +110,7 @@ func openBackends(ctx context.Context, c config, withSink bool) (*backends, erro
 		if err := s.Migrate(ctx); err != nil {
 			return nil, fmt.Errorf("-postgres: creating table %s: %w", table, err)
 		}
-		b.sink, b.sinkName = s, "PostgreSQL, table "+table
+		b.sink, b.sinkName, b.records = s, "PostgreSQL, table "+table, s
 		b.where = postgresWhere(c.postgres, table)
 	} else {
 		f, err := deadletter.OpenFile(c.deadLetters, nil)
@@ -113,11 +118,38 @@ func openBackends(ctx context.Context, c config, withSink bool) (*backends, erro
 			return nil, fmt.Errorf("-dead-letters: %w", err)
 		}
 		b.closers = append(b.closers, func() { f.Close() })
-		b.sink, b.sinkName = f, "JSON Lines file "+c.deadLetters
+		b.sink, b.sinkName, b.records = f, "JSON Lines file "+c.deadLetters, f
 		b.where = "-file " + shellArg(c.deadLetters)
 	}
 	ok = true
 	return b, nil
+}
+
+// epoch returns when the run that starts now starts its virtual time:
+// now, unless the sink holds records that gave up at or after now. Those
+// are an earlier run's, whose virtual time ran ahead of the real time
+// (a job's waits and latencies take none: a run of a few seconds has
+// records up to -deadline later); the epoch is then just after the last
+// of them. So every record of this run gives up at or after the epoch
+// and every earlier one before it, and the printed -since, the epoch,
+// selects this run's records only.
+func (b *backends) epoch(ctx context.Context, now time.Time) (time.Time, error) {
+	now = now.Round(0) // the wall clock only, as the records keep it
+	if b.records == nil {
+		return now, nil
+	}
+	// Since to the microsecond, as -since is printed (see printCommands).
+	recs, err := b.records.List(ctx, deadletter.Filter{Since: now.Truncate(time.Microsecond)})
+	var torn *deadletter.TornRecordError
+	if err != nil && !errors.As(err, &torn) { // a torn line is no record
+		return time.Time{}, fmt.Errorf("reading the dead letters (%s): %w", b.sinkName, err)
+	}
+	for _, dl := range recs {
+		if t := dl.GaveUp.Add(time.Microsecond); t.After(now) {
+			now = t
+		}
+	}
+	return now, nil
 }
 
 func openPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {

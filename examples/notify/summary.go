@@ -116,18 +116,18 @@ func (s summary) table() string {
 
 // printCommands says where the dead letters are and how to list and
 // redrive them with cmd/deadletters.
-func printCommands(w io.Writer, c config, b *backends, started time.Time, s summary) {
+func printCommands(w io.Writer, c config, b *backends, epoch time.Time, s summary) {
 	if s.DeadLettered == 0 {
 		fmt.Fprintf(w, "\nNothing gave up: no dead letters.\n")
 		return
 	}
 	where := b.where
-	// The run's start to the microsecond, as deadletters -since reads
-	// it (RFC 3339 with a fraction), so that an earlier run's records of
-	// the same second are not selected; not to the nanosecond, since
-	// PostgreSQL keeps microseconds: a record of this run stored with
-	// its time truncated must still be selected.
-	since := started.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+	// The run's epoch (see backends.epoch) to the microsecond, as
+	// deadletters -since reads it (RFC 3339 with a fraction), so that an
+	// earlier run's records of the same second are not selected; not to
+	// the nanosecond, since PostgreSQL keeps microseconds: a record of
+	// this run stored with its time truncated must still be selected.
+	since := epoch.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
 	resend := "go run ./examples/notify -resend"
 	var secrets redacted
 	switch {

@@ -11,7 +11,8 @@ import (
 )
 
 // Virtual time. Each job runs on its own mock clock (retrytest.Clock),
-// set to the real time when the job starts, that moves only when
+// set to the real time when the job starts (later, when an earlier run's
+// virtual time ran past it: see backends.epoch), that moves only when
 //   - the Retrier has armed a wait: the clock moves on by it at once, so
 //     backoff and Retry-After waits cost no real time;
 //   - an answer comes back: virtualNetwork moves the clock on by the
