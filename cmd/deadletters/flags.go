@@ -42,9 +42,9 @@ func parseFlags(name string, args []string, groups int, now time.Time) (*options
 	o := &options{table: pgdeadletter.DefaultTable}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // run prints the usage itself
-	fs.StringVar(&o.file, "file", "", "a JSON Lines file written by deadletter.FileSink")
-	fs.StringVar(&o.postgres, "postgres", "", "a PostgreSQL URL, for a table written by pgdeadletter.Sink")
-	fs.StringVar(&o.table, "table", pgdeadletter.DefaultTable, "the table, with -postgres")
+	fs.StringVar(&o.file, "file", "", "the `PATH` of a JSON Lines file written by deadletter.FileSink")
+	fs.StringVar(&o.postgres, "postgres", "", "a PostgreSQL `URL` (or connection string), for a table written by pgdeadletter.Sink")
+	fs.StringVar(&o.table, "table", pgdeadletter.DefaultTable, "the table's `NAME`, with -postgres")
 	if groups&withFilter != 0 {
 		o.defineFilter(fs, now)
 	}
@@ -58,7 +58,7 @@ func parseFlags(name string, args []string, groups int, now time.Time) (*options
 		fs.BoolVar(&o.all, "all", false, "purge every record")
 	}
 	if groups&withRedrive != 0 {
-		fs.StringVar(&o.exec, "exec", "", "the shell command that replays a record")
+		fs.StringVar(&o.exec, "exec", "", "the shell `COMMAND` that replays a record")
 		fs.IntVar(&o.attempts, "attempts", 3, "attempts per record, the first included")
 		fs.DurationVar(&o.backoff, "backoff", time.Second, "the first wait between attempts")
 		fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long one attempt may run")
@@ -66,7 +66,7 @@ func parseFlags(name string, args []string, groups int, now time.Time) (*options
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, usageError("help requested")
+				return nil, &helpRequested{usage: commandHelp(name, fs, groups&withFilter != 0)}
 			}
 			return nil, usageError("%v", err)
 		}
@@ -90,6 +90,21 @@ func parseFlags(name string, args []string, groups int, now time.Time) (*options
 	return o, nil
 }
 
+// commandHelp is the usage of the command name, whose flags fs defines.
+func commandHelp(name string, fs *flag.FlagSet, filters bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: %s\n\n%s", commandUsage[name], usageStore)
+	if filters {
+		b.WriteString(usageFilters)
+	}
+	b.WriteString("\nflags:\n")
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	b.WriteString("\nRun 'deadletters help' for the details.\n")
+	return b.String()
+}
+
 // defineFilter defines the filter flags, which set o.filter.
 func (o *options) defineFilter(fs *flag.FlagSet, now time.Time) {
 	set := func(parse func(string) error) func(string) error {
@@ -98,14 +113,14 @@ func (o *options) defineFilter(fs *flag.FlagSet, now time.Time) {
 			return parse(s)
 		}
 	}
-	fs.Func("name", "the operation's `name`, exactly", set(func(s string) error {
+	fs.Func("name", "the operation's `NAME`, exactly", set(func(s string) error {
 		if s == "" {
 			return errors.New("empty name")
 		}
 		o.filter.Name = s
 		return nil
 	}))
-	fs.Func("reason", "reasons, comma-separated", set(func(s string) error {
+	fs.Func("reason", "a `LIST` of reasons, comma-separated", set(func(s string) error {
 		for r := range strings.SplitSeq(s, ",") {
 			var out retry.Outcome
 			if err := out.UnmarshalText([]byte(strings.TrimSpace(r))); err != nil || out == retry.OutcomeSuccess {
@@ -123,7 +138,7 @@ func (o *options) defineFilter(fs *flag.FlagSet, now time.Time) {
 		o.filter.Until, err = parseTime(s, now)
 		return err
 	}))
-	fs.Func("state", "pending, redriven or all", set(func(s string) error {
+	fs.Func("state", "the records' state `S`: pending, redriven or all", set(func(s string) error {
 		switch s {
 		case "pending":
 			o.filter.State = deadletter.Pending

@@ -14,8 +14,9 @@
 // success. Each record is marked before its replay, so none is replayed
 // twice, and a replay that fails again becomes a new pending record.
 //
-// The manual is README.md beside this file; 'deadletters help' prints it.
-// Exit status: 0 on success, 1 on failure, 2 for a usage error.
+// The manual is README.md beside this file; 'deadletters help' prints it,
+// and 'deadletters COMMAND -h' the command's usage and flags. Exit status:
+// 0 on success (and for help), 1 on failure, 2 for a usage error.
 package main
 
 import (
@@ -52,10 +53,27 @@ const usage = `usage:
   deadletters redrive STORE [FILTERS] -exec 'COMMAND' [-attempts N] [-backoff D] [-timeout D] [-dry-run]
   deadletters purge   STORE [FILTERS] [-dry-run] [-all] [ID...]
 
-STORE:   -file PATH | -postgres URL [-table NAME]
-FILTERS: -name NAME -reason LIST -since T -until T -state pending|redriven|all -limit N
-Run 'deadletters help' for the details.
+` + usageStore + usageFilters + `Run 'deadletters help' for the details.
 `
+
+const (
+	usageStore   = "STORE:   -file PATH | -postgres URL [-table NAME]\n"
+	usageFilters = "FILTERS: -name NAME -reason LIST -since T -until T -state pending|redriven|all -limit N\n"
+)
+
+// commandUsage is each command's line of the usage, for its -h.
+var commandUsage = map[string]string{
+	"list":    "deadletters list STORE [FILTERS] [-json]",
+	"show":    "deadletters show STORE [-json] ID...",
+	"redrive": "deadletters redrive STORE [FILTERS] -exec 'COMMAND' [-attempts N] [-backoff D] [-timeout D] [-dry-run]",
+	"purge":   "deadletters purge STORE [FILTERS] [-dry-run] [-all] [ID...]",
+}
+
+// helpRequested is the error of a command's -h (or -help): its usage,
+// which run prints to stdout, exiting 0.
+type helpRequested struct{ usage string }
+
+func (e *helpRequested) Error() string { return "help requested" }
 
 // help is the manual.
 //
@@ -98,8 +116,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	err := cmd(ctx, args[1:], stdout, stderr)
 	var ue *usageErr
+	var help *helpRequested
 	switch {
 	case err == nil:
+		return exitOK
+	case errors.As(err, &help):
+		fmt.Fprint(stdout, help.usage)
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "deadletters %s: %v\n%s", args[0], err, usage)

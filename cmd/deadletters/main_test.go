@@ -134,6 +134,32 @@ func TestHelp(t *testing.T) {
 	assert.Contains(t, stdout, "DEADLETTER_IDEMPOTENCY_KEY")
 }
 
+// TestCommandHelp: every command's -h prints its usage, with its own
+// flags, to stdout and exits 0, before it looks at the store.
+func TestCommandHelp(t *testing.T) {
+	for cmd, flags := range map[string][]string{
+		"list":    {"-file PATH", "-postgres URL", "-json", "-reason LIST", "-since T", "-state S"},
+		"show":    {"-file PATH", "-json"},
+		"redrive": {"-exec COMMAND", "-attempts", "-backoff", "-timeout", "-dry-run", "-since T"},
+		"purge":   {"-all", "-dry-run", "-limit N"},
+	} {
+		for _, h := range []string{"-h", "-help", "--help"} {
+			for _, args := range [][]string{{cmd, h}, {cmd, "-file", "/nonexistent/dead.jsonl", h}} {
+				code, stdout, stderr := cli(t, args...)
+				assert.Equal(t, exitOK, code, "%q", args)
+				assert.Empty(t, stderr, "%q", args)
+				assert.True(t, strings.HasPrefix(stdout, "usage: deadletters "+cmd+" STORE"), "%q: %s", args, stdout)
+				for _, f := range flags {
+					assert.Contains(t, stdout, "  "+f, "%q", args)
+				}
+				assert.NotContains(t, stdout, "help requested", "%q", args)
+			}
+		}
+	}
+	_, stdout, _ := cli(t, "show", "-h")
+	assert.NotContains(t, stdout, "-since", "show takes no filters")
+}
+
 func TestParseTime(t *testing.T) {
 	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 	for in, want := range map[string]time.Time{
