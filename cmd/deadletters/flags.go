@@ -105,6 +105,19 @@ func commandHelp(name string, fs *flag.FlagSet, filters bool) string {
 	return b.String()
 }
 
+// reasons are the names of the failure outcomes, the reasons a record
+// can have: every retry.Outcome but success.
+func reasons() []string {
+	var names []string
+	for o := retry.OutcomeSuccess + 1; ; o++ {
+		name := o.String()
+		if name == "unknown" {
+			return names
+		}
+		names = append(names, name)
+	}
+}
+
 // defineFilter defines the filter flags, which set o.filter.
 func (o *options) defineFilter(fs *flag.FlagSet, now time.Time) {
 	set := func(parse func(string) error) func(string) error {
@@ -120,11 +133,12 @@ func (o *options) defineFilter(fs *flag.FlagSet, now time.Time) {
 		o.filter.Name = s
 		return nil
 	}))
-	fs.Func("reason", "a `LIST` of reasons, comma-separated", set(func(s string) error {
+	fs.Func("reason", "a `LIST` of reasons, comma-separated: "+strings.Join(reasons(), ", "), set(func(s string) error {
 		for r := range strings.SplitSeq(s, ",") {
 			var out retry.Outcome
 			if err := out.UnmarshalText([]byte(strings.TrimSpace(r))); err != nil || out == retry.OutcomeSuccess {
-				return fmt.Errorf("unknown reason %q: use permanent, exhausted, max-elapsed, deadline or canceled", r)
+				all := reasons()
+				return fmt.Errorf("unknown reason %q: use %s or %s", r, strings.Join(all[:len(all)-1], ", "), all[len(all)-1])
 			}
 			o.filter.Reasons = append(o.filter.Reasons, out)
 		}

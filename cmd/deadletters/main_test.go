@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,6 +127,36 @@ func TestUsageNamesTheProblem(t *testing.T) {
 	assert.Contains(t, stderr, `unknown reason "sucess"`)
 	_, _, stderr = cli(t, "bogus")
 	assert.Contains(t, stderr, `unknown command "bogus"`)
+}
+
+// TestReasonsAreEveryFailureOutcome: the error of a bad -reason, -h and
+// the manual name every reason a record can have, refused included, and
+// -reason takes each of them.
+func TestReasonsAreEveryFailureOutcome(t *testing.T) {
+	const all = "permanent, exhausted, max-elapsed, deadline, canceled or refused"
+	_, _, stderr := cli(t, "list", "-file", "x", "-reason", "sucess")
+	assert.Contains(t, stderr, `unknown reason "sucess": use `+all+"\n")
+	_, stdout, _ := cli(t, "list", "-h")
+	assert.Contains(t, stdout, "comma-separated: permanent, exhausted, max-elapsed, deadline, canceled, refused\n")
+	assert.Contains(t, help, "comma-separated: permanent, exhausted, max-elapsed, deadline, canceled, refused\n")
+
+	path := filepath.Join(t.TempDir(), "dead.jsonl")
+	sink, err := deadletter.OpenFile(path, nil)
+	require.NoError(t, err)
+	var names []string
+	for o := retry.OutcomePermanent; o <= retry.OutcomeRefused; o++ {
+		dl := records()[0]
+		dl.ID, dl.Reason = fmt.Sprintf("bbbb%04d", o), o
+		require.NoError(t, sink.Put(t.Context(), dl))
+		names = append(names, o.String())
+	}
+	require.NoError(t, sink.Close())
+	assert.Equal(t, strings.ReplaceAll(strings.Replace(all, " or ", ", ", 1), " ", ""), strings.Join(names, ","), "the test knows every failure outcome")
+	for o := retry.OutcomePermanent; o <= retry.OutcomeRefused; o++ {
+		code, stdout, stderr := cli(t, "list", "-file", path, "-reason", o.String())
+		require.Equal(t, exitOK, code, stderr)
+		assert.Equal(t, []string{fmt.Sprintf("bbbb%04d", o)}, column(stdout), o.String())
+	}
 }
 
 func TestHelp(t *testing.T) {
