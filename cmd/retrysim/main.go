@@ -98,11 +98,9 @@ same output.
 // parse reads the command line.
 func parse(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("retrysim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
+	// Errors are printed once, by run; only -h prints the usage.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	seed := fs.Uint64("seed", 1, "seed of every random source")
 	runs := fs.Int("runs", 100, "runs of scenario a, in [1, 10000]")
 	clients := fs.Int("clients", 100, "clients of scenario a, in [1, 10000]")
@@ -110,6 +108,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	out := fs.String("out", filepath.Join("docs", "overload"), "directory for the charts and results.md (made if missing)")
 	doc := fs.String("doc", "", "Markdown file whose retrysim blocks to rewrite with the results (none if empty)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usage)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+		}
 		return config{}, err
 	}
 	cfg := defaultConfig(*seed)

@@ -28,6 +28,7 @@ func TestRun_badFlags(t *testing.T) {
 		{[]string{"-clients", "-3"}, "-clients -3: want a number of clients in [1, 10000]"},
 		{[]string{"-clients", "many"}, `invalid value "many" for flag -clients`},
 		{[]string{"-seed", "-1"}, `invalid value "-1" for flag -seed`},
+		{[]string{"-seed", "abc"}, `invalid value "abc" for flag -seed`},
 		{[]string{"-scenario", "f"}, `-scenario "f": want a, b, c, d, e or all`},
 		{[]string{"-scenario", "ab"}, `-scenario "ab": want a, b, c, d, e or all`},
 		{[]string{"-out", ""}, "-out: want a directory"},
@@ -39,6 +40,10 @@ func TestRun_badFlags(t *testing.T) {
 			code, stdout, stderr := cli(t, append([]string{"-out", out}, tc.args...)...)
 			assert.Equal(t, exitUsage, code)
 			assert.Contains(t, stderr, tc.want)
+			assert.Equal(t, 1, strings.Count(stderr, tc.want), "the error once: %s", stderr)
+			assert.Equal(t, "retrysim: ", stderr[:min(len(stderr), 10)], "the error first")
+			assert.NotContains(t, stderr, "usage:", "the error, not the usage")
+			assert.True(t, strings.HasSuffix(stderr, "\nRun 'retrysim -h' for the flags.\n"), stderr)
 			assert.Empty(t, stdout)
 			entries, err := os.ReadDir(out)
 			require.NoError(t, err)
