@@ -77,13 +77,55 @@ func defaultConfig(seed uint64) config {
 
 func (c config) has(scenario byte) bool { return strings.IndexByte(c.scenarios, scenario) >= 0 }
 
-// commandLine is the flags that reproduce the numbers.
+// commandLine is the flags of the run, each spelled out: those that
+// reproduce the numbers (-runs and -clients only when scenario a ran:
+// no other uses them), then where the output went.
 func (c config) commandLine() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "-seed %d", c.seed)
+	if c.has('a') {
+		fmt.Fprintf(&b, " -runs %d -clients %d", c.contention.runs, c.contention.clients)
+	}
 	s := "all"
 	if c.scenarios != "abcde" {
 		s = c.scenarios
 	}
-	return fmt.Sprintf("-seed %d -runs %d -clients %d -scenario %s", c.seed, c.contention.runs, c.contention.clients, s)
+	fmt.Fprintf(&b, " -scenario %s -out %s", s, shellArg(c.out))
+	if c.doc != "" {
+		fmt.Fprintf(&b, " -doc %s", shellArg(c.doc))
+	}
+	return b.String()
+}
+
+// shellArg is s as one shell word: as it is when no shell would split
+// or expand it, else in single quotes.
+func shellArg(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// docLink is the Markdown link from results.md, in the directory out,
+// to the document doc, or "" when there is none that is right: no -doc
+// (where the prose is, results.md cannot know), or a path a link cannot
+// hold.
+func docLink(out, doc string) string {
+	if doc == "" {
+		return ""
+	}
+	absOut, err1 := filepath.Abs(out)
+	absDoc, err2 := filepath.Abs(doc)
+	rel, err3 := filepath.Rel(absOut, absDoc)
+	if err := errors.Join(err1, err2, err3); err != nil || strings.ContainsAny(rel, "<>[]`\n\r") {
+		return ""
+	}
+	rel = filepath.ToSlash(rel)
+	target := rel
+	if strings.ContainsAny(rel, " ()") {
+		target = "<" + rel + ">"
+	}
+	return "[" + rel + "](" + target + ")"
 }
 
 const usage = `usage: retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|all] [-out DIR] [-doc FILE]
@@ -106,7 +148,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	clients := fs.Int("clients", 100, "clients of scenario a, in [1, 10000]")
 	scenario := fs.String("scenario", "all", "the scenario to run: a, b, c, d, e or all")
 	out := fs.String("out", filepath.Join("docs", "overload"), "directory for the charts and results.md (made if missing)")
-	doc := fs.String("doc", "", "Markdown file whose retrysim blocks to rewrite with the results (none if empty)")
+	doc := fs.String("doc", "", "Markdown file whose retrysim blocks to rewrite with the results, and that results.md links to (none if empty)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stderr, usage)

@@ -73,7 +73,7 @@ func TestRun_writesChartsAndTables(t *testing.T) {
 	assert.Contains(t, string(svg), "<svg")
 	md, err := os.ReadFile(filepath.Join(out, "results.md"))
 	require.NoError(t, err)
-	assert.Contains(t, string(md), "Written by `retrysim -seed 1 -runs 100 -clients 100 -scenario d`")
+	assert.Contains(t, string(md), "\nWritten by `retrysim -seed 1 -scenario d -out "+shellArg(out)+"`; do not edit.\n", "the command that was run; no link without -doc")
 	assert.Contains(t, string(md), "| WithNestedRetries at every layer | 27.00 |")
 	assert.Contains(t, string(md), "| d | one-layer rule (default): 3 leaf calls per user call | 3.00 | met |")
 }
@@ -92,6 +92,9 @@ func TestRun_rewritesTheDocsBlocks(t *testing.T) {
 	assert.NotContains(t, text, "old table")
 	assert.Contains(t, text, "| one-layer rule (default) | 3.00 |\n| WithNestedRetries at every layer | 27.00 |\n<!-- /retrysim:d -->\n\nMore.")
 	assert.Contains(t, text, "| d | WithNestedRetries at every layer: 27 leaf calls per user call | 27.00 | met |\n<!-- /retrysim:checks -->\n")
+	md, err := os.ReadFile(filepath.Join(dir, "out", "results.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "\nWritten by `retrysim -seed 1 -scenario d -out "+shellArg(filepath.Join(dir, "out"))+" -doc "+shellArg(doc)+"`; do not edit. See [../overload.md](../overload.md) for what the scenarios show.\n")
 
 	// A second run changes nothing.
 	code, _, stderr = cli(t, "-scenario", "d", "-out", filepath.Join(dir, "out"), "-doc", doc)
@@ -126,4 +129,44 @@ func TestSummary_countsBoundsNotMet(t *testing.T) {
 	out.Reset()
 	assert.Zero(t, summary(&out, res, nil, 0))
 	assert.Contains(t, out.String(), "[n/a]")
+}
+
+// TestRun_writtenByTheCommandThatRan: results.md names the flags of the
+// run, -runs and -clients only when scenario a ran.
+func TestRun_writtenByTheCommandThatRan(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "my charts")
+	code, stdout, stderr := cli(t, "-scenario", "a", "-runs", "2", "-clients", "10", "-seed", "3", "-out", out)
+	require.Equal(t, exitOK, code, stderr)
+	want := "retrysim -seed 3 -runs 2 -clients 10 -scenario a -out '" + out + "'"
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "\nWritten by `"+want+"`; do not edit.\n")
+	assert.True(t, strings.HasPrefix(stdout, want+": "), stdout)
+
+	code, stdout, stderr = cli(t, "-scenario", "d", "-runs", "2", "-clients", "10", "-out", out)
+	require.Equal(t, exitOK, code, stderr)
+	md, err = os.ReadFile(filepath.Join(out, "results.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "\nWritten by `retrysim -seed 1 -scenario d -out '"+out+"'`; do not edit.\n", "scenario d uses neither -runs nor -clients")
+	assert.NotContains(t, stdout, "-runs")
+}
+
+// TestDocLink: the link from results.md in -out to -doc is the path
+// from one to the other, or none.
+func TestDocLink(t *testing.T) {
+	for _, tc := range []struct{ out, doc, want string }{
+		{filepath.Join("docs", "overload"), filepath.Join("docs", "overload.md"), "[../overload.md](../overload.md)"},
+		{"out", filepath.Join("docs", "overload.md"), "[../docs/overload.md](../docs/overload.md)"},
+		{filepath.Join("a", "b", "c"), "overload.md", "[../../../overload.md](../../../overload.md)"},
+		{"docs", filepath.Join("docs", "overload.md"), "[overload.md](overload.md)"},
+		{"/tmp/x/charts", "/tmp/x/overload.md", "[../overload.md](../overload.md)"},
+		{"out", "my doc (draft).md", "[../my doc (draft).md](<../my doc (draft).md>)"},
+		{"out", "odd[1].md", ""},
+		{filepath.Join("docs", "overload"), "", ""},
+	} {
+		assert.Equal(t, tc.want, docLink(tc.out, tc.doc), "%q, %q", tc.out, tc.doc)
+	}
+	abs, err := filepath.Abs(filepath.Join("docs", "overload.md"))
+	require.NoError(t, err)
+	assert.Equal(t, "[../overload.md](../overload.md)", docLink(filepath.Join("docs", "overload"), abs), "a relative -out, an absolute -doc")
 }

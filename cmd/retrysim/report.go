@@ -336,7 +336,11 @@ func (r *results) sections() []section {
 func (r *results) markdown() string {
 	var b strings.Builder
 	b.WriteString("# retrysim results\n\n")
-	fmt.Fprintf(&b, "Written by `retrysim %s`; do not edit. See [../overload.md](../overload.md) for what the scenarios show.\n", r.cfg.commandLine())
+	fmt.Fprintf(&b, "Written by `retrysim %s`; do not edit.", r.cfg.commandLine())
+	if link := docLink(r.cfg.out, r.cfg.doc); link != "" {
+		fmt.Fprintf(&b, " See %s for what the scenarios show.", link)
+	}
+	b.WriteString("\n")
 	for _, s := range r.sections() {
 		fmt.Fprintf(&b, "\n## %s\n\n%s", s.title, s.body())
 	}
