@@ -11,7 +11,12 @@
 //
 // Leases and retention are measured on the server's clock (now()) unless
 // [WithClock] injects one. Expired rows are claimable at once; [Store.Cleanup]
-// deletes them to keep the table small.
+// deletes them to keep the table small. Any positive time.Duration is a
+// valid lease or retention, math.MaxInt64 (the usual "forever", about 292
+// years) too: it is added to the time exactly, in whole microseconds
+// rounded up, and PostgreSQL's timestamps reach the year 294276. An
+// expiry past that instant, possible only on an injected clock set
+// beyond it, is capped at PostgreSQL's latest timestamp.
 //
 //	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 //	...

@@ -62,7 +62,9 @@ func WithTable(name string) Option {
 // must then use clocks that agree, so it is meant for tests with a
 // *clock.Mock; production code should keep the default, the server's
 // clock, which all processes share. Times are stored with microsecond
-// precision; leases are rounded up to the next microsecond, never down.
+// precision; leases are rounded up to the next microsecond, never down,
+// and expiries are capped at PostgreSQL's latest timestamp
+// (294276-12-31 23:59:59.999999 UTC).
 // c must not be nil, nor hold a nil pointer.
 func WithClock(c clock.Clock) Option {
 	return func(cfg *config) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/pgstore/pgschema"
@@ -83,7 +84,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 			fp, value                      []byte
 			msg                            *string
 		)
-		err := s.pool.QueryRow(ctx, s.q.claim, []byte(key), []byte(fingerprint), token, micros(lease), now, until).
+		err := s.pool.QueryRow(ctx, s.q.claim, []byte(key), []byte(fingerprint), token, interval(lease), now, until).
 			Scan(&acquired, &fp, &completed, &permanent, &value, &msg)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -124,7 +125,7 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 		return fmt.Errorf("%w: pgstore: renew: the lease is %v; it must be positive", retry.ErrInvalidOption, lease)
 	}
 	_, until := s.times(lease)
-	return s.fenced(ctx, "renew", s.q.renew, []byte(key), token, micros(lease), until)
+	return s.fenced(ctx, "renew", s.q.renew, []byte(key), token, interval(lease), until)
 }
 
 // Complete stores rec as key's outcome for retention and ends the lease.
@@ -136,7 +137,7 @@ func (s *Store) Complete(ctx context.Context, key, token string, rec retry.Store
 		return fmt.Errorf("%w: pgstore: complete: the retention is %v; it must not be negative", retry.ErrInvalidOption, retention)
 	}
 	_, until := s.times(retention)
-	return s.fenced(ctx, "complete", s.q.complete, []byte(key), token, micros(retention), until, rec.Permanent, rec.Value, rec.Error)
+	return s.fenced(ctx, "complete", s.q.complete, []byte(key), token, interval(retention), until, rec.Permanent, rec.Value, rec.Error)
 }
 
 // Release deletes the claim held under token, so that the next Claim
@@ -165,23 +166,40 @@ func (s *Store) fenced(ctx context.Context, op, sql string, args ...any) error {
 // times returns the instants the statements compare with and store, on
 // the injected clock; both are nil without one, and the SQL uses now().
 // Expiries are rounded up to the microsecond PostgreSQL keeps, so a lease
-// is never cut short; the current time is rounded down.
+// is never cut short, and capped at [maxExpiry]; the current time is
+// rounded down.
 func (s *Store) times(d time.Duration) (now, until *time.Time) {
 	if s.clock == nil {
 		return nil, nil
 	}
 	n := s.clock.Now()
-	u := n.Add(d)
+	u := n.Add(d) // saturates rather than wrapping
 	if t := u.Truncate(time.Microsecond); t.Before(u) {
 		u = t.Add(time.Microsecond)
+	}
+	if u.After(maxExpiry) {
+		u = maxExpiry
 	}
 	n = n.Truncate(time.Microsecond)
 	return &n, &u
 }
 
-// micros is d in whole microseconds, rounded up.
-func micros(d time.Duration) int64 {
-	return int64((d + time.Microsecond - 1) / time.Microsecond)
+// maxExpiry is the latest instant a timestamptz holds. An expiry on the
+// server's clock never comes near it: the longest Duration,
+// math.MaxInt64 (about 292 years), ends in the 24th century. An injected
+// clock set beyond the year 294000 could pass it, and is capped.
+var maxExpiry = time.Date(294276, time.December, 31, 23, 59, 59, 999999000, time.UTC)
+
+// interval is d as a PostgreSQL interval of whole microseconds, rounded
+// up. It is exact: the microseconds are an int64, never a float, and d's
+// largest value, math.MaxInt64, is 9223372036854776 of them, which
+// neither Go nor PostgreSQL overflows.
+func interval(d time.Duration) pgtype.Interval {
+	us := d / time.Microsecond // no d + 999ns: that wraps for d near math.MaxInt64
+	if d%time.Microsecond > 0 {
+		us++
+	}
+	return pgtype.Interval{Microseconds: int64(us), Valid: true}
 }
 
 // newToken returns 128 random bits in hex: unguessable and unique across
@@ -220,7 +238,7 @@ func buildQueries(table string) queries {
 	WHERE t.key = $1 AND t.expires_at > coalesce($5::timestamptz, now())
 ), claimed AS (
 	INSERT INTO {{table}} AS t (key, fingerprint, token, completed, expires_at)
-	SELECT $1, $2, $3, false, coalesce($6::timestamptz, now() + $4::bigint * interval '1 microsecond')
+	SELECT $1, $2, $3, false, coalesce($6::timestamptz, now() + $4::interval)
 	WHERE NOT EXISTS (SELECT FROM live)
 	ON CONFLICT (key) DO UPDATE
 	SET fingerprint = excluded.fingerprint, token = excluded.token, completed = false,
@@ -235,11 +253,11 @@ func buildQueries(table string) queries {
 )
 SELECT * FROM live UNION ALL SELECT * FROM claimed UNION ALL SELECT * FROM latest`),
 		renew: r.Replace(`UPDATE {{table}}
-SET expires_at = coalesce($4::timestamptz, now() + $3::bigint * interval '1 microsecond')
+SET expires_at = coalesce($4::timestamptz, now() + $3::interval)
 WHERE key = $1 AND token = $2 AND NOT completed`),
 		complete: r.Replace(`UPDATE {{table}}
 SET completed = true, token = NULL,
-	expires_at = coalesce($4::timestamptz, now() + $3::bigint * interval '1 microsecond'),
+	expires_at = coalesce($4::timestamptz, now() + $3::interval),
 	permanent = $5, value = $6, error = $7
 WHERE key = $1 AND token = $2 AND NOT completed`),
 		release: r.Replace(`DELETE FROM {{table}} WHERE key = $1 AND token = $2 AND NOT completed`),
