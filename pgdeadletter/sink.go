@@ -29,9 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -120,9 +118,9 @@ func (s *Sink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	switch {
 	case dl.ID == "":
 		return fmt.Errorf("%w: pgdeadletter: the dead letter has no ID", retry.ErrInvalidOption)
-	case !storable(dl.ID):
+	case !pgschema.Storable(dl.ID):
 		return fmt.Errorf("%w: pgdeadletter: dead letter ID %q is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID)
-	case !storable(dl.IdempotencyKey):
+	case !pgschema.Storable(dl.IdempotencyKey):
 		return fmt.Errorf("%w: pgdeadletter: dead letter %s: its idempotency key is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID)
 	}
 	dl = sanitize(dl)
@@ -180,33 +178,21 @@ func (s *Sink) MarkRedriven(ctx context.Context, id string) (bool, error) {
 
 var _ deadletter.Source = (*Sink)(nil)
 
-// storable reports whether PostgreSQL text can hold s unchanged.
-func storable(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
-}
-
-// sanitize makes the free-text fields of dl storable. It copies Errors
-// before changing it: the caller's record is not touched.
+// sanitize makes the free-text fields of dl storable ([pgschema.Text], the
+// rule pgstore follows too). It copies Errors before changing it: the
+// caller's record is not touched.
 func sanitize(dl retry.DeadLetter) retry.DeadLetter {
-	dl.Name, dl.LastError, dl.RedriveOf = text(dl.Name), text(dl.LastError), text(dl.RedriveOf)
+	dl.Name, dl.LastError, dl.RedriveOf = pgschema.Text(dl.Name), pgschema.Text(dl.LastError), pgschema.Text(dl.RedriveOf)
 	for i, e := range dl.Errors {
-		if !storable(e.Error) {
+		if !pgschema.Storable(e.Error) {
 			dl.Errors = slices.Clone(dl.Errors)
 			for j := i; j < len(dl.Errors); j++ {
-				dl.Errors[j].Error = text(dl.Errors[j].Error)
+				dl.Errors[j].Error = pgschema.Text(dl.Errors[j].Error)
 			}
 			break
 		}
 	}
 	return dl
-}
-
-// text replaces invalid UTF-8 and NUL bytes in s with U+FFFD.
-func text(s string) string {
-	if storable(s) {
-		return s
-	}
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // nullTime maps the zero time, which means "unknown" or "not yet" in a

@@ -16,6 +16,8 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     expires_at  timestamptz NOT NULL,
     permanent   boolean     NOT NULL DEFAULT false,
     value       bytea,
+    -- A permanent failure's message; invalid UTF-8 and NUL bytes in it
+    -- are stored as U+FFFD.
     error       text
 );
 

@@ -132,12 +132,17 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 // It returns an error matching [retry.ErrLeaseLost], storing nothing, when
 // token no longer holds key. retention must not be negative; 0 stores an
 // outcome that expires at once.
+//
+// rec.Error is stored in a text column, which cannot hold invalid UTF-8
+// or NUL bytes: such bytes in it are stored, and replayed, as U+FFFD
+// ([pgschema.Text], as pgdeadletter stores text), rather than losing the
+// outcome. rec.Value, bytea, is stored as it is.
 func (s *Store) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
 	if retention < 0 {
 		return fmt.Errorf("%w: pgstore: complete: the retention is %v; it must not be negative", retry.ErrInvalidOption, retention)
 	}
 	_, until := s.times(retention)
-	return s.fenced(ctx, "complete", s.q.complete, []byte(key), token, interval(retention), until, rec.Permanent, rec.Value, rec.Error)
+	return s.fenced(ctx, "complete", s.q.complete, []byte(key), token, interval(retention), until, rec.Permanent, rec.Value, pgschema.Text(rec.Error))
 }
 
 // Release deletes the claim held under token, so that the next Claim

@@ -1,7 +1,9 @@
-// Package pgschema holds the table-naming rule and the migration step that
-// the PostgreSQL modules of github.com/steadfast-go/retry share: pgstore's
-// idempotency table and pgdeadletter's dead-letter table follow the same
-// rule and create their tables the same way.
+// Package pgschema holds the table-naming rule, the migration step and
+// the rule for free text that the PostgreSQL modules of
+// github.com/steadfast-go/retry share: pgstore's idempotency table and
+// pgdeadletter's dead-letter table follow the same rule, create their
+// tables the same way, and store text that a text column cannot hold
+// (invalid UTF-8, NUL bytes) with those bytes replaced ([Text]).
 //
 // # Table names
 //

@@ -55,3 +55,20 @@ func TestLimits(t *testing.T) {
 	assert.Equal(t, 63, pgschema.MaxTableName+pgschema.MaxIndexSuffix, "PostgreSQL's identifier limit")
 	assert.Equal(t, 63, pgschema.MaxSchemaName)
 }
+
+func TestText(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                    "",
+		"plain":               "plain",
+		"ünïcode ✓":           "ünïcode ✓",
+		"bad\x00byte":         "bad\uFFFDbyte",
+		"secret-\xff\xfe-end": "secret-\uFFFD-end",
+		"\x00\x00":            "\uFFFD\uFFFD",
+		"cut \xe2\x82":        "cut \uFFFD",
+		"\uFFFD kept":         "\uFFFD kept",
+	} {
+		assert.Equal(t, want, pgschema.Text(in), "%q", in)
+		assert.True(t, pgschema.Storable(pgschema.Text(in)), "%q", in)
+		assert.Equal(t, in == want, pgschema.Storable(in), "%q", in)
+	}
+}
