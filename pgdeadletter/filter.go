@@ -2,6 +2,7 @@ package pgdeadletter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -55,9 +56,27 @@ func where(f deadletter.Filter) (string, []any) {
 // List returns the records f selects, oldest first (by GaveUp, then ID),
 // at most f.Limit of them when it is set: the same records as
 // f.Select on the whole table.
+//
+// A selected row that cannot be decoded (see [ErrUndecodable]) is
+// skipped: List returns the other records together with an error
+// matching ErrUndecodable that names each skipped one. Such a row counts
+// towards f.Limit, so fewer than f.Limit records may come back. Any other
+// error means nothing could be listed, and no records are returned.
 func (s *Sink) List(ctx context.Context, f deadletter.Filter) ([]retry.DeadLetter, error) {
-	if err := f.Validate(); err != nil {
+	recs, bad, err := s.list(ctx, f)
+	if err != nil {
 		return nil, err
+	}
+	if len(bad) > 0 {
+		return recs, fmt.Errorf("pgdeadletter: listing dead letters: %d skipped: %w", len(bad), errors.Join(bad...))
+	}
+	return recs, nil
+}
+
+// list is List, with the undecodable rows apart.
+func (s *Sink) list(ctx context.Context, f deadletter.Filter) (recs []retry.DeadLetter, bad []error, err error) {
+	if err := f.Validate(); err != nil {
+		return nil, nil, err
 	}
 	cond, args := where(f)
 	q := "SELECT " + columns + " FROM " + s.table + " WHERE " + cond + " ORDER BY gave_up, id"
@@ -66,12 +85,11 @@ func (s *Sink) List(ctx context.Context, f deadletter.Filter) ([]retry.DeadLette
 	}
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err == nil {
-		var recs []retry.DeadLetter
-		if recs, err = collect(rows); err == nil {
-			return recs, nil
+		if recs, bad, err = collect(rows); err == nil {
+			return recs, bad, nil
 		}
 	}
-	return nil, fmt.Errorf("pgdeadletter: listing dead letters: %w", err)
+	return nil, nil, fmt.Errorf("pgdeadletter: listing dead letters: %w", err)
 }
 
 // Purge deletes the records f selects (the oldest f.Limit of them when

@@ -41,6 +41,16 @@ import (
 // ErrNotFound is returned by [Sink.Get] for an ID that has no record.
 var ErrNotFound = errors.New("pgdeadletter: dead letter not found")
 
+// ErrUndecodable is matched by the error of [Sink.List] and [Sink.Get] for
+// a row of the table that cannot be read back as a record: one whose
+// reason this version does not know (written by hand, or by a newer
+// version that knows more outcomes). [Sink.Put] never writes one. List
+// skips such rows and returns the other records with the error, which
+// names each skipped record; [Sink.Pending] skips them without an error,
+// so that one of them does not stop [deadletter.Redrive] from replaying
+// the others. Fix or purge them by ID (Purge does not decode rows).
+var ErrUndecodable = errors.New("pgdeadletter: dead letter cannot be decoded")
+
 // Sink keeps dead letters in one PostgreSQL table. Build one with [New]
 // (the zero value is not usable) and create its table with
 // [Sink.Migrate]. A Sink is safe for concurrent use, and any number of
@@ -111,9 +121,11 @@ const columns = "id, name, idempotency_key, payload, attempts, first_attempt, ga
 // leaves one row, the first one stored.
 //
 // dl.ID must not be empty, and it and dl.IdempotencyKey must be valid
-// UTF-8 without NUL bytes, which PostgreSQL text cannot hold. In the
-// other text fields, error messages above all, such bytes are stored as
-// U+FFFD rather than losing the record.
+// UTF-8 without NUL bytes, which PostgreSQL text cannot hold. dl.Reason
+// must be a failure outcome (not OutcomeSuccess, nor a value beyond the
+// known outcomes), so that every stored record can be read back. In the
+// other text fields, error messages above all, invalid bytes are stored
+// as U+FFFD rather than losing the record.
 func (s *Sink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	switch {
 	case dl.ID == "":
@@ -122,6 +134,8 @@ func (s *Sink) Put(ctx context.Context, dl retry.DeadLetter) error {
 		return fmt.Errorf("%w: pgdeadletter: dead letter ID %q is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID)
 	case !pgschema.Storable(dl.IdempotencyKey):
 		return fmt.Errorf("%w: pgdeadletter: dead letter %s: its idempotency key is not valid UTF-8 or holds a NUL byte", retry.ErrInvalidOption, dl.ID)
+	case !failure(dl.Reason):
+		return fmt.Errorf("%w: pgdeadletter: dead letter %s: its reason, outcome %d (%v), is not a failure outcome", retry.ErrInvalidOption, dl.ID, dl.Reason, dl.Reason)
 	}
 	dl = sanitize(dl)
 	errs := []byte("[]")
@@ -147,20 +161,25 @@ func (s *Sink) Get(ctx context.Context, id string) (retry.DeadLetter, error) {
 	if err != nil {
 		return retry.DeadLetter{}, fmt.Errorf("pgdeadletter: reading dead letter %s: %w", id, err)
 	}
-	recs, err := collect(rows)
-	if err != nil {
+	recs, bad, err := collect(rows)
+	switch {
+	case err != nil:
 		return retry.DeadLetter{}, fmt.Errorf("pgdeadletter: reading dead letter %s: %w", id, err)
-	}
-	if len(recs) == 0 {
+	case len(bad) > 0:
+		return retry.DeadLetter{}, bad[0]
+	case len(recs) == 0:
 		return retry.DeadLetter{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return recs[0], nil
 }
 
 // Pending returns the records not yet marked as redriven, oldest first
-// (by GaveUp, then ID); see [deadletter.Source].
+// (by GaveUp, then ID); see [deadletter.Source]. Rows that cannot be
+// decoded are skipped without an error, so that Redrive replays the
+// others; [Sink.List] reports them ([ErrUndecodable]).
 func (s *Sink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
-	return s.List(ctx, deadletter.Filter{State: deadletter.Pending})
+	recs, _, err := s.list(ctx, deadletter.Filter{State: deadletter.Pending})
+	return recs, err
 }
 
 // MarkRedriven marks the record id as redriven, at the server's time, and
@@ -204,21 +223,53 @@ func nullTime(t time.Time) *time.Time {
 	return &t
 }
 
-// collect reads rows of columns into records.
-func collect(rows pgx.Rows) ([]retry.DeadLetter, error) {
-	defer rows.Close()
-	var recs []retry.DeadLetter
-	for rows.Next() {
-		dl, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		recs = append(recs, dl)
-	}
-	return recs, rows.Err()
+// failure reports whether o is an outcome a dead letter can have, the
+// test deadletter.Filter.Validate makes of its reasons.
+func failure(o retry.Outcome) bool {
+	return o != retry.OutcomeSuccess && o <= retry.OutcomeRefused
 }
 
-// scan reads one row of columns.
+// collect reads rows of columns into records. A row that cannot be
+// decoded is skipped and reported in bad, an error matching
+// ErrUndecodable each; err is the query's own failure.
+func collect(rows pgx.Rows) (recs []retry.DeadLetter, bad []error, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		dl, err := scan(rows)
+		var undecodable *undecodableError
+		switch {
+		case errors.As(err, &undecodable):
+			bad = append(bad, err)
+		case err != nil:
+			return nil, nil, err
+		default:
+			recs = append(recs, dl)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return recs, bad, nil
+}
+
+// undecodableError reports a row that was read but is not a record. Its
+// text names the record and what is wrong, never a value of its fields.
+type undecodableError struct {
+	id, what string
+	err      error
+}
+
+func (e *undecodableError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrUndecodable, e.id, e.what)
+}
+
+func (e *undecodableError) Is(target error) bool { return target == ErrUndecodable }
+func (e *undecodableError) Unwrap() error        { return e.err }
+
+// scan reads one row of columns. The columns are scanned into types that
+// take any value the schema allows, so that Scan, whose failure ends the
+// rows, fails only with the connection; the decoding that can fail comes
+// after it, and its error is an *undecodableError.
 func scan(row pgx.Row) (retry.DeadLetter, error) {
 	var (
 		dl              retry.DeadLetter
@@ -240,10 +291,10 @@ func scan(row pgx.Row) (retry.DeadLetter, error) {
 	}
 	dl.GaveUp = dl.GaveUp.UTC()
 	if err := dl.Reason.UnmarshalText([]byte(reason)); err != nil {
-		return dl, fmt.Errorf("record %s: %w", dl.ID, err)
+		return dl, &undecodableError{id: dl.ID, what: fmt.Sprintf("its reason %q is not an outcome this version knows", reason), err: err}
 	}
 	if err := json.Unmarshal(errs, &dl.Errors); err != nil {
-		return dl, fmt.Errorf("record %s: attempt errors: %w", dl.ID, err)
+		return dl, &undecodableError{id: dl.ID, what: fmt.Sprintf("its attempt errors do not decode (%T)", err), err: err}
 	}
 	if len(dl.Errors) == 0 {
 		dl.Errors = nil
