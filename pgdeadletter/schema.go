@@ -34,12 +34,14 @@ func (s *Sink) Schema() string {
 
 // Migrate creates the sink's table and indexes when they do not exist and
 // changes nothing when they do, so every process may call it at start-up.
-// A transaction-scoped advisory lock on the table's name runs concurrent
-// calls one at a time, since concurrent CREATE … IF NOT EXISTS statements
-// can fail in PostgreSQL (see [pgschema.Migrate]). A named schema must
-// exist already.
+// A transaction-scoped advisory lock on the table runs concurrent calls
+// one at a time, since concurrent CREATE … IF NOT EXISTS statements can
+// fail in PostgreSQL (see [pgschema.Migrate]). The lock is the same for
+// every spelling of the table: a name without a schema is resolved to
+// current_schema() first, so sinks configured with "t" and "public.t"
+// wait for each other. A named schema must exist already.
 func (s *Sink) Migrate(ctx context.Context) error {
-	if err := pgschema.Migrate(ctx, s.pool, "pgdeadletter:"+s.table, s.Schema()); err != nil {
+	if err := pgschema.Migrate(ctx, s.pool, "pgdeadletter", s.ident, s.Schema()); err != nil {
 		return fmt.Errorf("pgdeadletter: migrating %s: %w", s.table, err)
 	}
 	return nil

@@ -113,15 +113,30 @@ func (t Table) Quoted() string {
 	return pgx.Identifier{t.schema, t.name}.Sanitize()
 }
 
-// Migrate runs ddl, one or more statements without parameters, in one
-// transaction on pool, under a transaction-scoped advisory lock on the
-// text lock, so that processes that start together run it one at a time:
-// concurrent CREATE … IF NOT EXISTS statements can fail in PostgreSQL.
-// The statements should be idempotent. It returns the database's error
-// as it is, for the caller to wrap; ctx bounds the whole transaction.
-func Migrate(ctx context.Context, pool *pgxpool.Pool, lock, ddl string) error {
+// Migrate runs ddl, one or more statements without parameters that
+// create table t, in one transaction on pool, under a transaction-scoped
+// advisory lock, so that processes that start together run it one at a
+// time: concurrent CREATE … IF NOT EXISTS statements can fail in
+// PostgreSQL. The lock's key is lock (the caller's name, such as
+// "pgstore") and the table with its schema resolved: t's own, or for a
+// name without one the schema an unqualified CREATE in the transaction
+// creates in, current_schema(). So "t" and "public.t" (when public is
+// first in the search path) take the same lock. The statements should be
+// idempotent. It returns the database's error as it is, for the caller to
+// wrap; ctx bounds the whole transaction. The zero Table is refused.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, lock string, t Table, ddl string) error {
+	if t.name == "" {
+		return errors.New("the table has no name; get one from ParseTable")
+	}
+	var schema *string // NULL: the transaction's current_schema()
+	if t.schema != "" {
+		schema = &t.schema
+	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", lock); err != nil {
+		// A search path without an existing schema makes
+		// current_schema() NULL; the DDL then fails on its own.
+		const take = "SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || coalesce($2::text, current_schema(), '') || '.' || $3, 0))"
+		if _, err := tx.Exec(ctx, take, lock, schema, t.name); err != nil {
 			return err
 		}
 		// No parameters: the simple protocol runs the statements in turn.

@@ -72,3 +72,8 @@ func TestText(t *testing.T) {
 		assert.Equal(t, in == want, pgschema.Storable(in), "%q", in)
 	}
 }
+
+func TestMigrateRefusesZeroTable(t *testing.T) {
+	err := pgschema.Migrate(t.Context(), nil, "test", pgschema.Table{}, "SELECT 1")
+	assert.ErrorContains(t, err, "the table has no name")
+}
