@@ -6,13 +6,25 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/pgstore/pgschema"
 )
 
 // where returns f as an SQL condition and its arguments. Values are always
-// passed as parameters, never put into the SQL text.
+// passed as parameters, never put into the SQL text. The condition selects
+// the rows whose records f.Match accepts:
+//
+//   - A name or ID that a text column cannot hold (invalid UTF-8, a NUL
+//     byte) is never stored (Put refuses such IDs and stores such names
+//     with U+FFFD), so it matches no record; sending it would fail with
+//     an error quoting its bytes.
+//   - Stored times are whole microseconds, and pgx truncates a bound to
+//     the microsecond. For a whole microsecond g and any t, g >= t and
+//     g < t hold exactly when they hold for t rounded up to the
+//     microsecond, so Since and Until are sent rounded up.
 func where(f deadletter.Filter) (string, []any) {
 	var (
 		conds []string
@@ -23,10 +35,20 @@ func where(f deadletter.Filter) (string, []any) {
 		conds = append(conds, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args))))
 	}
 	if f.IDs != nil {
-		add("id = ANY($?)", f.IDs)
+		ids := make([]string, 0, len(f.IDs)) // not nil: none left selects nothing
+		for _, id := range f.IDs {
+			if pgschema.Storable(id) {
+				ids = append(ids, id)
+			}
+		}
+		add("id = ANY($?)", ids)
 	}
 	if f.Name != "" {
-		add("name = $?", f.Name)
+		if pgschema.Storable(f.Name) {
+			add("name = $?", f.Name)
+		} else {
+			conds = append(conds, "FALSE")
+		}
 	}
 	if f.Reasons != nil {
 		names := make([]string, len(f.Reasons))
@@ -36,10 +58,10 @@ func where(f deadletter.Filter) (string, []any) {
 		add("reason = ANY($?)", names)
 	}
 	if !f.Since.IsZero() {
-		add("gave_up >= $?", f.Since)
+		add("gave_up >= $?", ceilMicro(f.Since))
 	}
 	if !f.Until.IsZero() {
-		add("gave_up < $?", f.Until)
+		add("gave_up < $?", ceilMicro(f.Until))
 	}
 	switch f.State {
 	case deadletter.Pending:
@@ -53,9 +75,20 @@ func where(f deadletter.Filter) (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
+// ceilMicro rounds t up to the microsecond.
+func ceilMicro(t time.Time) time.Time {
+	if c := t.Truncate(time.Microsecond); c.Before(t) {
+		return c.Add(time.Microsecond)
+	}
+	return t
+}
+
 // List returns the records f selects, oldest first (by GaveUp, then ID),
 // at most f.Limit of them when it is set: the same records as
-// f.Select on the whole table.
+// f.Select on the whole table. Since and Until compare to the nanosecond
+// with the stored, microsecond, times, as Select does; a Name or ID that
+// PostgreSQL text cannot hold (invalid UTF-8, NUL) matches nothing, as no
+// stored record has it.
 //
 // A selected row that cannot be decoded (see [ErrUndecodable]) is
 // skipped: List returns the other records together with an error
@@ -93,7 +126,8 @@ func (s *Sink) list(ctx context.Context, f deadletter.Filter) (recs []retry.Dead
 }
 
 // Purge deletes the records f selects (the oldest f.Limit of them when
-// Limit is set) and returns how many it deleted. The zero Filter selects
+// Limit is set), the ones [Sink.List] returns, and returns how many it
+// deleted. The zero Filter selects
 // every record: Purge(ctx, deadletter.Filter{}) empties the table. Purge
 // by ID with deadletter.Filter{IDs: ids}.
 func (s *Sink) Purge(ctx context.Context, f deadletter.Filter) (int, error) {
