@@ -19,8 +19,10 @@
 // [github.com/steadfast-go/retry/pgstore/pgschema]: "table" or
 // "schema.table", each part a lower-case unquoted SQL identifier (a
 // lower-case letter or underscore, then lower-case letters, digits or
-// underscores), at most 48 bytes for the table and 63 for the schema.
-// Other names are refused with an error wrapping [retry.ErrInvalidOption].
+// underscores) that is not a reserved key word of PostgreSQL ("user",
+// "select", "order"…: psql reads those as something else unless quoted),
+// at most 48 bytes for the table and 63 for the schema. Other names are
+// refused with an error wrapping [retry.ErrInvalidOption].
 package pgdeadletter
 
 import (
@@ -75,7 +77,8 @@ type config struct {
 // WithTable sets the table's name: "table" or "schema.table", by the rule
 // of [pgschema] that pgstore follows too: each part a lower-case unquoted
 // SQL identifier (a lower-case letter or underscore, then lower-case
-// letters, digits or underscores), at most 48 bytes for the table, so
+// letters, digits or underscores) that is not a reserved key word of
+// PostgreSQL ([pgschema.Reserved]), at most 48 bytes for the table, so
 // that the index names made from it fit PostgreSQL's limit, and 63 for the
 // schema. Other names are refused with an error wrapping
 // [retry.ErrInvalidOption], never quoted into SQL as given. Default:

@@ -28,6 +28,8 @@
 // package [github.com/steadfast-go/retry/pgstore/pgschema]: "table" or
 // "schema.table", each part a lower-case unquoted SQL identifier (a
 // lower-case letter or underscore, then lower-case letters, digits or
-// underscores), at most 48 bytes for the table and 63 for the schema.
-// Other names are refused with an error wrapping [retry.ErrInvalidOption].
+// underscores) that is not a reserved key word of PostgreSQL ("user",
+// "select", "order"…: psql reads those as something else unless quoted),
+// at most 48 bytes for the table and 63 for the schema. Other names are
+// refused with an error wrapping [retry.ErrInvalidOption].
 package pgstore

@@ -42,7 +42,8 @@ func (c *config) fail(format string, args ...any) {
 // can share one database. The name follows the rule of [pgschema], which
 // pgdeadletter follows too: each part a lower-case unquoted SQL
 // identifier (a lower-case letter or underscore, then lower-case letters,
-// digits or underscores), at most [MaxTableName] (48) bytes for the table
+// digits or underscores) that is not a reserved key word of PostgreSQL
+// ([pgschema.Reserved]), at most [MaxTableName] (48) bytes for the table
 // and 63 for the schema. The name is checked, then quoted; it is never
 // spliced into SQL unchecked. Without a schema the connection's
 // search_path decides. Default: [DefaultTable].

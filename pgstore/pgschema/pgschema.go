@@ -15,10 +15,13 @@
 // bytes) stay within PostgreSQL's 63-byte limit, which would cut them
 // silently; the schema part has at most [MaxSchemaName] (63) bytes.
 //
-// Such a name means the same table quoted or not, in psql as in the
-// modules, which quote it anyway. Upper case, quotes, spaces, a third
-// part, non-ASCII letters and longer names are refused, never folded,
-// cut or spliced into SQL as given.
+// Neither part may be one of PostgreSQL's reserved key words, such as
+// "user", "select" or "order" (see [Reserved]): unquoted, psql reads them
+// as something else ("SELECT * FROM user" is the current user). So such a
+// name means the same table quoted or not, in psql as in the modules,
+// which quote it anyway. Upper case, quotes, spaces, a third part,
+// non-ASCII letters, reserved words and longer names are refused, never
+// folded, cut or spliced into SQL as given.
 package pgschema
 
 import (
@@ -69,7 +72,7 @@ func ParseTable(name string) (Table, error) {
 }
 
 // check tells whether s is a lower-case unquoted identifier of at most
-// maxLen bytes.
+// maxLen bytes, and not a reserved key word.
 func check(what, s string, maxLen int) error {
 	switch {
 	case s == "":
@@ -85,6 +88,9 @@ func check(what, s string, maxLen int) error {
 		default:
 			return errors.New("the " + what + " name must be a lower-case letter or underscore, then lower-case letters, digits or underscores")
 		}
+	}
+	if reserved[s] {
+		return errors.New("the " + what + " name is a reserved key word of PostgreSQL, which reads it unquoted as something else; choose another")
 	}
 	return nil
 }

@@ -33,6 +33,8 @@ func TestParseTable_errors(t *testing.T) {
 		"1idem":                        "the table name must be a lower-case letter",
 		strings.Repeat("a", 49):        "the table name is 49 bytes long; at most 48 are allowed",
 		strings.Repeat("s", 64) + ".t": "the schema name is 64 bytes long; at most 63 are allowed",
+		"user":                         "the table name is a reserved key word of PostgreSQL",
+		"select.idem":                  "the schema name is a reserved key word of PostgreSQL",
 	} {
 		_, err := pgschema.ParseTable(name)
 		assert.ErrorContains(t, err, want, "%q", name)

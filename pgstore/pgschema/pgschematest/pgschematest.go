@@ -17,18 +17,20 @@ import (
 func Valid() []string {
 	return []string{
 		"a", "_", "_x9", "dead_letters", "retry_idempotency", "public.dead_letters", "app.idem", "_s.t_1",
+		"key", "name", "between", "values", "between.values", // key words that are not reserved
 		strings.Repeat("t", pgschema.MaxTableName),
 		strings.Repeat("s", pgschema.MaxSchemaName) + "." + strings.Repeat("t", pgschema.MaxTableName),
 	}
 }
 
 // Invalid returns names that the rule refuses: empty parts, upper case,
-// a leading digit, SQL and quotes, other characters, a third part, and
-// parts one byte too long.
+// a leading digit, SQL and quotes, other characters, a third part,
+// reserved key words, and parts one byte too long.
 func Invalid() []string {
 	return []string{
 		"", ".", ".t", "s.", "9lives", "s.9lives", "Idem", "Mixed_Case9", "app.Idem", "App.idem",
 		"a.b.c", "x; DROP TABLE users", `x"y`, "a-b", "a b", "a\x00b", "ünïcode", "tab\tle",
+		"user", "select", "order", "table", "left", "system_user", "public.user", "user.idem",
 		strings.Repeat("t", pgschema.MaxTableName+1),
 		strings.Repeat("s", pgschema.MaxSchemaName+1) + ".t",
 	}
