@@ -60,8 +60,14 @@ func (o Outcome) String() string {
 }
 
 // MarshalText returns the outcome's name, so that JSON holds
-// "exhausted" rather than a number.
-func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+// "exhausted" rather than a number. An outcome that is none of the
+// package's is an error: "unknown" could not be read back.
+func (o Outcome) MarshalText() ([]byte, error) {
+	if o > OutcomeRefused {
+		return nil, fmt.Errorf("retry: unknown outcome %d", uint8(o))
+	}
+	return []byte(o.String()), nil
+}
 
 // UnmarshalText parses a name returned by String.
 func (o *Outcome) UnmarshalText(b []byte) error {

@@ -127,7 +127,9 @@ func (s *FileSink) endTornLine() error {
 func (s *FileSink) Path() string { return s.path }
 
 // Put appends dl as one line and returns after it is fsynced. dl.ID must
-// not be empty (Do always sets it). When ctx ends first, Put returns ctx's
+// not be empty (Do always sets it), and dl.Reason must be a failure
+// outcome: Put refuses others with an error wrapping
+// retry.ErrInvalidOption. When ctx ends first, Put returns ctx's
 // error and the record may or may not be stored (the reader dedupes by
 // ID). The Put that leads a batch finishes its write whatever ctx says,
 // since the others wait on it; that is at most one fsync late.
@@ -138,6 +140,10 @@ func (s *FileSink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	if dl.ID == "" {
 		// The reader keys records by ID: one without would be lost.
 		return fmt.Errorf("%w: FileSink.Put: the dead letter has no ID", retry.ErrInvalidOption)
+	}
+	if dl.Reason == retry.OutcomeSuccess || dl.Reason > retry.OutcomeRefused {
+		// The reader would take its line for a torn one.
+		return fmt.Errorf("%w: FileSink.Put: dead letter %s: its reason, outcome %d, is not a failure outcome", retry.ErrInvalidOption, dl.ID, uint8(dl.Reason))
 	}
 	line, err := json.Marshal(dl)
 	if err != nil {

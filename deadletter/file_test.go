@@ -338,3 +338,21 @@ func BenchmarkFileSinkPut(b *testing.B) {
 		}
 	}
 }
+
+// A record whose reason is not a failure outcome would read back as a
+// torn line: Put refuses it, and the file stays readable.
+func TestFileSink_refusesAReasonThatIsNotAFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dl.jsonl")
+	sink, err := deadletter.OpenFile(path, nil)
+	require.NoError(t, err)
+	defer sink.Close()
+	for _, reason := range []retry.Outcome{retry.OutcomeSuccess, retry.OutcomeRefused + 1, 99} {
+		err := sink.Put(t.Context(), retry.DeadLetter{ID: deadletter.NewID(), Name: "charge", Reason: reason})
+		require.ErrorIs(t, err, retry.ErrInvalidOption, "reason %d", reason)
+		assert.Contains(t, err.Error(), "not a failure outcome")
+	}
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: deadletter.NewID(), Name: "charge", Reason: retry.OutcomeExhausted}))
+	pending, err := sink.Pending(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, pending, 1)
+}

@@ -133,3 +133,18 @@ func TestConcurrentRedrivePostgres(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, pending)
 }
+
+// A row pgdeadletter cannot decode (written by hand or by an old bug) does
+// not hide the others: list shows them and warns, naming the row's ID.
+func TestListWarnsOfAnUndecodableRowPostgres(t *testing.T) {
+	store, sink := pgTable(t)
+	pool := pgdltest.Pool(t)
+	_, err := pool.Exec(t.Context(), "INSERT INTO "+sink.Table()+" (id, name, idempotency_key, attempts, gave_up, reason) VALUES ($1, 'op', '', 1, $2, 'unknown')",
+		"bbbb0001", time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	require.NoError(t, err)
+	code, stdout, stderr := cli(t, append([]string{"list"}, store...)...)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, []string{"aaaa0001", "aaaa0002", "aaaa0003", "aaaa0004"}, column(stdout))
+	assert.Contains(t, stderr, "deadletters: warning:")
+	assert.Contains(t, stderr, "bbbb0001")
+}

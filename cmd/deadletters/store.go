@@ -55,17 +55,23 @@ func openStore(ctx context.Context, o *options, warn io.Writer) (store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
-	return &pgStore{pool: pool, sink: sink}, nil
+	return &pgStore{pool: pool, sink: sink, warn: warn}, nil
 }
 
 // pgStore is a table written by pgdeadletter.Sink.
 type pgStore struct {
 	pool *pgxpool.Pool
 	sink *pgdeadletter.Sink
+	warn io.Writer
 }
 
 func (s *pgStore) list(ctx context.Context, f deadletter.Filter) ([]retry.DeadLetter, error) {
 	recs, err := s.sink.List(ctx, f)
+	if errors.Is(err, pgdeadletter.ErrUndecodable) {
+		// As torn lines in a file: the other records are still shown.
+		fmt.Fprintf(s.warn, "deadletters: warning: %v\n", err)
+		return recs, nil
+	}
 	return recs, s.hint(err)
 }
 
