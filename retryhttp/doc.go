@@ -92,10 +92,16 @@
 //
 // A request's Idempotency-Key (given or generated) also becomes its key for
 // a Retrier built with retry.WithIdempotency(store, nil), scoped as
-// "http METHOD host KEY", unless the request's context has a key already
-// ([retry.ContextWithIdempotencyKey]). When that is longer than the
-// store's 255-byte limit for keys, the store key is "http sha256 " and the
-// SHA-256 of it in hex instead, so a header key of any length is taken,
+// "http METHOD host TARGET KEY", where TARGET is a short hash (16
+// characters) of the URL's path and query, never the path itself, unless
+// the request's context has a key already
+// ([retry.ContextWithIdempotencyKey]). The target is in the scope because
+// http.Client copies the header onto a redirect it follows: the
+// redirected request, to another path or query, is a request of its own
+// and is sent, not replayed as the redirect's status. When the scoped key
+// is longer than the store's 255-byte limit for keys, the store key is
+// "http sha256 " and the SHA-256 of it in hex instead, so a header key of
+// any length is taken,
 // whatever the host's length. The store then keeps the status of a
 // completed request, not its response: a later request with the same key
 // is not sent, and RoundTrip returns an error matching [retry.ErrReplayed]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -239,8 +240,10 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		c.idempotent = true
 		if _, ok := retry.IdempotencyKeyFromContext(c.ctx); !ok {
 			// For a Retrier with an idempotency store: one claim per
-			// logical request, scoped to its method and host.
-			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, storeKey(method, req.URL.Host, key))
+			// logical request, scoped to its method, host and target, so
+			// that a redirect http.Client follows with the same header
+			// is a request of its own.
+			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, storeKey(method, req.URL.Host, req.URL.RequestURI(), key))
 		}
 	}
 	if err := c.prepareBody(); err != nil {
@@ -410,17 +413,23 @@ func (c *call) failed(err error, conn *atomic.Bool) error {
 const maxStoreKey = 255
 
 // storeKey returns the key, for a Retrier's idempotency store, of a request
-// with the Idempotency-Key key: "http METHOD host KEY" when that fits in
-// maxStoreKey bytes, otherwise "http sha256 " and the SHA-256 of that in
-// hex (76 bytes), so that a key of any length fits whatever the host's.
-// The two forms cannot meet: after "http ", a readable one has at least
-// two spaces, a hashed one has one.
-func storeKey(method, host, key string) string {
-	s := "http " + method + " " + host + " " + key
+// to target (its path and query) with the Idempotency-Key key:
+// "http METHOD host TARGET KEY", where TARGET is the first 12 bytes of the
+// SHA-256 of target in unpadded base64url (16 characters), when that fits
+// in maxStoreKey bytes; otherwise "http sha256 " and the SHA-256 of that
+// in hex (76 bytes), so that a key of any length fits whatever the host's.
+// The path is hashed, never kept, as it can hold identifiers. The two
+// forms cannot meet: after "http ", a readable one has at least three
+// spaces, a hashed one has one.
+func storeKey(method, host, target, key string) string {
+	sum := sha256.Sum256([]byte(target))
+	var t [16]byte
+	base64.RawURLEncoding.Encode(t[:], sum[:12])
+	s := "http " + method + " " + host + " " + string(t[:]) + " " + key
 	if len(s) <= maxStoreKey {
 		return s
 	}
-	sum := sha256.Sum256([]byte(s))
+	sum = sha256.Sum256([]byte(s))
 	return "http sha256 " + hex.EncodeToString(sum[:])
 }
 
