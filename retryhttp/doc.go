@@ -14,7 +14,9 @@
 //
 //   - the attempt failed before the request had a connection (connection
 //     refused, DNS failure, TLS handshake failure, dial timeout), whatever
-//     the method: the server never saw it;
+//     the method: the server never saw it (through a base that is not an
+//     *http.Transport, only a failed dial or proxy connect counts: see
+//     [NewTransport]);
 //   - the request is idempotent and the attempt failed later (a timeout, a
 //     reset, an early EOF, the Retrier's attempt timeout) or got a
 //     retryable status: 408, 429, 500, 502, 503 or 504 by default

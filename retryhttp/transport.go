@@ -30,6 +30,7 @@ type Transport struct {
 	methods   []string          // nil: defaultMethods; empty: none
 	bodyLimit int64
 	keys      bool
+	traced    bool // base is an *http.Transport, which fires httptrace's GotConn
 	name      func(*http.Request) string
 	calls     sync.Pool // of *call
 }
@@ -40,6 +41,15 @@ type Transport struct {
 // idempotency apply to every request. A nil r means the library's defaults
 // (the zero [retry.Retrier]). An invalid option gives an error wrapping
 // [retry.ErrInvalidOption] that names the problem.
+//
+// A request that is not idempotent (see the package documentation) is
+// retried after a failure only when it surely was not sent. When base is
+// an *http.Transport (http.DefaultTransport is one), a failure before
+// httptrace's GotConn fired counts as unsent. Any other base (a wrapper,
+// an HTTP/2 or HTTP/3 transport, an in-process fake) may not fire
+// GotConn, so there the Transport fails closed: only a failed dial or
+// proxy connect (a *net.OpError with Op "dial" or "proxyconnect") counts
+// as unsent, and every other failure of such a request is final.
 func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Transport, error) {
 	s := settings{bodyLimit: DefaultBodyLimit}
 	for i, o := range opts {
@@ -59,7 +69,8 @@ func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Tr
 	if r == nil {
 		r = &retry.Retrier{}
 	}
-	t := &Transport{base: base, statuses: statuses, methods: s.methods, bodyLimit: s.bodyLimit, keys: s.keys, name: s.name}
+	_, traced := base.(*http.Transport)
+	t := &Transport{base: base, statuses: statuses, methods: s.methods, bodyLimit: s.bodyLimit, keys: s.keys, traced: traced, name: s.name}
 	t.names.base = r
 	t.calls.New = func() any {
 		c := new(call)
@@ -317,9 +328,11 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		req = req.WithContext(actx)
 	}
 	var conn *atomic.Bool
-	if !c.idempotent {
+	if !c.idempotent && c.t.traced {
 		// Whether the request got a connection: before that, nothing
-		// was sent and any method may be retried.
+		// was sent and any method may be retried. Only an
+		// *http.Transport is known to report it; without the trace, a
+		// failure counts as sent unless it is a failed dial.
 		conn = new(atomic.Bool)
 		trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conn.Store(true) }}
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
