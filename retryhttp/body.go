@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sync/atomic"
 )
 
 // bodyPrealloc is the most prepareBody reserves for a body before reading
@@ -210,3 +211,40 @@ type cancelWriteBody struct {
 }
 
 func (b *cancelWriteBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// recordingBody is the body of a request as an attempt sends it: it keeps
+// the first read error that is not io.EOF, which is the body's own, however
+// net/http wraps it. It is read by net/http's writing goroutine.
+type recordingBody struct {
+	io.ReadCloser
+	err atomic.Pointer[error]
+}
+
+func (b *recordingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.err.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+// failed returns the body's read error, or nil.
+func (b *recordingBody) failed() error {
+	if p := b.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// bodyReadError is the error of an attempt whose request body failed to
+// read: not retried, since the fault is the request's own.
+type bodyReadError struct {
+	body error // the body's read error
+	err  error // the attempt's error, which may wrap it
+}
+
+func (e *bodyReadError) Error() string {
+	return "retryhttp: reading the request body: " + e.body.Error()
+}
+
+func (e *bodyReadError) Unwrap() []error { return []error{e.body, e.err} }

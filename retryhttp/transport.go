@@ -313,6 +313,18 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		r.Body = b
 		req = &r
 	}
+	var rb *recordingBody
+	if c.hasBody {
+		// Errors of the body's own reads are told apart from the
+		// network's: net/http may wrap them (in a *net.OpError, when the
+		// connection's ReadFrom reads the body).
+		if req == c.req {
+			r := *c.req
+			req = &r
+		}
+		rb = &recordingBody{ReadCloser: req.Body}
+		req.Body = rb
+	}
 	var (
 		cancel context.CancelCauseFunc
 		stop   func() bool
@@ -376,7 +388,7 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		if cancel != nil {
 			cancel(nil)
 		}
-		return outcome{}, c.failed(err, conn)
+		return outcome{}, c.failed(err, conn, rb)
 	}
 	if se == nil {
 		if cancel != nil {
@@ -405,11 +417,13 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 }
 
 // failed turns a transport error into what the Retrier should do with it.
-func (c *call) failed(err error, conn *atomic.Bool) error {
+func (c *call) failed(err error, conn *atomic.Bool, rb *recordingBody) error {
 	err = withholdServerText(err)
 	switch {
 	case c.reqCtx.Err() != nil:
 		return err // the Retrier stops with the context's cause
+	case rb != nil && rb.failed() != nil:
+		return retry.Permanent(&bodyReadError{body: rb.failed(), err: err})
 	case c.once != "":
 		return retry.Permanent(&notReplayable{why: c.once, err: err})
 	case !retryable(err):
