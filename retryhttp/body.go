@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 )
 
@@ -143,8 +144,12 @@ func (c *call) takeLast() *http.Response {
 
 var errClosed = errors.New("retryhttp: read on closed response body")
 
-// heldBody is the body of a response that was read ahead.
+// heldBody is the body of a response that was read ahead. Like net/http's
+// bodies, it may be closed while another goroutine reads it, which aborts
+// that read: mu guards its fields, but is not held across the read of
+// rest, which may block.
 type heldBody struct {
+	mu     sync.Mutex
 	buf    []byte
 	rest   io.ReadCloser // nil: buf is all of it
 	err    error         // what reading the rest gave, if not EOF
@@ -153,32 +158,43 @@ type heldBody struct {
 }
 
 func (b *heldBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
 	switch {
 	case b.closed:
+		b.mu.Unlock()
 		return 0, errClosed
 	case len(b.buf) > 0:
 		n := copy(p, b.buf)
 		b.buf = b.buf[n:]
+		b.mu.Unlock()
 		return n, nil
 	case b.err != nil:
+		b.mu.Unlock()
 		return 0, b.err
 	case b.rest == nil:
+		b.mu.Unlock()
 		return 0, io.EOF
 	}
-	return b.rest.Read(p)
+	rest := b.rest
+	b.mu.Unlock()
+	return rest.Read(p) // a concurrent Close ends it
 }
 
 func (b *heldBody) Close() error {
+	b.mu.Lock()
 	if b.closed {
+		b.mu.Unlock()
 		return nil
 	}
 	b.closed = true
+	rest, cancel := b.rest, b.cancel
+	b.mu.Unlock()
 	var err error
-	if b.rest != nil {
-		err = b.rest.Close()
+	if rest != nil {
+		err = rest.Close()
 	}
-	if b.cancel != nil {
-		b.cancel(nil)
+	if cancel != nil {
+		cancel(nil)
 	}
 	return err
 }
