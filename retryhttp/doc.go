@@ -87,8 +87,11 @@
 //
 // The request's context bounds all attempts and waits; cancelling it stops
 // at once. With [retry.WithAttemptTimeout] each attempt, up to its response
-// headers, gets that timeout; the final response's body is not cut by it
-// and lives until it is closed or the request's context ends.
+// headers, gets that timeout, and an attempt cut by it fails with an error
+// that says so. Bodies are not cut by it: reading ahead the body of a
+// retryable status is bounded by [DrainLimit] and the request's context,
+// and the final response's body lives until it is closed or the request's
+// context ends.
 //
 // # Idempotency stores
 //

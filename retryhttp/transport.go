@@ -357,24 +357,14 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 	case err == nil && resp.Body == nil:
 		resp.Body = http.NoBody // as http.Client does for a RoundTripper that breaks the rule
 	}
-	var se *StatusError
-	if err == nil {
-		switch se = c.t.status(resp.StatusCode); {
-		case se == nil:
-		case se.Permanent:
-			c.keep(resp) // no attempt follows: the body is the caller's
-		case c.idempotent && c.once == "":
-			c.hold(resp) // under the attempt timeout still
-		default:
-			se = nil // not retried: the caller's response, a success
-		}
-	}
 	if stop != nil && !stop() {
-		// The attempt timed out (or the request's context ended).
-		if err == nil && se == nil {
+		// The attempt timed out (or the request's context ended) before
+		// its response headers. Once they are in, the attempt timeout
+		// no longer applies: reading ahead a retryable status's body is
+		// bounded by DrainLimit and the request's context.
+		if err == nil {
 			resp.Body.Close()
 		}
-		c.dropLast()
 		cancel(nil)
 		switch {
 		case c.reqCtx.Err() == nil:
@@ -383,6 +373,18 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 			err = context.Cause(c.reqCtx)
 		}
 		resp = nil
+	}
+	var se *StatusError
+	if err == nil {
+		switch se = c.t.status(resp.StatusCode); {
+		case se == nil:
+		case se.Permanent:
+			c.keep(resp) // no attempt follows: the body is the caller's
+		case c.idempotent && c.once == "":
+			c.hold(resp)
+		default:
+			se = nil // not retried: the caller's response, a success
+		}
 	}
 	if err != nil {
 		if cancel != nil {
