@@ -125,5 +125,10 @@
 // identifiers, unless [WithOperationName] says otherwise. The errors of
 // this package hold no header value, URL path or query; nor does the
 // error of a malformed response, whose net/http text would quote the
-// server's line (errors.As still finds the textproto.ProtocolError).
+// server's line: the text of a base transport's error that quotes
+// anything (net/http quotes the server's strings, as in `malformed HTTP
+// version "..."` or `bad Content-Length "..."`), or that is a
+// textproto.ProtocolError, is withheld from the point of the quote
+// (errors.Is and errors.As still find the original). Failed dials, TLS
+// and timeout errors keep their text.
 package retryhttp

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -81,13 +82,7 @@ func (*timeoutError) Timeout() bool { return true }
 // Certificate errors and errors that net/http makes of the request itself
 // (an unsupported scheme, an invalid header) will not.
 func retryable(err error) bool {
-	var (
-		verify   *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-	)
-	if errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+	if certificateError(err) {
 		return false
 	}
 	var (
@@ -108,6 +103,18 @@ func retryable(err error) bool {
 	return false
 }
 
+// certificateError reports whether err is a failure to verify the
+// server's certificate.
+func certificateError(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
 // unsent reports whether err shows that the request never had a
 // connection: a failed dial (refused, DNS, dial timeout) or proxy
 // connect.
@@ -116,22 +123,41 @@ func unsent(err error) bool {
 	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
 }
 
-// withholdServerText returns err, or, when err holds a protocol error of
-// net/textproto, an error that says so without its text: net/http quotes
-// the server's malformed line in it ("malformed MIME header line: ..."),
-// and a header line may hold a value, which must not reach logs or dead
-// letters. errors.Is and errors.As still find the original.
+// withholdServerText returns err, or, when err's text may quote the
+// server, an error that does not repeat that text: errors.Is and errors.As
+// still find the original. That is a protocol error of net/textproto
+// (net/http puts the server's malformed line in it, "malformed MIME header
+// line: ...", and a header line may hold a value), and any other error
+// whose text has a double quote: net/http quotes the foreign strings it
+// puts in an error (`malformed HTTP version "..."`, `malformed HTTP
+// response "..."`, `bad Content-Length "..."`, `unsupported transfer
+// encoding: "..."`), and a base's error may do the same. What comes
+// before the first quote is kept. Failed dials and certificate errors,
+// which quote no response, are kept whole.
 func withholdServerText(err error) error {
 	var pe textproto.ProtocolError
 	if errors.As(err, &pe) {
-		return &withheld{err}
+		return &withheld{err: err}
+	}
+	if unsent(err) || certificateError(err) {
+		return err
+	}
+	s := err.Error()
+	if i := strings.IndexByte(s, '"'); i >= 0 {
+		return &withheld{err: err, prefix: strings.TrimRight(s[:i], " :")}
 	}
 	return err
 }
 
-type withheld struct{ err error }
+type withheld struct {
+	err    error
+	prefix string // the original's text up to its first quote; "" for a protocol error
+}
 
 func (e *withheld) Error() string {
-	return "retryhttp: the server's response is malformed (a protocol error; its text, which quotes the response, is withheld)"
+	if e.prefix == "" {
+		return "retryhttp: the server's response is malformed (a protocol error; its text, which quotes the response, is withheld)"
+	}
+	return "retryhttp: " + e.prefix + " (the quoted text, which may come from the server, is withheld)"
 }
 func (e *withheld) Unwrap() error { return e.err }
