@@ -60,6 +60,12 @@
 // read. A copied body whose length is not its ContentLength (when that is
 // above 0) is an error that names both lengths, and nothing is sent.
 //
+// A request that fails before any attempt (its body could not be read or
+// copied, its ContentLength does not match its body, the request or its
+// URL is nil) gets a plain error from RoundTrip, not a [*retry.Error]: the
+// Retrier never ran, so observers see no event and no dead letter is
+// written.
+//
 // # Responses
 //
 // The response of a retried attempt is read up to [DrainLimit] bytes and
@@ -71,9 +77,14 @@
 // [Attempts] tells how many attempts were made. Otherwise the error is the
 // Retrier's [*retry.Error] (errors.As finds it through http.Client's
 // *url.Error), with Outcome, Attempts and the last attempt's error. A
-// request that ends on a retryable status (attempts, budget or time spent)
-// or a permanent one is a failed call for the Retrier's observers and dead
-// letters, although RoundTrip returns the response.
+// request that ends on a retryable status after its retries (attempts,
+// budget or time spent) or on a permanent one is a failed call for the
+// Retrier's observers and dead letters, although RoundTrip returns the
+// response. A retryable status that is not retried at all, because the
+// request is not idempotent (a POST without a key) or its body cannot be
+// sent again, is returned as the response after one attempt and is a
+// success for observers, dead letters and an idempotency store, like any
+// other final status.
 //
 // Except when that call's dead letter was not recorded (every sink of
 // [retry.WithDeadLetter] failed): then RoundTrip closes the response and
@@ -114,8 +125,13 @@
 // its response, RoundTrip closes that response and returns the error,
 // matching [retry.ErrOutcomeNotRecorded]: the request was sent and
 // answered, so do not send it again blindly. Such a Retrier refuses a
-// request without a key ([retry.ErrInvalidOption], nothing sent), so give
-// it only to a Transport whose requests all have one.
+// request without a key ([retry.ErrInvalidOption], nothing sent).
+// [WithIdempotencyKeys] generates keys only for the methods that are not
+// idempotent, so a GET (or any method of [WithMethods]) without its own
+// Idempotency-Key header or context key is refused: give such a Retrier
+// only to a Transport whose requests all carry a key, or make every
+// method get one with WithIdempotencyKeys and WithMethods() (no method
+// retried without a key).
 //
 // # Observability
 //
