@@ -369,7 +369,10 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		switch {
 		case c.reqCtx.Err() == nil:
 			err = errAttemptTimeout
-		case err == nil:
+		case err == nil, errors.Is(err, errAttemptTimeout):
+			// The request's context ended: the attempt's context too,
+			// whose AfterFunc may have won the race and given net/http
+			// the timeout as its cause. A cancel is not a timeout.
 			err = context.Cause(c.reqCtx)
 		}
 		resp = nil
