@@ -125,8 +125,8 @@ func (c *call) attemptEnded(err error) {
 	c.mark = end
 }
 
-// endObserved tells the observer, when fn panicked (*panicked is still
-// true), that the attempt and the call ended, with errPanicked as their
+// endObserved tells the observer, when fn or a hook after it panicked
+// (*panicked is still true), that the attempt and the call ended, with errPanicked as their
 // error and OutcomePermanent, so that its gauges of calls in flight come
 // back to 0 (a server that recovers from a handler's panic goes on
 // running); the panic goes on.

@@ -39,6 +39,8 @@ const (
 	unguarded                   // the store failed and fail-open is on: run fn unprotected
 	refused                     // the store failed while this call held the claim: release it
 	ranAhead                    // fn succeeded but its outcome is not recorded as such
+	encoding                    // fn succeeded and its value is being encoded: a panic now must not free the key
+	recording                   // fn succeeded and its outcome is being stored: a panic now leaves the claim to lapse
 	settled                     // nothing left to renew or release: replayed, recorded, or lost
 )
 
@@ -238,20 +240,38 @@ func (s *idemCall[T]) end(_ *call, v T, err error) (T, error) {
 	return v, err
 }
 
-// abandon releases a claim still held when Do unwinds without reaching
-// end: fn panicked.
+// abandon acts on a claim still held when Do unwinds without reaching
+// end, from a panic. A panic in fn releases the claim: the work did not
+// end. A panic after fn succeeded must not free the key, or the next call
+// would repeat the work: one in the value's encoding completes the key as
+// a permanent failure, as an encoding error does; one in the store's
+// Complete leaves the claim to lapse with its lease, since the store is
+// not asked again while it panics.
 func (s *idemCall[T]) abandon() {
-	if s.token != "" {
+	switch {
+	case s.token == "":
+	case s.state == encoding:
+		s.state = recording
+		_ = s.complete(StoredOutcome{Permanent: true, Error: errorText(errEncodePanicked)})
+	case s.state == recording:
+		s.token = ""
+	default:
 		s.release()
 	}
 }
+
+// errEncodePanicked is the stored failure of a call whose fn succeeded and
+// whose value's encoding panicked.
+var errEncodePanicked = &codecError{op: "encoded", err: errors.New("the codec panicked")}
 
 // recordSuccess stores v as the key's outcome. When v cannot be encoded,
 // fn's side effect has happened all the same: it records a permanent
 // failure instead, so that the next call does not repeat the work, and
 // reports the encoding error.
 func (s *idemCall[T]) recordSuccess(v T) error {
+	s.state = encoding
 	b, err := s.encode(v)
+	s.state = recording
 	if err != nil {
 		encErr := &codecError{op: "encoded", err: err}
 		if err := s.complete(StoredOutcome{Permanent: true, Error: errorText(encErr)}); err != nil {

@@ -140,7 +140,12 @@ func (c *config) checkIdem() {
 //     SHA-256): [ErrKeyReuse], fn not called.
 //   - A store that fails or times out (StoreTimeout):
 //     [ErrIdempotencyUnavailable], fn not called, unless FailOpen.
-//   - fn panics: the claim is released, then the panic goes on.
+//   - fn panics: the claim is released, then the panic goes on. A panic
+//     in the value's encoding (IdempotencyOptions.Marshal, or a
+//     MarshalJSON) comes after fn succeeded: the key is completed as a
+//     permanent failure instead, as for a value that cannot be encoded,
+//     so that the work is not repeated; observers still hear the call
+//     end.
 //
 // opts may be nil for the defaults; see [IdempotencyOptions] for the key
 // and the settings. Idempotency keys never appear in Do's error text or

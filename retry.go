@@ -320,7 +320,8 @@ func run[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, e
 			return zero, err
 		}
 		// A panic in fn must not leave the key claimed until the lease
-		// runs out. No recover: the panic keeps its stack.
+		// runs out, nor one after fn succeeded free it (see abandon). No
+		// recover: the panic keeps its stack.
 		defer h.abandon()
 		hs.idem = h
 	}
@@ -441,8 +442,10 @@ func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, er
 			c.settle(err, nil)
 		}
 	}
-	panicked = false
+	// A panic in a hook after fn returned (an idempotent value's encoding)
+	// is the attempt's too: the observer still hears it end.
 	v, err = hooks.after(c, v, err)
+	panicked = false
 	c.attemptEnded(err)
 	return v, err
 }
