@@ -231,9 +231,7 @@ func (s *idemCall[T]) end(_ *call, v T, err error) (T, error) {
 	case s.token == "":
 		// No claim: replayed, lease lost, fail-open, or recorded.
 	case s.state == holding && errors.As(err, &e) && s.final(e):
-		// If this is not recorded, the next call runs fn again: after a
-		// failure that is a retry, not a duplicate side effect.
-		_ = s.complete(StoredOutcome{Permanent: true, Error: errorText(e.Last)})
+		s.recordFailure(StoredOutcome{Permanent: true, Error: errorText(e.Last)})
 	default:
 		s.release()
 	}
@@ -263,6 +261,23 @@ func (s *idemCall[T]) abandon() {
 // errEncodePanicked is the stored failure of a call whose fn succeeded and
 // whose value's encoding panicked.
 var errEncodePanicked = &codecError{op: "encoded", err: errors.New("the codec panicked")}
+
+// recordFailure stores a final failure with one try, bounded by the
+// caller's context and StoreTimeout: unlike a success's, a failure's
+// record does not outlast the context. If the try fails, the claim is
+// released (a try whose reply was lost stored the outcome, and the store
+// then ignores the release), so the next call runs fn again: after a
+// failure that is a retry, not a duplicate side effect.
+func (s *idemCall[T]) recordFailure(rec StoredOutcome) {
+	ctx, cancel := s.storeCtx(false)
+	err := s.ic.store.Complete(ctx, s.key, s.token, rec, s.ic.retention)
+	cancel()
+	if err == nil || errors.Is(err, ErrLeaseLost) {
+		s.token = ""
+		return
+	}
+	s.release()
+}
 
 // recordSuccess stores v as the key's outcome. When v cannot be encoded,
 // fn's side effect has happened all the same: it records a permanent

@@ -125,7 +125,11 @@ func (c *config) checkIdem() {
 //     later call with the key runs fn again within the retention.
 //     Exhaustion, the time budget, and a done context release the claim
 //     so that a later call runs again (see KeepFailures).
-//   - Recording the outcome fails: Do retries the store (10ms backoff
+//   - A failure's outcome (a permanent failure, or exhaustion with
+//     KeepFailures) is recorded with one try, bounded by the context and
+//     StoreTimeout; if it fails, the claim is released, so a later call
+//     runs fn again.
+//   - Recording a success's outcome fails: Do retries the store (10ms backoff
 //     doubling to 1s, renewing the claim between tries, each try bounded
 //     by StoreTimeout) for at most one lease after fn
 //     returned, while the claim is surely held. If it still fails, Do

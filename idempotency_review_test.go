@@ -3,7 +3,10 @@ package retry_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -54,6 +57,38 @@ func TestIdempotentEncodingPanicDoesNotFreeTheKey(t *testing.T) {
 			assert.ErrorIs(t, err, retry.ErrReplayed, "the key is completed as a permanent failure")
 			assert.Contains(t, err.Error(), "could not be encoded")
 			assert.Equal(t, 1, calls, "fn ran once")
+		})
+	}
+}
+
+// Recording a failure is one try, bounded by the context and StoreTimeout:
+// only a success's record may outlast the context. When it fails, the
+// claim is released rather than held to its lease.
+func TestIdempotentFailureRecordIsOneTryAndThenReleases(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keep bool
+		fn   func(context.Context) error
+	}{
+		{"permanent", false, func(context.Context) error { return retry.Permanent(errors.New("card declined")) }},
+		{"KeepFailures exhaustion", true, func(context.Context) error { return errors.New("transient") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := newFaulty()
+				store.set(func(f *faultyStore) { f.completeErr = errors.New("connection reset") })
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				start := time.Now()
+				err := retry.Do(ctx, tc.fn, append([]retry.Option{retry.WithIdempotency(store,
+					&retry.IdempotencyOptions{Key: "k", KeepFailures: tc.keep}), retry.WithMaxAttempts(2)}, noWait...)...)
+				require.Error(t, err)
+				assert.NotErrorIs(t, err, retry.ErrOutcomeNotRecorded)
+				assert.Less(t, time.Since(start), time.Second, "the record did not outlast the context")
+				assert.Equal(t, 1, store.counts()[2], "one try of Complete")
+				assert.Equal(t, 1, store.counts()[3], "then the claim is released")
+				assert.True(t, claimFree(t, store, "k"), "the key is free at once")
+			})
 		})
 	}
 }
