@@ -159,6 +159,11 @@ func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
 			return cl, c.stopForContext(false), true
 		}
 		cl, err = s.claim()
+		if err != nil && s.ctx.Err() != nil {
+			// The caller left during the look: the call still ends
+			// while another holds the key (c.last stays errHeld).
+			return cl, c.stopForContext(false), true
+		}
 		if err != nil || cl.Status != ClaimHeld || cl.Fingerprint != s.fp {
 			c.last = nil
 			return cl, err, false
@@ -179,8 +184,12 @@ func (s *idemCall[T]) before(*call) (v T, err error, skip bool) {
 		v, stop, run := s.take(cl, err, holding)
 		switch {
 		case run:
-		case stop == nil, stop == errHeld, stop == s.ctx.Err(), IsPermanent(stop):
-			return v, stop, true // replayed, still held, or the caller left
+		case s.ctx.Err() != nil && stop == s.ctx.Err():
+			// The caller left during the look: the key was held at the
+			// last one, so the call ends as one that found it held.
+			return v, errHeld, true
+		case stop == nil, stop == errHeld, IsPermanent(stop):
+			return v, stop, true // replayed or still held
 		default:
 			return v, Permanent(stop), true
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retrystats"
 )
 
@@ -88,6 +92,60 @@ func TestIdempotentFailureRecordIsOneTryAndThenReleases(t *testing.T) {
 				assert.Equal(t, 1, store.counts()[2], "one try of Complete")
 				assert.Equal(t, 1, store.counts()[3], "then the claim is released")
 				assert.True(t, claimFree(t, store, "k"), "the key is free at once")
+			})
+		})
+	}
+}
+
+// cancelOnLook cancels the caller during its nth Claim, which then fails
+// with the context's error.
+type cancelOnLook struct {
+	retry.IdempotencyStore
+	mu     sync.Mutex
+	n, at  int
+	cancel context.CancelFunc
+}
+
+func (s *cancelOnLook) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+	s.mu.Lock()
+	s.n++
+	hit := s.n == s.at
+	s.mu.Unlock()
+	if hit {
+		s.cancel()
+		<-ctx.Done()
+		return retry.Claim{}, ctx.Err()
+	}
+	return s.IdempotencyStore.Claim(ctx, key, fp, lease)
+}
+
+// A cancel that lands during a waiter's look at a held key ends the call
+// as one that waited for the holder: it matches ErrInProgress and is not
+// dead-lettered, in wait mode and with FailWhileHeld.
+func TestIdempotentCancelDuringALookAtAHeldKey(t *testing.T) {
+	for _, failWhileHeld := range []bool{false, true} {
+		t.Run(fmt.Sprint("FailWhileHeld=", failWhileHeld), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				store := &cancelOnLook{IdempotencyStore: memstore.New(nil), at: 3, cancel: cancel}
+				release := make(chan struct{})
+				holderDone := make(chan error)
+				go func() {
+					holderDone <- retry.Do(context.Background(), func(context.Context) error { <-release; return nil },
+						retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
+				}()
+				synctest.Wait()
+				sink := deadletter.NewMemorySink()
+				err := retry.Do(ctx, func(context.Context) error { t.Error("fn ran"); return nil },
+					retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: failWhileHeld}),
+					retry.WithBackoff(retry.Constant(time.Millisecond)), retry.WithJitter(retry.NoJitter),
+					retry.WithDeadLetter(sink, &retry.DeadLetterOptions{On: []retry.Outcome{retry.OutcomeCanceled}}))
+				require.Error(t, err)
+				assert.ErrorIs(t, err, retry.ErrInProgress)
+				assert.ErrorIs(t, err, context.Canceled)
+				assert.Zero(t, sink.Len(), "not dead-lettered")
+				close(release)
+				require.NoError(t, <-holderDone)
 			})
 		})
 	}
