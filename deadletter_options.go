@@ -72,9 +72,11 @@ func (d *deadLetterConfig) covers(o Outcome) bool {
 // Not dead-lettered, whatever On says: a failure replayed by
 // [WithIdempotency] (the call that failed recorded it), except in a
 // redrive's replay ([Retrier.ForRedrive]), a call that lost only to
-// another holder of its idempotency key, and work that succeeded but
-// whose outcome the store could not record; a redrive would repeat work
-// that did not fail.
+// another holder of its idempotency key (it found the key held, or its
+// claim taken over with [ErrLeaseLost] while it waited), and work that
+// succeeded but whose outcome the store could not record; a redrive would
+// repeat work that did not fail. These hold too when the failure comes
+// from an inner idempotent Do that fn called.
 //
 // opts may be nil for the defaults. sink and opts.Fallback must not hold
 // a nil pointer or func. Default: none, and no per-attempt history is kept.

@@ -201,7 +201,7 @@ func (s *idemCall[T]) before(*call) (v T, err error, skip bool) {
 			switch {
 			case errors.Is(err, ErrLeaseLost):
 				s.state, s.token = settled, "" // nothing left to release
-				return v, Permanent(fmt.Errorf("%w; another caller may have taken the key over", ErrLeaseLost)), true
+				return v, Permanent(errTakenOver), true
 			case s.ctx.Err() != nil:
 				s.state = refused
 				return v, s.ctx.Err(), true
@@ -528,33 +528,59 @@ func (e *outcomeNotRecordedError) Is(target error) bool {
 
 func (e *outcomeNotRecordedError) Unwrap() error { return e.err }
 
+// errTakenOver is the error of a call whose claim was lost while it waited
+// between attempts: another caller may have taken the key over and run
+// the work.
+var errTakenOver = fmt.Errorf("%w; another caller may have taken the key over", ErrLeaseLost)
+
 // notFailedWork says whether a call whose last attempt ended with err
 // failed without its work failing: it found another caller holding the
-// key, replayed a stored outcome, or ran fn successfully without its
-// outcome being recorded. Such calls are not dead-lettered: a redrive
-// would repeat work that did not fail, or that another caller owns. It
-// does not look into an inner Do's *Error.
+// key, lost its claim to one, replayed a stored outcome, or ran fn
+// successfully without its outcome being recorded. Such calls are not
+// dead-lettered: a redrive would repeat work that did not fail, or that
+// another caller owns. It looks into an inner Do's *Error too: an outer
+// call whose fn returned an inner idempotent call's replay is one.
 func notFailedWork(err error) bool {
-	return walk(err, func(err error) bool {
+	return walkThrough(err, func(err error) bool {
 		switch e := err.(type) {
 		case *replayedError, *outcomeNotRecordedError:
 			return true
 		case *codecError:
 			return e.op == "encoded"
 		}
-		return err == errHeld
+		return err == errHeld || err == errTakenOver
 	}) != nil
 }
 
 // replayedFailure says whether err is a failure replayed from the store
 // (a notFailedWork case that Retrier.ForRedrive dead-letters all the
-// same). It does not look into an inner Do's *Error.
+// same), by this call or an inner Do.
 func replayedFailure(err error) bool {
-	return walk(err, func(err error) bool {
+	return walkThrough(err, func(err error) bool {
 		_, ok := err.(*replayedError)
 		return ok
 	}) != nil
 }
+
+// walkThrough is walk going on into the last error of each inner Do's
+// *Error it meets.
+func walkThrough(err error, match func(error) bool) error {
+	for depth := 0; err != nil && depth < maxInnerDepth; depth++ {
+		found := walk(err, func(err error) bool {
+			_, inner := err.(*Error)
+			return inner || match(err)
+		})
+		inner, ok := found.(*Error)
+		if !ok {
+			return found
+		}
+		err = inner.Last
+	}
+	return nil
+}
+
+// maxInnerDepth bounds how many nested Do calls walkThrough looks into.
+const maxInnerDepth = 64
 
 // codecError reports a value the codec could not encode or decode. Its text
 // names the codec error's type only, since the error's own text may quote

@@ -34,7 +34,8 @@ type IdempotencyOptions struct {
 	// rejects one not longer than [WithAttemptTimeout]) and should cover
 	// the longest wait between attempts; if it runs out during a wait and
 	// another caller takes over, Do stops with [ErrLeaseLost] without
-	// calling fn again. Default: 30s.
+	// calling fn again, and does not dead-letter the call (the work is
+	// the other caller's). Default: 30s.
 	Lease time.Duration
 	// Retention is how long a final outcome is kept and replayed; after
 	// it, a call with the same key runs again. Default: 24h.

@@ -150,3 +150,48 @@ func TestIdempotentCancelDuringALookAtAHeldKey(t *testing.T) {
 		})
 	}
 }
+
+// A holder whose claim was taken over while it waited between attempts
+// lost to the caller that took over and did the work: it is not
+// dead-lettered.
+func TestIdempotentLostLeaseIsNotDeadLettered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(nil)
+		sink := deadletter.NewMemorySink()
+		opts := &retry.IdempotencyOptions{Key: "k", Lease: time.Second}
+		holder := make(chan error)
+		go func() {
+			holder <- retry.Do(context.Background(), func(context.Context) error { return errors.New("transient") },
+				retry.WithIdempotency(store, opts), retry.WithBackoff(retry.Constant(5*time.Second)),
+				retry.WithJitter(retry.NoJitter), retry.WithDeadLetter(sink, nil))
+		}()
+		synctest.Wait()
+		require.NoError(t, retry.Do(context.Background(), func(context.Context) error { return nil }, retry.WithIdempotency(store, opts)),
+			"the waiter takes over after the lease and does the work")
+		err := <-holder
+		require.ErrorIs(t, err, retry.ErrLeaseLost)
+		assert.Zero(t, sink.Len(), "not dead-lettered")
+	})
+}
+
+// An outer Retrier whose fn returns an inner idempotent call's replayed
+// failure does not dead-letter it, as the inner call made directly does
+// not; a redrive's replay through an inner call is recorded anew.
+func TestIdempotentReplayFromAnInnerDoIsNotDeadLettered(t *testing.T) {
+	store := memstore.New(nil)
+	inner := mustNew(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "inner"}))
+	require.Error(t, inner.Do(context.Background(), func(context.Context) error { return retry.Permanent(errors.New("declined")) }))
+	sink := deadletter.NewMemorySink()
+	outer := mustNew(t, retry.WithDeadLetter(sink, nil))
+	fn := func(ctx context.Context) error {
+		return inner.Do(ctx, func(context.Context) error { t.Error("inner fn ran"); return nil })
+	}
+	err := outer.Do(context.Background(), fn)
+	require.ErrorIs(t, err, retry.ErrReplayed)
+	assert.Zero(t, sink.Len(), "not dead-lettered")
+
+	redrive, err := outer.ForRedrive(retry.DeadLetter{ID: "dl-1", Name: "outer"}, sink)
+	require.NoError(t, err)
+	require.ErrorIs(t, redrive.Do(context.Background(), fn), retry.ErrReplayed)
+	assert.Equal(t, 1, sink.Len(), "a redrive's replay is recorded anew")
+}
