@@ -148,7 +148,12 @@ type idemKeyType struct{}
 // ContextWithIdempotencyKey returns a copy of ctx that carries key, so that
 // one shared Retrier built with WithIdempotency(store, nil) can be given a
 // key per call. A key in the context overrides the one given to
-// [WithIdempotency]; it is checked when Do runs (1 to 255 bytes; see
+// [WithIdempotency], except in a context that reached the call through
+// the fn of an enclosing idempotent call using that same key: there the
+// Retrier's own IdempotencyOptions.Key wins, and a call with none (or
+// whose Key is that key too) fails at once, before any attempt, with a
+// permanent error wrapping [ErrInvalidOption], rather than wait for
+// itself. The key is checked when Do runs (1 to 255 bytes; see
 // [IdempotencyOptions].Key for scoping keys). On a call through a Retrier without
 // WithIdempotency it does nothing: no store is asked and the key is not
 // checked. The key never appears in Do's error text or logs; code that

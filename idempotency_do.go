@@ -69,19 +69,65 @@ func newIdemCall[T any](ctx context.Context, cfg *config) (*idemCall[T], error) 
 	if p := idemKeyProblem(key); p != "" {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidOption, p)
 	}
+	if chainHolds(ctx, key) {
+		// The call would wait a whole lease for itself, then take its
+		// own key over. Permanent: the enclosing call, which gets this
+		// error from its fn, would only meet it again.
+		return nil, Permanent(fmt.Errorf("%w: an enclosing idempotent call, whose fn this call runs in, uses the same idempotency key; give this call a key of its own (IdempotencyOptions.Key, or ContextWithIdempotencyKey in fn)", ErrInvalidOption))
+	}
 	return &idemCall[T]{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key, fp: fingerprint(cfg.payload), state: settled}, nil
 }
 
 // idempotencyKey returns the call's idempotency key: the context's, else
-// the option's ("" when the call is not idempotent).
+// the option's ("" when the call is not idempotent). A context key that
+// an enclosing idempotent call holds (it reached this call through that
+// call's fn) was meant for that call: IdempotencyOptions.Key wins over it.
 func (c *config) idempotencyKey(ctx context.Context) string {
 	if c.idem == nil {
 		return ""
 	}
-	if k, ok := IdempotencyKeyFromContext(ctx); ok {
-		return k
+	k, ok := IdempotencyKeyFromContext(ctx)
+	if !ok || c.idem.key != "" && chainHolds(ctx, k) {
+		return c.idem.key
 	}
-	return c.idem.key
+	return k
+}
+
+// heldKeyType is the context key under which the context given to fn
+// carries the idempotent call that runs it (a keyHolder).
+type heldKeyType struct{}
+
+// keyHolder is an idempotent call as the contexts of its fn know it.
+type keyHolder interface {
+	heldKey() string
+	outerCtx() context.Context // the context the call was given
+}
+
+func (s *idemCall[T]) heldKey() string           { return s.key }
+func (s *idemCall[T]) outerCtx() context.Context { return s.ctx }
+
+// chainHolds says whether an idempotent call enclosing ctx (one whose fn
+// was given ctx or a context derived from it) uses key.
+func chainHolds(ctx context.Context, key string) bool {
+	for depth := 0; ctx != nil && depth < maxInnerDepth; depth++ {
+		h, ok := ctx.Value(heldKeyType{}).(keyHolder)
+		if !ok {
+			return false
+		}
+		if h.heldKey() == key {
+			return true
+		}
+		ctx = h.outerCtx()
+	}
+	return false
+}
+
+// marked runs fn with a context that says this call holds its key, so
+// that an idempotent call inside fn does not take the key as its own.
+func (s *idemCall[T]) marked(fn func(context.Context) (T, error)) func(context.Context) (T, error) {
+	return func(ctx context.Context) (T, error) {
+		return fn(context.WithValue(ctx, heldKeyType{}, keyHolder(s)))
+	}
 }
 
 // begin claims the key, waiting for another holder's outcome unless told

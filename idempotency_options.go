@@ -22,7 +22,9 @@ const (
 // field.
 type IdempotencyOptions struct {
 	// Key is the idempotency key of every call; "" when each call brings
-	// its own with [ContextWithIdempotencyKey], which overrides it. Keys
+	// its own with [ContextWithIdempotencyKey], which overrides it (except
+	// a context key that an enclosing idempotent call uses, inherited
+	// through its fn's context: Key wins over that one). Keys
 	// are 1 to 255 bytes and global within a store: prefix them with the
 	// operation ("charge:"+orderID), and for keys that come from clients
 	// with the client's identity too, so that one client cannot replay

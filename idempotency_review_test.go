@@ -195,3 +195,49 @@ func TestIdempotentReplayFromAnInnerDoIsNotDeadLettered(t *testing.T) {
 	require.ErrorIs(t, redrive.Do(context.Background(), fn), retry.ErrReplayed)
 	assert.Equal(t, 1, sink.Len(), "a redrive's replay is recorded anew")
 }
+
+// An idempotent call inside another's fn shares its context, and so the
+// outer call's context key: an inner Retrier's own Key wins over it, and
+// an inner call left with the key its enclosing call holds fails at once
+// instead of waiting a lease for itself and taking the key over.
+func TestIdempotentNestedCallsKeepTheirOwnKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(nil)
+		outer := mustNew(t, retry.WithIdempotency(store, nil))
+		inner := mustNew(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "email:1"}))
+		ctx := retry.ContextWithIdempotencyKey(context.Background(), "charge:1")
+		innerCalls := 0
+		charge := func(ctx context.Context) (string, error) {
+			if _, err := retry.DoValueOn(ctx, inner, func(context.Context) (string, error) { innerCalls++; return "sent", nil }); err != nil {
+				return "", err
+			}
+			return "receipt", nil
+		}
+		start := time.Now()
+		v, err := retry.DoValueOn(ctx, outer, charge)
+		require.NoError(t, err)
+		assert.Equal(t, "receipt", v)
+		assert.Zero(t, time.Since(start), "no wait for a lease")
+		assert.Equal(t, 1, innerCalls)
+
+		v, err = retry.DoValueOn(ctx, outer, func(context.Context) (string, error) { t.Error("ran again"); return "", nil })
+		require.NoError(t, err)
+		assert.Equal(t, "receipt", v, "the outer key keeps the outer call's value")
+		v, err = retry.DoValueOn(context.Background(), inner, func(context.Context) (string, error) { t.Error("ran again"); return "", nil })
+		require.NoError(t, err)
+		assert.Equal(t, "sent", v, "the inner call used its own key")
+
+		// An inner call with no key of its own would use the outer's.
+		ctx = retry.ContextWithIdempotencyKey(context.Background(), "charge:2")
+		err = outer.Do(ctx, func(ctx context.Context) error {
+			return outer.Do(ctx, func(context.Context) error { t.Error("inner fn ran"); return nil })
+		})
+		require.ErrorIs(t, err, retry.ErrInvalidOption)
+		assert.Contains(t, err.Error(), "enclosing idempotent call")
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomePermanent, e.Outcome, "the outer call does not retry it")
+		assert.Equal(t, 1, e.Attempts)
+		assert.Zero(t, time.Since(start), "no wait for a lease")
+	})
+}

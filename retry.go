@@ -324,6 +324,7 @@ func run[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, e
 		// recover: the panic keeps its stack.
 		defer h.abandon()
 		hs.idem = h
+		fn = h.marked(fn)
 	}
 	if cfg.dl.active() {
 		hs.dl = deadLetterHook[T]{cfg.dl}
