@@ -124,10 +124,32 @@ func chainHolds(ctx context.Context, key string) bool {
 
 // marked runs fn with a context that says this call holds its key, so
 // that an idempotent call inside fn does not take the key as its own.
+// With WithAttemptTimeout the context also ends when the claim's lease
+// does, so that an attempt that honours it never runs while another
+// caller may hold the key.
 func (s *idemCall[T]) marked(fn func(context.Context) (T, error)) func(context.Context) (T, error) {
 	return func(ctx context.Context) (T, error) {
-		return fn(context.WithValue(ctx, heldKeyType{}, keyHolder(s)))
+		ctx = context.WithValue(ctx, heldKeyType{}, keyHolder(s))
+		if s.cfg.attemptTimeout > 0 && s.token != "" {
+			var cancel context.CancelFunc
+			if end := s.held.Add(s.ic.lease); s.cfg.clock != nil {
+				ctx, cancel = s.cfg.clock.WithDeadline(ctx, end)
+			} else {
+				ctx, cancel = context.WithDeadline(ctx, end)
+			}
+			defer cancel()
+		}
+		return fn(ctx)
 	}
+}
+
+// leaseCovers says whether what is left of the claim's lease, measured
+// from when the claim or its renewal was sent, covers an attempt of
+// WithAttemptTimeout (always, without one: the attempt's length is not
+// known).
+func (s *idemCall[T]) leaseCovers() bool {
+	at := s.cfg.attemptTimeout
+	return at <= 0 || s.held.Add(s.ic.lease).Sub(s.cfg.now()) >= at
 }
 
 // begin claims the key, waiting for another holder's outcome unless told
@@ -241,6 +263,12 @@ func (s *idemCall[T]) before(*call) (v T, err error, skip bool) {
 		}
 	case fresh:
 		s.state = holding
+		if s.leaseCovers() {
+			break
+		}
+		// The store's reply took so long that less than an attempt of
+		// the lease is left: renew it first.
+		fallthrough
 	case holding, refused:
 		s.state = holding
 		if err := s.renew(); err != nil {

@@ -33,7 +33,12 @@ type IdempotencyOptions struct {
 	// Lease is how long a claim lasts without renewal before another
 	// caller may take the key over (after a crash, say). Do renews it
 	// before each attempt, so it must be longer than any attempt (New
-	// rejects one not longer than [WithAttemptTimeout]) and should cover
+	// rejects one not longer than [WithAttemptTimeout]; the store's reply
+	// time counts against it, since Do measures the lease, on its clock,
+	// from when it sent the claim or renewal: with WithAttemptTimeout, Do
+	// renews the claim before the first attempt when less than an
+	// attempt of it is left, and an attempt's context ends when the lease
+	// does, if that comes first) and should cover
 	// the longest wait between attempts; if it runs out during a wait and
 	// another caller takes over, Do stops with [ErrLeaseLost] without
 	// calling fn again, and does not dead-letter the call (the work is

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -239,5 +240,74 @@ func TestIdempotentNestedCallsKeepTheirOwnKeys(t *testing.T) {
 		assert.Equal(t, retry.OutcomePermanent, e.Outcome, "the outer call does not retry it")
 		assert.Equal(t, 1, e.Attempts)
 		assert.Zero(t, time.Since(start), "no wait for a lease")
+	})
+}
+
+// slowClaimReply gets the reply of each Claim 200ms after the store
+// applied it.
+type slowClaimReply struct{ retry.IdempotencyStore }
+
+func (s slowClaimReply) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+	cl, err := s.IdempotencyStore.Claim(ctx, key, fp, lease)
+	time.Sleep(200 * time.Millisecond)
+	return cl, err
+}
+
+// slowReplies slows the replies of Renew as well as Claim.
+type slowReplies struct{ retry.IdempotencyStore }
+
+func (s slowReplies) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+	return slowClaimReply(s).Claim(ctx, key, fp, lease)
+}
+
+func (s slowReplies) Renew(ctx context.Context, key, token string, lease time.Duration) error {
+	err := s.IdempotencyStore.Renew(ctx, key, token, lease)
+	time.Sleep(200 * time.Millisecond)
+	return err
+}
+
+// The store's reply time counts against the lease: with Lease just above
+// WithAttemptTimeout and a slow Claim reply, Do renews the claim before
+// the first attempt, so that fn cannot still be running when the lease
+// ends and another caller runs it too; and an attempt's context ends at
+// the claim's lease end.
+func TestIdempotentSlowClaimReplyDoesNotEatTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New(nil)
+		newR := func(s retry.IdempotencyStore) *retry.Retrier {
+			return mustNew(t, retry.WithIdempotency(s, &retry.IdempotencyOptions{Key: "k", Lease: 1100 * time.Millisecond}),
+				retry.WithAttemptTimeout(time.Second), retry.WithBackoff(retry.Constant(10*time.Millisecond)), retry.WithJitter(retry.NoJitter))
+		}
+		var runs atomic.Int32
+		var deadlines []time.Duration
+		var mu sync.Mutex
+		fn := func(ctx context.Context) error {
+			runs.Add(1)
+			d, _ := ctx.Deadline()
+			mu.Lock()
+			deadlines = append(deadlines, time.Until(d))
+			mu.Unlock()
+			select {
+			case <-time.After(950 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		holder := make(chan error)
+		go func() { holder <- newR(slowClaimReply{mem}).Do(context.Background(), fn) }()
+		time.Sleep(10 * time.Millisecond)
+		require.NoError(t, newR(mem).Do(context.Background(), fn), "the waiter replays the holder's success")
+		require.NoError(t, <-holder)
+		assert.Equal(t, int32(1), runs.Load(), "fn ran once")
+		assert.Equal(t, []time.Duration{time.Second}, deadlines)
+
+		// When the renewal's reply is slow too, the attempt's context ends
+		// with the lease, before the attempt timeout.
+		deadlines = nil
+		err := newR(slowReplies{memstore.New(nil)}).Do(context.Background(), fn)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, []time.Duration{900 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond}, deadlines,
+			"1.1s of lease from when the claim or renewal was sent, 200ms before")
 	})
 }

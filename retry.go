@@ -88,8 +88,8 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 // letter could not be recorded), except for bad input, which gives an
 // error wrapping [ErrInvalidOption] and calls nothing; see the package
 // documentation. Each call of fn gets ctx, or a context derived from it
-// when [WithAttemptTimeout] is set. If ctx is already done, fn is not
-// called.
+// when [WithAttemptTimeout] or [WithIdempotency] is set. If ctx is already
+// done, fn is not called.
 //
 // Do makes no allocation when the first attempt succeeds, starts no
 // goroutine, and uses at most one timer per call, reused across waits.
