@@ -343,7 +343,10 @@ func (s *idemCall[T]) abandon() {
 
 // errEncodePanicked is the stored failure of a call whose fn succeeded and
 // whose value's encoding panicked.
-var errEncodePanicked = &codecError{op: "encoded", err: errors.New("the codec panicked")}
+var errEncodePanicked = &codecError{op: "encoded", err: errCodecPanicked}
+
+// errCodecPanicked stands for the panic of a codec in a codecError.
+var errCodecPanicked = errors.New("the idempotency codec panicked")
 
 // recordFailure stores a final failure with one try, bounded by the
 // caller's context and StoreTimeout: unlike a success's, a failure's
@@ -665,6 +668,9 @@ type codecError struct {
 }
 
 func (e *codecError) Error() string {
+	if e.err == errCodecPanicked {
+		return "retry: fn succeeded but the idempotency codec panicked encoding its value"
+	}
 	if e.op == "encoded" {
 		return fmt.Sprintf("retry: fn succeeded but its value could not be encoded by the idempotency codec (%T)", e.err)
 	}

@@ -60,7 +60,7 @@ func TestIdempotentEncodingPanicDoesNotFreeTheKey(t *testing.T) {
 			_, err := retry.DoValueOn(context.Background(), mustNew(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"})), fn)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, retry.ErrReplayed, "the key is completed as a permanent failure")
-			assert.Contains(t, err.Error(), "could not be encoded")
+			assert.Contains(t, err.Error(), "fn succeeded but the idempotency codec panicked encoding its value")
 			assert.Equal(t, 1, calls, "fn ran once")
 		})
 	}
