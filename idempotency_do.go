@@ -58,6 +58,7 @@ type idemCall[T any] struct {
 	state  idemState
 	token  string    // the claim this call holds; "" when none
 	held   time.Time // when the claim was last taken or renewed, read before the store call
+	stale  bool      // fail-open: the last Renew failed, so held says nothing of the lease
 	looked time.Time // when the last Claim was sent
 	value  T         // fn's value in state ranAhead
 }
@@ -69,7 +70,7 @@ func newIdemCall[T any](ctx context.Context, cfg *config) (*idemCall[T], error) 
 	if p := idemKeyProblem(key); p != "" {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidOption, p)
 	}
-	if chainHolds(ctx, key) {
+	if chainHolds(ctx, cfg.idem.store, key) {
 		// The call would wait a whole lease for itself, then take its
 		// own key over. Permanent: the enclosing call, which gets this
 		// error from its fn, would only meet it again.
@@ -87,7 +88,7 @@ func (c *config) idempotencyKey(ctx context.Context) string {
 		return ""
 	}
 	k, ok := IdempotencyKeyFromContext(ctx)
-	if !ok || c.idem.key != "" && chainHolds(ctx, k) {
+	if !ok || c.idem.key != "" && chainHolds(ctx, c.idem.store, k) {
 		return c.idem.key
 	}
 	return k
@@ -99,27 +100,39 @@ type heldKeyType struct{}
 
 // keyHolder is an idempotent call as the contexts of its fn know it.
 type keyHolder interface {
-	heldKey() string
+	heldKey() (IdempotencyStore, string)
 	outerCtx() context.Context // the context the call was given
 }
 
-func (s *idemCall[T]) heldKey() string           { return s.key }
-func (s *idemCall[T]) outerCtx() context.Context { return s.ctx }
+func (s *idemCall[T]) heldKey() (IdempotencyStore, string) { return s.ic.store, s.key }
+func (s *idemCall[T]) outerCtx() context.Context           { return s.ctx }
 
 // chainHolds says whether an idempotent call enclosing ctx (one whose fn
-// was given ctx or a context derived from it) uses key.
-func chainHolds(ctx context.Context, key string) bool {
+// was given ctx or a context derived from it) uses key in store: keys are
+// global within a store, so the same key in another store is another key.
+func chainHolds(ctx context.Context, store IdempotencyStore, key string) bool {
 	for depth := 0; ctx != nil && depth < maxInnerDepth; depth++ {
 		h, ok := ctx.Value(heldKeyType{}).(keyHolder)
 		if !ok {
 			return false
 		}
-		if h.heldKey() == key {
+		if st, k := h.heldKey(); k == key && sameStore(st, store) {
 			return true
 		}
 		ctx = h.outerCtx()
 	}
 	return false
+}
+
+// sameStore compares two stores as interface values, without panicking
+// on a store type that is not comparable (one such is never the same).
+func sameStore(a, b IdempotencyStore) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // marked runs fn with a context that says this call holds its key, so
@@ -130,7 +143,7 @@ func chainHolds(ctx context.Context, key string) bool {
 func (s *idemCall[T]) marked(fn func(context.Context) (T, error)) func(context.Context) (T, error) {
 	return func(ctx context.Context) (T, error) {
 		ctx = context.WithValue(ctx, heldKeyType{}, keyHolder(s))
-		if s.cfg.attemptTimeout > 0 && s.token != "" {
+		if s.cfg.attemptTimeout > 0 && s.token != "" && !s.stale {
 			var cancel context.CancelFunc
 			if end := s.held.Add(s.ic.lease); s.cfg.clock != nil {
 				ctx, cancel = s.cfg.clock.WithDeadline(ctx, end)
@@ -271,6 +284,7 @@ func (s *idemCall[T]) before(*call) (v T, err error, skip bool) {
 		fallthrough
 	case holding, refused:
 		s.state = holding
+		s.stale = false
 		if err := s.renew(); err != nil {
 			switch {
 			case errors.Is(err, ErrLeaseLost):
@@ -283,6 +297,9 @@ func (s *idemCall[T]) before(*call) (v T, err error, skip bool) {
 				s.state = refused
 				return v, Permanent(err), true
 			}
+			// Fail-open: fn runs unprotected, so its attempt is not
+			// cut at the end of a lease that may no longer be held.
+			s.stale = true
 		}
 	}
 	return v, nil, false

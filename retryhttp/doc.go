@@ -109,9 +109,11 @@
 // A request's Idempotency-Key (given or generated) also becomes its key for
 // a Retrier built with retry.WithIdempotency(store, nil), scoped as
 // "http METHOD host TARGET KEY", where TARGET is a short hash (16
-// characters) of the URL's path and query, never the path itself, unless
-// the request's context has a key already
-// ([retry.ContextWithIdempotencyKey]). The target is in the scope because
+// characters) of the URL's scheme, path and query, never the path
+// itself. It wins over a key in the request's context
+// ([retry.ContextWithIdempotencyKey]), which may be an enclosing
+// idempotent call's; a request without the header uses the context's
+// key, if any. The target is in the scope because
 // http.Client copies the header onto a redirect it follows: the
 // redirected request, to another path or query, is a request of its own
 // and is sent, not replayed as the redirect's status. When the scoped key

@@ -249,13 +249,12 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 	c.ctx = c.reqCtx
 	if key != "" {
 		c.idempotent = true
-		if _, ok := retry.IdempotencyKeyFromContext(c.ctx); !ok {
-			// For a Retrier with an idempotency store: one claim per
-			// logical request, scoped to its method, host and target, so
-			// that a redirect http.Client follows with the same header
-			// is a request of its own.
-			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, storeKey(method, req.URL.Host, req.URL.RequestURI(), key))
-		}
+		// For a Retrier with an idempotency store: one claim per logical
+		// request, scoped to its method, scheme, host and target, so that
+		// a redirect http.Client follows with the same header is a
+		// request of its own. The request's own key wins over one in its
+		// context, which may be an enclosing idempotent call's.
+		c.ctx = retry.ContextWithIdempotencyKey(c.ctx, storeKey(method, req.URL.Scheme, req.URL.Host, req.URL.RequestURI(), key))
 	}
 	if err := c.prepareBody(); err != nil {
 		return nil, err
@@ -447,14 +446,15 @@ const maxStoreKey = 255
 // storeKey returns the key, for a Retrier's idempotency store, of a request
 // to target (its path and query) with the Idempotency-Key key:
 // "http METHOD host TARGET KEY", where TARGET is the first 12 bytes of the
-// SHA-256 of target in unpadded base64url (16 characters), when that fits
+// SHA-256 of the scheme and target in unpadded base64url (16 characters;
+// the scheme, so that a redirect from http to https is another request), when that fits
 // in maxStoreKey bytes; otherwise "http sha256 " and the SHA-256 of that
 // in hex (76 bytes), so that a key of any length fits whatever the host's.
 // The path is hashed, never kept, as it can hold identifiers. The two
 // forms cannot meet: after "http ", a readable one has at least three
 // spaces, a hashed one has one.
-func storeKey(method, host, target, key string) string {
-	sum := sha256.Sum256([]byte(target))
+func storeKey(method, scheme, host, target, key string) string {
+	sum := sha256.Sum256([]byte(scheme + "://" + target))
 	var t [16]byte
 	base64.RawURLEncoding.Encode(t[:], sum[:12])
 	s := "http " + method + " " + host + " " + string(t[:]) + " " + key
