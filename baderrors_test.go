@@ -198,3 +198,35 @@ func TestDo_contextEndsInAWaitWithEveryKindOfCause(t *testing.T) {
 		})
 	}
 }
+
+// selfFirstTree is a tree whose first child is itself.
+type selfFirstTree struct{}
+
+func (*selfFirstTree) Error() string     { return "tree" }
+func (e *selfFirstTree) Unwrap() []error { return []error{e, errTransient} }
+
+func TestDo_errorTreeWhoseFirstChildIsItselfEndsTheCall(t *testing.T) {
+	r := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
+	err := r.Do(context.Background(), func(context.Context) error { return &selfFirstTree{} })
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, retry.OutcomeExhausted, re.Outcome)
+	assert.False(t, retry.IsPermanent(&selfFirstTree{}))
+}
+
+// An inner give-up at the very end of the links looked at: classify and
+// the lookup of the inner *Error may part there; the call still ends.
+func TestNested_innerGaveUpAtTheBoundOfTheLinks(t *testing.T) {
+	inner := mustNew(t, retry.WithMaxAttempts(1))
+	exhausted := inner.Do(context.Background(), failOnce)
+	errs := make([]error, 0, 1<<14)
+	for range 1<<14 - 1 {
+		errs = append(errs, errors.New("plain"))
+	}
+	errs = append(errs, exhausted)
+	outer := mustNew(t, retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)))
+	err := outer.Do(context.Background(), func(context.Context) error { return errors.Join(errs...) })
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, retry.OutcomeExhausted, re.Outcome)
+}

@@ -199,8 +199,12 @@ func (c *call) stopFor(v verdict) error {
 	case stopInner:
 		// Another Retrier gave up on this error: end as it did (the
 		// one classify found, not merely the first *Error in the chain).
-		in := innerGaveUp(c.last)
-		return c.fail(in.Outcome, in.Cause, nil)
+		if in := innerGaveUp(c.last); in != nil {
+			return c.fail(in.Outcome, in.Cause, nil)
+		}
+		// Only at the bound on the links looked at, where the two
+		// walks may part.
+		return c.fail(OutcomeExhausted, ErrExhausted, nil)
 	case stopMaxElapsed:
 		return c.fail(OutcomeMaxElapsed, ErrExhausted, nil)
 	case stopDeadline:

@@ -92,10 +92,11 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 // OnRetry (a wait follows, then the next OnAttemptStart) or OnDone.
 // OnDone comes exactly once per call, also when no attempt ran (but not
 // for bad input, [ErrInvalidOption], which ends Do before the call
-// starts), and when the attempt panics (fn, or WithRetryIf judging its
-// error): then OnAttemptEnd and OnDone have an error reading "retry: the
-// attempt panicked" and Outcome is OutcomePermanent, and the panic goes
-// on to Do's caller.
+// starts), and when fn panics: then OnAttemptEnd and OnDone have an error
+// reading "retry: the attempt panicked" and Outcome is OutcomePermanent,
+// and the panic goes on to Do's caller. (A panic in WithRetryIf is told
+// this way only when a budget or breaker judges the attempt; otherwise the
+// observer hears no end of that call.)
 type Observer interface {
 	// OnAttemptStart is called just before each attempt.
 	OnAttemptStart(ctx context.Context, e AttemptStart)

@@ -53,6 +53,9 @@ const maxLinks = 1 << 14
 // walk adds what err's chain holds to m, looking at no more than left
 // links, and returns how many it may still look at.
 func (m *marks) walk(err error, left int) int {
+	if left <= 0 { // a child of a tree: checked before it is looked at
+		return 0
+	}
 	for err != nil {
 		// One type switch per link: a plain error (errors.New) goes
 		// through it to default, with no further type assertion, and

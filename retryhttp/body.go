@@ -100,19 +100,34 @@ func readUpTo(r io.Reader, buf []byte, most int64) ([]byte, bool, error) {
 	return buf, false, nil
 }
 
-// hold keeps the response of an attempt with a retryable status, in case
-// it is the last: it reads the body up to DrainLimit and, when that is
-// all of it, closes it so the connection goes back to the pool (net/http
-// puts it back before the read of the end returns).
-func (c *call) hold(resp *http.Response) {
+// hold reads ahead the body of a retryable status, up to DrainLimit, so
+// that its connection can serve the next attempt, and keeps the response
+// in case it is the last. An attempt with a timeout (its context ctx ends
+// before the request's) reads no longer than that: a body that stalls or
+// trickles is closed when the attempt times out, the status stands (a
+// retryable one: the next attempt follows, or the caller gets this
+// response), and reading its body gives what came, then errDrainCut.
+func (c *call) hold(ctx context.Context, resp *http.Response) {
+	var stop func() bool
+	if ctx.Done() != c.ctx.Done() {
+		stop = context.AfterFunc(ctx, func() { resp.Body.Close() })
+	}
 	buf, eof, err := readUpTo(resp.Body, c.drain[:0], DrainLimit)
 	c.drain, c.last = buf, resp
+	if stop != nil && !stop() {
+		c.rest, c.restErr = nil, errDrainCut
+		return
+	}
 	if eof {
 		resp.Body.Close()
 		return
 	}
 	c.rest, c.restErr = resp.Body, err
 }
+
+// errDrainCut ends the body of a response whose read ahead the attempt's
+// timeout cut.
+var errDrainCut = errors.New("retryhttp: the attempt timed out while its response's body was read ahead; the rest of the body is lost")
 
 // keep holds the response of an attempt with a permanent status, which
 // is the last: its body is left unread, for the caller.

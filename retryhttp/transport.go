@@ -383,7 +383,7 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		case se.Permanent:
 			c.keep(resp) // no attempt follows: the body is the caller's
 		case c.idempotent && c.once == "":
-			c.hold(resp)
+			c.hold(ctx, resp)
 		default:
 			se = nil // not retried: the caller's response, a success
 		}
