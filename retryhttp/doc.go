@@ -97,12 +97,14 @@
 // # Context and time
 //
 // The request's context bounds all attempts and waits; cancelling it stops
-// at once. With [retry.WithAttemptTimeout] each attempt, up to its response
-// headers, gets that timeout, and an attempt cut by it fails with an error
-// that says so. Bodies are not cut by it: reading ahead the body of a
-// retryable status is bounded by [DrainLimit] and the request's context,
-// and the final response's body lives until it is closed or the request's
-// context ends.
+// at once. With [retry.WithAttemptTimeout] each attempt gets that timeout
+// up to its response headers, and an attempt cut by it there fails with an
+// error that says so. Reading ahead the body of a retryable status (up to
+// [DrainLimit]) is bounded by the same timeout: when it runs out, the
+// status stands (the next attempt follows, or the caller gets that
+// response, whose body gives what came and then an error that says it
+// was cut). The final response's body is not cut by it: it lives until
+// it is closed or the request's context ends.
 //
 // # Idempotency stores
 //

@@ -14,25 +14,31 @@ import (
 	"github.com/steadfast-go/retry/retryhttp"
 )
 
-// The attempt timeout bounds an attempt up to its response headers: a 503
-// whose headers come at once and whose body comes after the timeout is a
-// retryable status, retried, and the last one is returned with its whole
-// body, not turned into "timed out before its response headers".
-func TestAttemptTimeoutDoesNotCutA503Body(t *testing.T) {
+// The attempt timeout also bounds reading ahead a retryable status's body:
+// a 503 whose headers come at once and whose body comes after the timeout
+// is still that status (retried; the last one returned, not turned into
+// "timed out before its response headers"), and its body, cut, reads as
+// an error that says so.
+func TestAttemptTimeoutCutsTheReadAheadButKeepsTheStatus(t *testing.T) {
 	const timeout = 100 * time.Millisecond
-	e := newEnv(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+	e := newEnv(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.(http.Flusher).Flush()
-		time.Sleep(2 * timeout) // the body comes after the attempt timeout
-		io.WriteString(w, "busy")
+		select { // the body comes after the attempt timeout, if ever
+		case <-time.After(2 * timeout):
+			_, _ = io.WriteString(w, "busy")
+		case <-r.Context().Done():
+		}
 	})
 	obs := &recorder{}
 	c := e.client(fast(t, 2, retry.WithAttemptTimeout(timeout), retry.WithObserver(obs)))
-	resp, body, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+	resp, err := c.Do(newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Equal(t, "busy", body)
 	assert.Equal(t, 2, retryhttp.Attempts(resp))
+	_, err = io.ReadAll(resp.Body)
+	assert.ErrorContains(t, err, "timed out while its response's body was read ahead")
+	require.NoError(t, resp.Body.Close())
 	assert.Equal(t, int64(2), e.requests.Load())
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
@@ -40,5 +46,32 @@ func TestAttemptTimeoutDoesNotCutA503Body(t *testing.T) {
 	for _, end := range obs.ends {
 		var se *retryhttp.StatusError
 		assert.ErrorAs(t, end.Err, &se, "each attempt ended on its status, not a timeout")
+	}
+}
+
+// A 503 whose body never comes does not hold the call past its attempts'
+// timeouts, also without a deadline on the request.
+func TestStalledBodyOfARetryableStatusDoesNotHang(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	e := newEnv(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	c := e.client(fast(t, 2, retry.WithAttemptTimeout(timeout)))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := c.Do(newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+		if err == nil {
+			err = resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second): // a safety net: the call takes about 2 × 50ms
+		t.Fatal("the call hangs on a body that never comes")
 	}
 }
