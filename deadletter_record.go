@@ -53,7 +53,12 @@ type attemptLog struct {
 
 func newAttemptLog(d *deadLetterConfig) *attemptLog {
 	n := d.maxErrors
-	return &attemptLog{headMax: n / 2, tailMax: n - n/2}
+	l := &attemptLog{headMax: n / 2, tailMax: n - n/2}
+	// Room for the first few up front, as many calls fail a few times:
+	// one allocation, not one per growth, and never one sized by a large
+	// MaxErrors.
+	l.head = make([]AttemptError, 0, min(l.headMax, 8))
+	return l
 }
 
 // add records that attempt failed with err after a wait of wait.

@@ -136,7 +136,7 @@ func Redrive(ctx context.Context, src Source, r *retry.Retrier, handler func(con
 		switch err := replay(ctx, rr, handler, dl); {
 		case err == nil:
 			rep.Succeeded++
-		case errors.Is(err, retry.ErrInvalidOption):
+		case errors.Is(err, retry.ErrInvalidOption) && !errors.As(err, new(*retry.Error)):
 			// Refused before any attempt, so no new record holds it:
 			// ForRedrive should have caught this. Never silent.
 			rep.NotRecorded++

@@ -2,6 +2,7 @@ package deadletter_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -96,4 +97,19 @@ func TestRedriveLeavesARecordItCannotReplayPending(t *testing.T) {
 	rep, err = deadletter.Redrive(t.Context(), sink, redriver(t), c.handler(nil), nil)
 	require.NoError(t, err)
 	assert.Equal(t, deadletter.Report{Pending: 1, Succeeded: 1}, rep)
+}
+
+// A replay that ran and failed with an error that wraps ErrInvalidOption
+// (the handler's own) was dead-lettered anew: it counts as Failed, not as a
+// record marked and never replayed.
+func TestRedriveOfAFailureThatWrapsErrInvalidOption(t *testing.T) {
+	sink := deadletter.NewMemorySink()
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: deadletter.NewID(), Name: "charge", Payload: []byte("work"), Reason: retry.OutcomeExhausted}))
+	handler := func(context.Context, retry.DeadLetter) error {
+		return retry.Permanent(fmt.Errorf("config: %w", retry.ErrInvalidOption))
+	}
+	rep, err := deadletter.Redrive(t.Context(), sink, redriver(t), handler, nil)
+	require.NoError(t, err)
+	assert.Equal(t, deadletter.Report{Pending: 1, Failed: 1}, rep)
+	assert.Equal(t, 2, sink.Len(), "the replay is dead-lettered anew")
 }
