@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -242,6 +245,32 @@ type cancelWriteBody struct {
 }
 
 func (b *cancelWriteBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// cannotFail says whether a request body is one whose reads cannot fail
+// or that net/http sends its own way: the in-memory readers of
+// http.NewRequest (through io.NopCloser, as GetBody gives them) and
+// files. Those are sent as they are, so that net/http still writes an
+// in-memory body with its headers and a file with sendfile; the others
+// are wrapped in a recordingBody.
+func cannotFail(body io.ReadCloser) bool {
+	var r io.Reader = body
+	if t := reflect.TypeOf(body); t == nopCloserType || t == nopCloserWriterToType {
+		r = reflect.ValueOf(body).Field(0).Interface().(io.Reader)
+	}
+	switch r.(type) {
+	case *bytes.Reader, *bytes.Buffer, *strings.Reader, *os.File:
+		return true
+	}
+	return false
+}
+
+var (
+	nopCloserType         = reflect.TypeOf(io.NopCloser(nil))
+	nopCloserWriterToType = reflect.TypeOf(io.NopCloser(struct {
+		io.Reader
+		io.WriterTo
+	}{}))
+)
 
 // recordingBody is the body of a request as an attempt sends it: it keeps
 // the first read error that is not io.EOF, which is the body's own, however

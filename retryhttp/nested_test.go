@@ -88,3 +88,28 @@ func TestRedirectToHTTPSIsSent(t *testing.T) {
 	assert.Equal(t, "charged", string(body))
 	assert.Equal(t, int32(1), secureHits.Load())
 }
+
+// sentThenEOF acts on the request, then loses the reply.
+type sentThenEOF struct{ hits *atomic.Int32 }
+
+func (s sentThenEOF) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.hits.Add(1)
+	_, _ = io.Copy(io.Discard, r.Body)
+	return nil, io.ErrUnexpectedEOF
+}
+
+// A protocol registered with an *http.Transport reports no connection to
+// httptrace: a POST without a key that fails through it counts as sent,
+// and is not sent again.
+func TestPOSTThroughARegisteredProtocolFailsClosed(t *testing.T) {
+	var hits atomic.Int32
+	base := &http.Transport{}
+	base.RegisterProtocol("h3x", sentThenEOF{&hits})
+	tr, err := retryhttp.NewTransport(base, nil)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, "h3x://api.test/charge", strings.NewReader("amount=5"))
+	require.NoError(t, err)
+	_, err = tr.RoundTrip(req)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.Equal(t, int32(1), hits.Load())
+}

@@ -313,7 +313,7 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		req = &r
 	}
 	var rb *recordingBody
-	if c.hasBody {
+	if c.hasBody && !cannotFail(req.Body) {
 		// Errors of the body's own reads are told apart from the
 		// network's: net/http may wrap them (in a *net.OpError, when the
 		// connection's ReadFrom reads the body).
@@ -338,14 +338,19 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		stop = context.AfterFunc(ctx, func() { cancel(errAttemptTimeout) })
 		req = req.WithContext(actx)
 	}
-	var conn *atomic.Bool
+	var conn *atomic.Int32
 	if !c.idempotent && c.t.traced {
-		// Whether the request got a connection: before that, nothing
-		// was sent and any method may be retried. Only an
-		// *http.Transport is known to report it; without the trace, a
-		// failure counts as sent unless it is a failed dial.
-		conn = new(atomic.Bool)
-		trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conn.Store(true) }}
+		// Whether the request asked for a connection and got one: one
+		// that asked and got none sent nothing, and any method may be
+		// retried. Only an *http.Transport is known to report both, and
+		// only for its own protocols (a protocol registered with it, such
+		// as an HTTP/3 one, reports neither): a failure counts as sent
+		// unless the trace says otherwise, or it is a failed dial.
+		conn = new(atomic.Int32)
+		trace := &httptrace.ClientTrace{
+			GetConn: func(string) { conn.Or(askedConn) },
+			GotConn: func(httptrace.GotConnInfo) { conn.Or(gotConn) },
+		}
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	}
 
@@ -421,7 +426,13 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 }
 
 // failed turns a transport error into what the Retrier should do with it.
-func (c *call) failed(err error, conn *atomic.Bool, rb *recordingBody) error {
+// The trace's marks of an attempt's connection.
+const (
+	askedConn = 1 << iota // GetConn: the Transport looked for a connection
+	gotConn               // GotConn: it got one, and may have sent on it
+)
+
+func (c *call) failed(err error, conn *atomic.Int32, rb *recordingBody) error {
 	err = withholdServerText(err)
 	switch {
 	case c.reqCtx.Err() != nil:
@@ -432,7 +443,7 @@ func (c *call) failed(err error, conn *atomic.Bool, rb *recordingBody) error {
 		return retry.Permanent(&notReplayable{why: c.once, err: err})
 	case !retryable(err):
 		return retry.Permanent(err)
-	case c.idempotent, unsent(err), conn != nil && !conn.Load():
+	case c.idempotent, unsent(err), conn != nil && conn.Load() == askedConn:
 		return err
 	}
 	// The request may have reached the server, which may have acted on it.
