@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/steadfast-go/retry/internal/idemctx"
 )
 
 // errHeld is what an attempt returns when another caller holds the key.
@@ -88,8 +90,18 @@ func (c *config) idempotencyKey(ctx context.Context) string {
 		return ""
 	}
 	k, ok := IdempotencyKeyFromContext(ctx)
-	if !ok || c.idem.key != "" && chainHolds(ctx, c.idem.store, k) {
+	if !ok {
 		return c.idem.key
+	}
+	if chainHolds(ctx, c.idem.store, k) {
+		// Meant for the enclosing call: this call's own key wins, the
+		// option's or the one retryhttp gives a request.
+		if c.idem.key != "" {
+			return c.idem.key
+		}
+		if rk, ok := idemctx.RequestKey(ctx); ok {
+			return rk
+		}
 	}
 	return k
 }

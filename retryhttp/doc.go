@@ -112,10 +112,11 @@
 // a Retrier built with retry.WithIdempotency(store, nil), scoped as
 // "http METHOD host TARGET KEY", where TARGET is a short hash (16
 // characters) of the URL's scheme, path and query, never the path
-// itself. It wins over a key in the request's context
-// ([retry.ContextWithIdempotencyKey]), which may be an enclosing
-// idempotent call's; a request without the header uses the context's
-// key, if any. The target is in the scope because
+// itself. A key in the request's context
+// ([retry.ContextWithIdempotencyKey]) wins over it, unless that key is an
+// enclosing idempotent call's with the same store (the request is sent
+// from that call's fn): then the request's own is used. The target is in
+// the scope because
 // http.Client copies the header onto a redirect it follows: the
 // redirected request, to another path or query, is a request of its own
 // and is sent, not replayed as the redirect's status. When the scoped key

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/idemctx"
 )
 
 // Transport is an [http.RoundTripper] that sends each request through a
@@ -252,9 +253,15 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		// For a Retrier with an idempotency store: one claim per logical
 		// request, scoped to its method, scheme, host and target, so that
 		// a redirect http.Client follows with the same header is a
-		// request of its own. The request's own key wins over one in its
-		// context, which may be an enclosing idempotent call's.
-		c.ctx = retry.ContextWithIdempotencyKey(c.ctx, storeKey(method, req.URL.Scheme, req.URL.Host, req.URL.RequestURI(), key))
+		// request of its own. A key the caller put in the request's
+		// context wins, unless it is an enclosing idempotent call's:
+		// package retry tells, and then takes this one.
+		scoped := storeKey(method, req.URL.Scheme, req.URL.Host, req.URL.RequestURI(), key)
+		if _, ok := retry.IdempotencyKeyFromContext(c.ctx); ok {
+			c.ctx = idemctx.WithRequestKey(c.ctx, scoped)
+		} else {
+			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, scoped)
+		}
 	}
 	if err := c.prepareBody(); err != nil {
 		return nil, err

@@ -141,7 +141,9 @@ func (b *backends) epoch(ctx context.Context, now time.Time) (time.Time, error) 
 	// Since to the microsecond, as -since is printed (see printCommands).
 	recs, err := b.records.List(ctx, deadletter.Filter{Since: now.Truncate(time.Microsecond)})
 	var torn *deadletter.TornRecordError
-	if err != nil && !errors.As(err, &torn) { // a torn line is no record
+	// A torn line, or a row of a table that cannot be decoded, is no
+	// record: the others still say when the earlier run ended.
+	if err != nil && !errors.As(err, &torn) && !errors.Is(err, pgdeadletter.ErrUndecodable) {
 		return time.Time{}, fmt.Errorf("reading the dead letters (%s): %w", b.sinkName, err)
 	}
 	for _, dl := range recs {
