@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -880,11 +881,13 @@ func TestDo_usesOneTimerPerCallAndNoneForZeroWaits(t *testing.T) {
 		r := mustNew(t, retry.WithClock(clk), retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
 			retry.WithMaxAttempts(5), retry.WithWaitArmed(func(d time.Duration) { armed <- d }))
 		done := make(chan error, 1)
-		before := runtime.NumGoroutine()
+		before := bubbleGoroutines(t)
 		go func() { done <- r.Do(t.Context(), func(context.Context) error { return errTransient }) }()
 		for range 4 {
 			d := <-armed
-			assert.Equal(t, before+1, runtime.NumGoroutine(), "Do starts no goroutine of its own")
+			// Counted in this test's bubble only: other tests'
+			// goroutines come and go meanwhile.
+			assert.Equal(t, before+1, bubbleGoroutines(t), "Do starts no goroutine of its own")
 			clk.Add(d)
 		}
 		require.ErrorIs(t, <-done, retry.ErrExhausted)
@@ -972,4 +975,25 @@ func TestError_isComplete_whenReturned(t *testing.T) {
 	assert.ErrorIs(t, parked, context.Canceled)
 	assert.ErrorIs(t, parked, errTransient)
 	assert.Equal(t, "retry: shutting down after 1 attempt: transient", parked.Error())
+}
+
+// bubbleGoroutines counts the goroutines of the caller's synctest bubble,
+// from the headers of runtime.Stack ("goroutine 8 [..., synctest bubble
+// 1]:"), so that other tests' goroutines do not count.
+func bubbleGoroutines(t *testing.T) int {
+	t.Helper()
+	own := make([]byte, 512)
+	own = own[:runtime.Stack(own, false)]
+	header, _, _ := strings.Cut(string(own), "\n")
+	_, bubble, ok := strings.Cut(header, "synctest bubble ")
+	require.True(t, ok, "not in a synctest bubble: %s", header)
+	id, _, _ := strings.Cut(bubble, "]")
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "synctest bubble "+id+"]")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
