@@ -169,11 +169,14 @@ func (r *retryAfterError) Unwrap() error { return r.err }
 // inner Do do not leak into an outer one; like classify it looks at no more
 // than maxLinks links.
 func walk(err error, match func(error) bool) error {
-	found, _ := walkN(err, match, maxLinks)
+	found, _ := walkN(err, match, maxLinks, false)
 	return found
 }
 
-func walkN(err error, match func(error) bool, left int) (error, int) {
+// walkN is walk looking at no more than left links, and into an *Error's
+// chain too when intoErrors is set (as errors.Is does); it also returns
+// how many links it may still look at.
+func walkN(err error, match func(error) bool, left int, intoErrors bool) (error, int) {
 	for ; err != nil; left-- {
 		if left <= 0 {
 			return nil, 0
@@ -181,15 +184,16 @@ func walkN(err error, match func(error) bool, left int) (error, int) {
 		if match(err) {
 			return err, left
 		}
-		switch e := err.(type) {
-		case *Error:
+		if _, inner := err.(*Error); inner && !intoErrors {
 			return nil, left
+		}
+		switch e := err.(type) {
 		case interface{ Unwrap() error }:
 			err = e.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, inner := range e.Unwrap() {
 				var found error
-				if found, left = walkN(inner, match, left-1); found != nil || left <= 0 {
+				if found, left = walkN(inner, match, left-1, intoErrors); found != nil || left <= 0 {
 					return found, left
 				}
 			}

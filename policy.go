@@ -104,30 +104,13 @@ func (m *marks) walk(err error, left int) int {
 // canceledIn is errors.Is(err, context.Canceled), looking at no more than
 // left links; it also returns how many it may still look at.
 func canceledIn(err error, left int) (bool, int) {
-	for ; err != nil; left-- {
-		if left <= 0 {
-			return false, 0
-		}
-		if err == context.Canceled || isCanceled(err) {
-			return true, left
-		}
-		switch e := err.(type) {
-		case interface{ Unwrap() error }:
-			err = e.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, inner := range e.Unwrap() {
-				var found bool
-				if found, left = canceledIn(inner, left-1); found || left <= 0 {
-					return found, left
-				}
-			}
-			return false, left
-		default:
-			return false, left
-		}
-	}
-	return false, left
+	found, left := walkN(err, isCanceledLink, left, true)
+	return found != nil, left
 }
+
+// isCanceledLink says whether one link of a chain is context.Canceled to
+// errors.Is.
+func isCanceledLink(err error) bool { return err == context.Canceled || isCanceled(err) }
 
 // innerGaveUp returns the *Error for which classify marked err inner: the
 // first, in the same order, of a Retrier that gave up (exhausted, out of
