@@ -7,48 +7,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/pgdeadletter"
 	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
+	"github.com/steadfast-go/retry/pgstore/pgschema/pgschematest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// appPool is a pool whose sessions carry application_name app, so that
-// the test can find them in pg_stat_activity.
-func appPool(t *testing.T, app string) *pgxpool.Pool {
-	t.Helper()
-	pgdltest.Pool(t) // skips without a server
-	url, _ := pgdltest.URL()
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["application_name"] = app
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-// lockWaits polls until n sessions of app wait for a lock, and returns
-// what each waits for (pg_stat_activity.wait_event), sorted.
-func lockWaits(t *testing.T, pool *pgxpool.Pool, app string, n int) []string {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rows, err := pool.Query(context.Background(),
-			"SELECT wait_event FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' ORDER BY 1", app)
-		require.NoError(t, err)
-		waits, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		if len(waits) >= n {
-			return waits
-		}
-		require.True(t, time.Now().Before(deadline), "%d sessions wait for a lock after 10s, want %d: %v", len(waits), n, waits)
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // TestMigrateSerializesEverySpelling migrates one table spelled "t" and
 // "public.t" at once, while another transaction holds an uncommitted
@@ -64,7 +30,8 @@ func TestMigrateSerializesEverySpelling(t *testing.T) {
 	table := pgdltest.Table(t, pool)
 	var schema string
 	require.NoError(t, pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema))
-	migrating := appPool(t, table)
+	url, _ := pgdltest.URL()
+	migrating := pgschematest.AppPool(t, url, table)
 	plain, err := pgdeadletter.New(migrating, pgdeadletter.WithTable(table))
 	require.NoError(t, err)
 	qualified, err := pgdeadletter.New(migrating, pgdeadletter.WithTable(schema+"."+table))
@@ -79,7 +46,7 @@ func TestMigrateSerializesEverySpelling(t *testing.T) {
 	errs := make(chan error, 2)
 	go func() { errs <- plain.Migrate(ctx) }()
 	go func() { errs <- qualified.Migrate(ctx) }()
-	assert.Equal(t, []string{"advisory", "transactionid"}, lockWaits(t, pool, table, 2),
+	assert.Equal(t, []string{"advisory", "transactionid"}, pgschematest.LockWaits(t, pool, table, 2),
 		"one Migrate waits for the uncommitted CREATE, the other for the first's lock")
 	require.NoError(t, hold.Rollback(ctx))
 	for range 2 {

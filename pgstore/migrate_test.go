@@ -7,46 +7,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/pgstore"
+	"github.com/steadfast-go/retry/pgstore/pgschema/pgschematest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// appPool is a pool whose sessions carry application_name app, so that
-// the test can find them in pg_stat_activity.
-func appPool(t *testing.T, app string) *pgxpool.Pool {
-	t.Helper()
-	newPool(t) // skips without a server
-	url, _ := testURL()
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["application_name"] = app
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-// lockWaits polls until n sessions of app wait for a lock, and returns
-// what each waits for (pg_stat_activity.wait_event), sorted.
-func lockWaits(t *testing.T, pool *pgxpool.Pool, app string, n int) []string {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rows, err := pool.Query(context.Background(),
-			"SELECT wait_event FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' ORDER BY 1", app)
-		require.NoError(t, err)
-		waits, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		if len(waits) >= n {
-			return waits
-		}
-		require.True(t, time.Now().Before(deadline), "%d sessions wait for a lock after 10s, want %d: %v", len(waits), n, waits)
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // TestMigrateSerializesEverySpelling migrates one table spelled "t" and
 // "public.t" at once, while another transaction holds an uncommitted
@@ -63,7 +29,8 @@ func TestMigrateSerializesEverySpelling(t *testing.T) {
 	dropTable(t, pool, table)
 	var schema string
 	require.NoError(t, pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema))
-	migrating := appPool(t, table)
+	url, _ := testURL()
+	migrating := pgschematest.AppPool(t, url, table)
 	plain, err := pgstore.New(migrating, pgstore.WithTable(table))
 	require.NoError(t, err)
 	qualified, err := pgstore.New(migrating, pgstore.WithTable(schema+"."+table))
@@ -78,7 +45,7 @@ func TestMigrateSerializesEverySpelling(t *testing.T) {
 	errs := make(chan error, 2)
 	go func() { errs <- plain.Migrate(ctx) }()
 	go func() { errs <- qualified.Migrate(ctx) }()
-	assert.Equal(t, []string{"advisory", "transactionid"}, lockWaits(t, pool, table, 2),
+	assert.Equal(t, []string{"advisory", "transactionid"}, pgschematest.LockWaits(t, pool, table, 2),
 		"one Migrate waits for the uncommitted CREATE, the other for the first's lock")
 	require.NoError(t, hold.Rollback(ctx))
 	for range 2 {

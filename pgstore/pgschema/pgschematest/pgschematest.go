@@ -1,7 +1,8 @@
 // Package pgschematest checks that a constructor follows the table-naming
 // rule of [pgschema]: the tests of pgstore and pgdeadletter run the same
 // names through their own WithTable, so that both accept and refuse the
-// same ones. It needs only the standard library's testing package.
+// same ones; and it has the helpers their Migrate tests share (AppPool,
+// LockWaits).
 package pgschematest
 
 import (
