@@ -2,7 +2,9 @@
 // rule of [pgschema]: the tests of pgstore and pgdeadletter run the same
 // names through their own WithTable, so that both accept and refuse the
 // same ones; and it has the helpers their Migrate tests share (AppPool,
-// LockWaits).
+// LockWaits). It needs only the standard library's testing package and
+// pgx, which pgstore requires anyway: no test library enters a user's
+// module graph through it.
 package pgschematest
 
 import (

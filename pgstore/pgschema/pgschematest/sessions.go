@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 )
 
 // AppPool returns a pool on the server at url whose sessions carry
@@ -16,10 +15,14 @@ import (
 func AppPool(t testing.TB, url, app string) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("AppPool: %v", err)
+	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = app
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("AppPool: %v", err)
+	}
 	t.Cleanup(pool.Close)
 	return pool
 }
@@ -33,13 +36,19 @@ func LockWaits(t testing.TB, pool *pgxpool.Pool, app string, n int) []string {
 	for {
 		rows, err := pool.Query(context.Background(),
 			"SELECT wait_event FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' ORDER BY 1", app)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("LockWaits: %v", err)
+		}
 		waits, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("LockWaits: %v", err)
+		}
 		if len(waits) >= n {
 			return waits
 		}
-		require.True(t, time.Now().Before(deadline), "%d sessions wait for a lock after 10s, want %d: %v", len(waits), n, waits)
+		if !time.Now().Before(deadline) {
+			t.Fatalf("%d sessions wait for a lock after 10s, want %d: %v", len(waits), n, waits)
+		}
 		time.Sleep(time.Millisecond)
 	}
 }
