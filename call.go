@@ -26,6 +26,7 @@ type call struct {
 	timer    waitTimer
 	dead     *attemptLog // the dead-letter hook's per-attempt errors; nil until a failure
 	// The flags last, together: no padding between them.
+	ran      bool // the last attempt called fn (a hook did not answer it)
 	marked   bool
 	waited   bool // the call ended in (or right after) a non-zero wait
 	dlStored bool // the dead-letter hook stored the call's record
@@ -193,6 +194,11 @@ func (c *call) fail(o Outcome, cause, ctxErr error) *Error {
 func (c *call) stopFor(v verdict) error {
 	switch v {
 	case stopContext:
+		if c.ran {
+			// fn was running when the context ended, or returned
+			// past the deadline: it may have acted.
+			return c.stopUnknown()
+		}
 		return c.stopForContext(false)
 	case stopExhausted:
 		return c.fail(OutcomeExhausted, ErrExhausted, nil)
@@ -234,6 +240,21 @@ func (c *call) stopForContext(waited bool) error {
 	return c.fail(o, cause, ctxErr)
 }
 
+// stopUnknown builds the error of a call whose last attempt was cut by
+// the context's end: OutcomeUnknown, with the context's cause (or
+// context.DeadlineExceeded when the deadline passed before the context
+// said so).
+func (c *call) stopUnknown() error {
+	ctxErr, cause := c.ctx.Err(), context.Cause(c.ctx)
+	if ctxErr == nil {
+		ctxErr, cause = context.DeadlineExceeded, context.DeadlineExceeded
+	}
+	if cause == ctxErr {
+		ctxErr = nil
+	}
+	return c.fail(OutcomeUnknown, cause, ctxErr)
+}
+
 // next asks the policy what follows a failed attempt. It reads the clock
 // only for what the Retrier needs: the time budget, the context deadline.
 // It asks the context for its deadline each time rather than keep it in
@@ -247,7 +268,9 @@ func (c *call) next(attempt int, prev time.Duration, err error, maxAttempts int)
 	if hasDeadline {
 		left = c.cfg.until(deadline)
 	}
-	return c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil, elapsed, left, hasDeadline)
+	// A deadline already past ends the call as the context's end does,
+	// even before the context's own timer has said so.
+	return c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil || hasDeadline && left <= 0, elapsed, left, hasDeadline)
 }
 
 // sleep waits d on the call's timer and reports whether it ran to the end

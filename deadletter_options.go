@@ -8,10 +8,19 @@ const (
 	defaultDeadLetterErrors  = 10 // the first 5 and the last 5
 )
 
-// defaultDeadLetterOn is the set of outcomes dead-lettered by default.
-// The time budget of WithMaxElapsed is a budget of attempts (its cause is
-// ErrExhausted), so running out of it counts as exhausted.
-const defaultDeadLetterOn = 1<<OutcomeExhausted | 1<<OutcomeMaxElapsed | 1<<OutcomePermanent | 1<<OutcomeRefused
+// defaultDeadLetterOn is the set of outcomes dead-lettered by default:
+// every call whose work was not done or may not have been, but one the
+// caller cancelled. The time budget of WithMaxElapsed is a budget of
+// attempts (its cause is ErrExhausted), so running out of it counts as
+// exhausted. A deadline counts once an attempt was made (see
+// afterAttempt).
+const defaultDeadLetterOn = 1<<OutcomeExhausted | 1<<OutcomeMaxElapsed | 1<<OutcomePermanent | 1<<OutcomeRefused | 1<<OutcomeDeadline | 1<<OutcomeUnknown | afterAttempt
+
+// afterAttempt is a bit of deadLetterConfig.on, where OutcomeSuccess's
+// bit is free: OutcomeDeadline counts only for a call that made an
+// attempt. A call whose context was over before its first attempt did
+// nothing, and its caller knows it.
+const afterAttempt = 1 << OutcomeSuccess
 
 // DeadLetterOptions tunes [WithDeadLetter]. The zero value, or a nil
 // *DeadLetterOptions, gives the defaults; zero means the default in every
@@ -21,12 +30,14 @@ type DeadLetterOptions struct {
 	// out, for example a local file behind a database. It gets its own
 	// Timeout. Default: none.
 	Fallback DeadLetterSink
-	// On lists the outcomes that are dead-lettered. Add [OutcomeDeadline]
-	// and [OutcomeCanceled] to keep calls cut short by their context too.
-	// [OutcomeSuccess] and unknown outcomes are invalid. Default (nil or
-	// empty): [OutcomeExhausted], [OutcomeMaxElapsed], [OutcomePermanent]
-	// and [OutcomeRefused] (a budget or a breaker stopped the call: the
-	// work was not done).
+	// On lists the outcomes that are dead-lettered. [OutcomeSuccess] and
+	// values that are no Outcome are invalid. Default (nil or empty):
+	// every outcome whose work was not done or may not have been:
+	// [OutcomeExhausted], [OutcomeMaxElapsed], [OutcomePermanent],
+	// [OutcomeRefused], [OutcomeUnknown], and [OutcomeDeadline] for a call
+	// that made at least one attempt (a deadline says how long the caller
+	// waits, not that the work stopped mattering). Not [OutcomeCanceled]:
+	// the caller stopped the work on purpose; add it to keep those too.
 	On []Outcome
 	// Timeout bounds each sink's Put, on the Retrier's clock
 	// ([WithClock]): Do waits at most this for the sink, and as much again
@@ -54,14 +65,17 @@ func (d *deadLetterConfig) active() bool {
 	return d != nil && d.sink != nil
 }
 
-// covers reports whether a call that ended with o is dead-lettered.
-func (d *deadLetterConfig) covers(o Outcome) bool {
-	return d.on&(1<<o) != 0
+// covers reports whether a call that ended with e is dead-lettered.
+func (d *deadLetterConfig) covers(e *Error) bool {
+	if e.Outcome == OutcomeDeadline && e.Attempts == 0 && d.on&afterAttempt != 0 {
+		return false
+	}
+	return d.on&(1<<e.Outcome) != 0
 }
 
 // WithDeadLetter makes every call that gives up with an outcome chosen by
-// DeadLetterOptions.On (by default exhausted, max-elapsed, permanent and
-// refused)
+// DeadLetterOptions.On (by default every failure but a cancel, and a
+// deadline that came before any attempt)
 // write a [DeadLetter] to sink before Do returns. Do calls sink.Put once,
 // after the final failure, on the caller's goroutine, with a context that
 // keeps ctx's values but not its cancellation and times out after
@@ -106,7 +120,7 @@ func WithDeadLetter(sink DeadLetterSink, opts *DeadLetterOptions) Option {
 	if len(o.On) > 0 {
 		d.on = 0
 		for _, out := range o.On {
-			if out == OutcomeSuccess || out > OutcomeRefused {
+			if out == OutcomeSuccess || out > lastOutcome {
 				return invalid("WithDeadLetter: DeadLetterOptions.On holds %v; only failure outcomes can be dead-lettered", out)
 			}
 			d.on |= 1 << out

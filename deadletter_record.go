@@ -94,7 +94,7 @@ func (l *attemptLog) list() []AttemptError {
 // sink stored it or every sink failed.
 func (c *call) deadLetter(e *Error) (err error, stored, failed bool) {
 	d := c.cfg.dl
-	if !d.covers(e.Outcome) {
+	if !d.covers(e) {
 		return e, false, false
 	}
 	// c.start is a mark for spans (see config.now), not a timestamp.

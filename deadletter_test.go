@@ -63,6 +63,15 @@ func endWith(t *testing.T, want retry.Outcome, opts ...retry.Option) error {
 		defer cancel()
 		opts = append(opts, retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter))
 	case retry.OutcomeCanceled:
+		// Cancelled during the wait after the first attempt: no attempt
+		// was running, so the outcome is known.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		time.AfterFunc(time.Second, cancel)
+		opts = append(opts, retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter))
+	case retry.OutcomeUnknown:
+		// Cancelled while fn runs: fn may have acted.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
@@ -75,7 +84,7 @@ func endWith(t *testing.T, want retry.Outcome, opts ...retry.Option) error {
 
 func TestDeadLetterEveryTerminalPath(t *testing.T) {
 	t.Parallel()
-	all := []retry.Outcome{retry.OutcomePermanent, retry.OutcomeExhausted, retry.OutcomeMaxElapsed, retry.OutcomeDeadline, retry.OutcomeCanceled}
+	all := []retry.Outcome{retry.OutcomePermanent, retry.OutcomeExhausted, retry.OutcomeMaxElapsed, retry.OutcomeDeadline, retry.OutcomeCanceled, retry.OutcomeUnknown}
 	cases := []struct {
 		name     string
 		on       []retry.Outcome // nil: the default
@@ -86,8 +95,11 @@ func TestDeadLetterEveryTerminalPath(t *testing.T) {
 		{"exhausted_default", nil, retry.OutcomeExhausted, 3, true},
 		{"permanent_default", nil, retry.OutcomePermanent, 1, true},
 		{"max_elapsed_default", nil, retry.OutcomeMaxElapsed, 2, true},
-		{"deadline_default", nil, retry.OutcomeDeadline, 2, false},
+		{"deadline_default", nil, retry.OutcomeDeadline, 2, true},
 		{"canceled_default", nil, retry.OutcomeCanceled, 1, false},
+		{"unknown_default", nil, retry.OutcomeUnknown, 1, true},
+		{"unknown_all", all, retry.OutcomeUnknown, 1, true},
+		{"unknown_only_deadline", []retry.Outcome{retry.OutcomeDeadline}, retry.OutcomeUnknown, 1, false},
 		{"exhausted_all", all, retry.OutcomeExhausted, 3, true},
 		{"permanent_all", all, retry.OutcomePermanent, 1, true},
 		{"max_elapsed_all", all, retry.OutcomeMaxElapsed, 2, true},
@@ -252,8 +264,9 @@ func TestDeadLetterHangingSink(t *testing.T) {
 		})
 		ctx, cancel := context.WithCancel(t.Context())
 		start := time.Now()
+		// fn's context ends while it runs: an unknown outcome.
 		err := retry.Do(ctx, func(context.Context) error { cancel(); return errDead },
-			retry.WithDeadLetter(hang, &retry.DeadLetterOptions{Fallback: hang, On: []retry.Outcome{retry.OutcomeCanceled}, Timeout: 2 * time.Second}))
+			retry.WithDeadLetter(hang, &retry.DeadLetterOptions{Fallback: hang, On: []retry.Outcome{retry.OutcomeUnknown}, Timeout: 2 * time.Second}))
 		assert.Equal(t, 4*time.Second, time.Since(start))
 		assert.Equal(t, int32(2), calls.Load())
 		assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
@@ -388,7 +401,7 @@ func TestDeadLetterOptionsValidate(t *testing.T) {
 		{"nil_sink", retry.WithDeadLetter(nil, nil), "WithDeadLetter(nil, opts)"},
 		{"nil_fallback", retry.WithDeadLetter(deadletter.NewMemorySink(), &retry.DeadLetterOptions{Fallback: deadletter.Func(nil)}), "Fallback is"},
 		{"success_outcome", retry.WithDeadLetter(deadletter.NewMemorySink(), &retry.DeadLetterOptions{On: []retry.Outcome{retry.OutcomeExhausted, retry.OutcomeSuccess}}), "On holds success"},
-		{"unknown_outcome", retry.WithDeadLetter(deadletter.NewMemorySink(), &retry.DeadLetterOptions{On: []retry.Outcome{42}}), "On holds unknown"},
+		{"unknown_outcome", retry.WithDeadLetter(deadletter.NewMemorySink(), &retry.DeadLetterOptions{On: []retry.Outcome{42}}), "On holds Outcome(42)"},
 		{"negative_timeout", retry.WithDeadLetter(deadletter.NewMemorySink(), &retry.DeadLetterOptions{Timeout: -time.Second}), "Timeout is -1s"},
 	}
 	for _, tc := range cases {
@@ -459,5 +472,29 @@ func TestDeadLetterIdempotentEarlyExits(t *testing.T) {
 		assert.Equal(t, []byte("a"), records[2].Payload)
 		assert.Contains(t, records[2].LastError, "connection refused")
 		assert.Equal(t, 1, calls, "fn ran only the first time")
+	})
+}
+
+// A deadline that passed before the first attempt is not dead-lettered by
+// default (nothing was attempted, and the caller knows it), while one
+// that came after an attempt is.
+func TestDeadLetterDeadlineCountsOnceAnAttemptWasMade(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		sink := deadletter.NewMemorySink()
+		r := mustNew(t, retry.WithDeadLetter(sink, nil))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		time.Sleep(2 * time.Second)
+		err := r.Do(ctx, func(context.Context) error { return errDead })
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomeDeadline, re.Outcome)
+		assert.Zero(t, re.Attempts)
+		assert.Zero(t, sink.Len())
+
+		r = mustNew(t, retry.WithDeadLetter(sink, &retry.DeadLetterOptions{On: []retry.Outcome{retry.OutcomeDeadline}}))
+		_ = r.Do(ctx, func(context.Context) error { return errDead })
+		assert.Equal(t, 1, sink.Len(), "an On that lists OutcomeDeadline keeps every deadline")
 	})
 }

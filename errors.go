@@ -19,13 +19,21 @@ var ErrExhausted = errors.New("retry: attempts exhausted")
 // problem. When Do returns it, fn was not called.
 var ErrInvalidOption = errors.New("retry: invalid option")
 
+// ErrOutcomeUnknown is matched by the error of a call that ended with
+// [OutcomeUnknown], and by its replay: fn was running when the context
+// ended, or its idempotency claim could not be renewed, so the work may
+// or may not have happened. [WithIdempotency] says what a later call with
+// the key does.
+var ErrOutcomeUnknown = errors.New("retry: outcome unknown")
+
 // Error is the error Do returns whenever no attempt succeeded, whatever the
 // reason: the shape is the same on every path, so callers can rely on
 // errors.As and errors.Is alone.
 //
 // errors.Is(err, target) holds for the last attempt's error and for the
 // cause: [ErrExhausted], context.Canceled or
-// context.DeadlineExceeded, and a cause set with context.WithCancelCause.
+// context.DeadlineExceeded, and a cause set with context.WithCancelCause;
+// and for [ErrOutcomeUnknown] when the Outcome is [OutcomeUnknown].
 type Error struct {
 	// Outcome says why Do stopped. It is never OutcomeSuccess.
 	Outcome Outcome
@@ -44,8 +52,9 @@ type Error struct {
 	// Cause is why Do stopped: ErrExhausted (attempts or time budget), the context's
 	// cause (context.Cause), context.DeadlineExceeded when the next wait
 	// would have passed the context's deadline, or the refusal of a
-	// [Budget] or [Breaker] (OutcomeRefused). It is nil for
-	// OutcomePermanent, where Last says it all.
+	// [Budget] or [Breaker] (OutcomeRefused). For OutcomeUnknown it is the
+	// context's cause, or the failed renewal of the idempotency claim. It
+	// is nil for OutcomePermanent, where Last says it all.
 	Cause error
 
 	// ctxErr is ctx.Err() when it differs from Cause, so that a custom
@@ -70,6 +79,13 @@ func (e *Error) Error() string {
 		b.WriteString("attempts exhausted")
 	case OutcomeMaxElapsed:
 		b.WriteString("time budget spent")
+	case OutcomeUnknown:
+		b.WriteString("outcome unknown")
+		if e.Cause != nil {
+			b.WriteString(" (")
+			b.WriteString(errorText(e.Cause))
+			b.WriteString(")")
+		}
 	case OutcomeDeadline:
 		if e.early {
 			b.WriteString("next wait would end past the context deadline")
@@ -99,6 +115,12 @@ func (e *Error) Error() string {
 		b.WriteString(errorText(e.Last))
 	}
 	return b.String()
+}
+
+// Is reports whether target is [ErrOutcomeUnknown] and e's Outcome is
+// [OutcomeUnknown]; errors.Is looks at the chain of Unwrap for the rest.
+func (e *Error) Is(target error) bool {
+	return target == ErrOutcomeUnknown && e.Outcome == OutcomeUnknown
 }
 
 // Unwrap returns the cause, the context's error when it differs from the

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -33,11 +34,20 @@ const (
 	// OutcomeRefused means a [Budget] refused the next retry, or a
 	// [Breaker] the next attempt: Do stopped at once, without waiting.
 	OutcomeRefused
+	// OutcomeUnknown means the call's context ended while an attempt ran
+	// (or fn returned an error after the deadline), or an idempotent
+	// attempt lost its claim's renewal: fn may or may not have acted. The
+	// error matches [ErrOutcomeUnknown] and the context's cause.
+	OutcomeUnknown
 )
+
+// lastOutcome is the highest Outcome.
+const lastOutcome = OutcomeUnknown
 
 // String returns the outcome's name in lower case, as used for metric
 // labels: "success", "permanent", "exhausted", "max-elapsed", "deadline",
-// "canceled" or "refused".
+// "canceled", "refused" or "unknown"; "Outcome(N)" for a value that is
+// none of these.
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeSuccess:
@@ -54,30 +64,32 @@ func (o Outcome) String() string {
 		return "canceled"
 	case OutcomeRefused:
 		return "refused"
-	default:
+	case OutcomeUnknown:
 		return "unknown"
+	default:
+		return "Outcome(" + strconv.Itoa(int(o)) + ")"
 	}
 }
 
 // MarshalText returns the outcome's name, so that JSON holds
 // "exhausted" rather than a number. An outcome that is none of the
-// package's is an error: "unknown" could not be read back.
+// package's is an error: its name could not be read back.
 func (o Outcome) MarshalText() ([]byte, error) {
-	if o > OutcomeRefused {
-		return nil, fmt.Errorf("retry: unknown outcome %d", uint8(o))
+	if o > lastOutcome {
+		return nil, fmt.Errorf("retry: invalid outcome %d", uint8(o))
 	}
 	return []byte(o.String()), nil
 }
 
 // UnmarshalText parses a name returned by String.
 func (o *Outcome) UnmarshalText(b []byte) error {
-	for c := OutcomeSuccess; c <= OutcomeRefused; c++ {
+	for c := OutcomeSuccess; c <= lastOutcome; c++ {
 		if c.String() == string(b) {
 			*o = c
 			return nil
 		}
 	}
-	return fmt.Errorf("retry: unknown outcome %q", b)
+	return fmt.Errorf("retry: invalid outcome %q", b)
 }
 
 // Observer receives the events of every call made through a Retrier, for

@@ -124,9 +124,11 @@ func innerGaveUp(err error) *Error {
 }
 
 // gaveUp says whether e is the error of a Retrier that gave up on an error
-// worth retrying: it ran out of attempts or of time, or was refused.
+// worth retrying: it ran out of attempts or of time, was refused, or does
+// not know whether its work happened (another attempt of it is the inner
+// Retrier's to decide).
 func (e *Error) gaveUp() bool {
-	return e.Outcome == OutcomeExhausted || e.Outcome == OutcomeMaxElapsed || e.Outcome == OutcomeRefused
+	return e.Outcome == OutcomeExhausted || e.Outcome == OutcomeMaxElapsed || e.Outcome == OutcomeRefused || e.Outcome == OutcomeUnknown
 }
 
 // isCanceled says whether a wrapper, not its chain, is context.Canceled

@@ -30,7 +30,7 @@ func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error
 			}
 			d.sink = src
 		}
-		d.on = 1<<OutcomePermanent | 1<<OutcomeExhausted | 1<<OutcomeMaxElapsed | 1<<OutcomeDeadline | 1<<OutcomeCanceled | 1<<OutcomeRefused
+		d.on = 1<<OutcomePermanent | 1<<OutcomeExhausted | 1<<OutcomeMaxElapsed | 1<<OutcomeDeadline | 1<<OutcomeCanceled | 1<<OutcomeRefused | 1<<OutcomeUnknown
 		d.origin = &dl
 		c.dl = d
 		switch {

@@ -344,7 +344,7 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 	var v T
 	err := firstErr
 	if err != nil {
-		c.attempts = 1
+		c.attempts, c.ran = 1, true
 		if cfg.budget != nil {
 			c.settle(err, nil)
 		}
@@ -364,6 +364,7 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 				// The common call: nothing to ask, tell or time around
 				// fn, so call it here (runAttempt's calls cost more).
 				c.attempts++
+				c.ran = true
 				v, err = fn(ctx)
 			} else if v, err = runAttempt(&c, hooks, fn); c.refused {
 				var zero T
@@ -416,6 +417,7 @@ func (cfg *config) bareAttempts() bool {
 func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, error)) (T, error) {
 	c.attempts++
 	v, err, skip := hooks.before(c)
+	c.ran = !skip
 	var done func(error)
 	if !skip && c.cfg.breaker != nil {
 		var refused error

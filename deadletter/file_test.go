@@ -346,7 +346,7 @@ func TestFileSink_refusesAReasonThatIsNotAFailure(t *testing.T) {
 	sink, err := deadletter.OpenFile(path, nil)
 	require.NoError(t, err)
 	defer sink.Close()
-	for _, reason := range []retry.Outcome{retry.OutcomeSuccess, retry.OutcomeRefused + 1, 99} {
+	for _, reason := range []retry.Outcome{retry.OutcomeSuccess, retry.OutcomeUnknown + 1, 99} {
 		err := sink.Put(t.Context(), retry.DeadLetter{ID: deadletter.NewID(), Name: "charge", Reason: reason})
 		require.ErrorIs(t, err, retry.ErrInvalidOption, "reason %d", reason)
 		assert.Contains(t, err.Error(), "not a failure outcome")

@@ -52,7 +52,7 @@ func (f Filter) Validate() error {
 		return fmt.Errorf("%w: deadletter: filter since %s is not before until %s", retry.ErrInvalidOption, f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
 	}
 	for _, o := range f.Reasons {
-		if o == retry.OutcomeSuccess || o > retry.OutcomeRefused {
+		if o == retry.OutcomeSuccess || o > retry.OutcomeUnknown {
 			return fmt.Errorf("%w: deadletter: filter reason %v is not a failure outcome", retry.ErrInvalidOption, o)
 		}
 	}

@@ -229,7 +229,7 @@ func nullTime(t time.Time) *time.Time {
 // failure reports whether o is an outcome a dead letter can have, the
 // test deadletter.Filter.Validate makes of its reasons.
 func failure(o retry.Outcome) bool {
-	return o != retry.OutcomeSuccess && o <= retry.OutcomeRefused
+	return o != retry.OutcomeSuccess && o <= retry.OutcomeUnknown
 }
 
 // collect reads rows of columns into records. A row that cannot be

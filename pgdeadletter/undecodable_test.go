@@ -15,10 +15,10 @@ import (
 
 // TestPutRefusesUnknownReason: a record whose reason is not a failure
 // outcome is refused, naming the problem, and nothing is stored. Put
-// stored such a record as "unknown", which no reader could decode.
+// stored such a record under a name no reader could decode.
 func TestPutRefusesUnknownReason(t *testing.T) {
 	s := pgdltest.Sink(t, pgdltest.Pool(t))
-	for _, reason := range []retry.Outcome{retry.Outcome(99), retry.OutcomeRefused + 1, retry.OutcomeSuccess} {
+	for _, reason := range []retry.Outcome{retry.Outcome(99), retry.OutcomeUnknown + 1, retry.OutcomeSuccess} {
 		dl := record("r", "op", reason, time.Now())
 		err := s.Put(t.Context(), dl)
 		require.ErrorIs(t, err, retry.ErrInvalidOption, "reason %d", reason)
@@ -47,7 +47,7 @@ func TestUndecodableRowDoesNotStopOthers(t *testing.T) {
 	for _, dl := range good {
 		require.NoError(t, s.Put(ctx, dl))
 	}
-	for i, reason := range []string{"unknown", "shed-by-a-newer-version"} {
+	for i, reason := range []string{"vanished", "shed-by-a-newer-version"} {
 		_, err := pool.Exec(ctx, "INSERT INTO "+s.Table()+" (id, name, idempotency_key, attempts, gave_up, reason) VALUES ($1, 'op', 'secret-key', 1, $2, $3)",
 			[]string{"b", "d"}[i], t0.Add(time.Duration(2*i+1)*time.Second), reason)
 		require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestUndecodableRowDoesNotStopOthers(t *testing.T) {
 	assert.Equal(t, good, recs, "the good records, in order")
 	require.ErrorIs(t, err, pgdeadletter.ErrUndecodable)
 	assert.ErrorContains(t, err, "2 skipped")
-	assert.ErrorContains(t, err, `b: its reason "unknown" is not an outcome this version knows`)
+	assert.ErrorContains(t, err, `b: its reason "vanished" is not an outcome this version knows`)
 	assert.ErrorContains(t, err, `d: its reason "shed-by-a-newer-version"`)
 	assert.NotContains(t, err.Error(), "secret-key")
 

@@ -133,7 +133,8 @@ func TestCancelStopsAnAttemptAtOnce(t *testing.T) {
 			require.ErrorIs(t, res.err, context.Canceled)
 			var re *retry.Error
 			require.ErrorAs(t, res.err, &re)
-			assert.Equal(t, retry.OutcomeCanceled, re.Outcome)
+			assert.Equal(t, retry.OutcomeUnknown, re.Outcome, "cancelled while the request was out")
+			assert.ErrorIs(t, res.err, retry.ErrOutcomeUnknown)
 			assert.Equal(t, 1, re.Attempts)
 			assert.NotContains(t, re.Last.Error(), "timed out", "a cancel is not a timeout")
 		})
@@ -164,7 +165,8 @@ func TestDeadlineDuringAnAttempt(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var re *retry.Error
 	require.ErrorAs(t, err, &re)
-	assert.Equal(t, retry.OutcomeDeadline, re.Outcome)
+	assert.Equal(t, retry.OutcomeUnknown, re.Outcome, "the deadline came while the request was out")
+	assert.ErrorIs(t, err, retry.ErrOutcomeUnknown)
 }
 
 // enteredHandler holds each of the first n requests, after telling entered,

@@ -85,7 +85,7 @@ func DurationBuckets(custom []float64) ([]float64, error) {
 
 // OutcomeLabels returns the outcome label values, indexed by outcome:
 // labels[o] is o.String() for every o from 0 to last. Pass
-// retry.OutcomeRefused, the last retry.Outcome. (It is generic because
+// retry.OutcomeUnknown, the last retry.Outcome. (It is generic because
 // this package does not import retry.)
 func OutcomeLabels[O interface {
 	~uint8

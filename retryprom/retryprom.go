@@ -20,8 +20,8 @@
 // same.
 //
 // The outcome label is one of success, permanent, exhausted, max-elapsed,
-// deadline, canceled and refused (a breaker or retry budget stopped the
-// call: see retry.OutcomeRefused).
+// deadline, canceled, refused and unknown (see retry.OutcomeRefused and
+// retry.OutcomeUnknown).
 //
 // Every outcome's series, and both dead-letter series, exist at 0 from
 // the first event of an operation in the process, so rate() and
@@ -48,9 +48,9 @@
 // longer than that: a longer name is most likely data, not an operation,
 // and would exceed a scrape's label_value_length_limit or hold a secret.
 //
-// With the default duration buckets each operation has 41 series (13
+// With the default duration buckets each operation has 42 series (14
 // counters and gauges, 11 for the attempts histogram, 17 for the duration
-// histogram), so there are at most 41 × (MaxOperations + 1) in all: 4141
+// histogram), so there are at most 42 × (MaxOperations + 1) in all: 4242
 // by default.
 //
 // The alerts in alerts/retry.rules.yml use these metrics; see
@@ -102,7 +102,7 @@ type Options struct {
 }
 
 // outcomes are the outcome label values, indexed by retry.Outcome.
-var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeRefused)
+var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeUnknown)
 
 // Observer is a retry.Observer that updates Prometheus metrics, and a
 // prometheus.Collector of them. Build one with [New]; the zero value is

@@ -75,6 +75,7 @@ retry_calls_total{operation="charge-card",outcome="max-elapsed"} 0
 retry_calls_total{operation="charge-card",outcome="permanent"} 1
 retry_calls_total{operation="charge-card",outcome="refused"} 0
 retry_calls_total{operation="charge-card",outcome="success"} 1
+retry_calls_total{operation="charge-card",outcome="unknown"} 0
 # HELP retry_dead_letters_total Dead letters of failed calls, by result: recorded by a sink, or failed in every sink.
 # TYPE retry_dead_letters_total counter
 retry_dead_letters_total{operation="charge-card",result="failed"} 0
@@ -221,6 +222,7 @@ retry_calls_total{operation="op",outcome="max-elapsed"} 0
 retry_calls_total{operation="op",outcome="permanent"} 0
 retry_calls_total{operation="op",outcome="refused"} 0
 retry_calls_total{operation="op",outcome="success"} 0
+retry_calls_total{operation="op",outcome="unknown"} 0
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_total"))
 }
@@ -317,6 +319,7 @@ retry_calls_total{operation="op",outcome="max-elapsed"} 0
 retry_calls_total{operation="op",outcome="permanent"} 0
 retry_calls_total{operation="op",outcome="refused"} 0
 retry_calls_total{operation="op",outcome="success"} 0
+retry_calls_total{operation="op",outcome="unknown"} 0
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_in_flight", "retry_calls_total"))
 }
@@ -339,6 +342,7 @@ retry_calls_total{operation="op",outcome="max-elapsed"} 0
 retry_calls_total{operation="op",outcome="permanent"} 0
 retry_calls_total{operation="op",outcome="refused"} 2
 retry_calls_total{operation="op",outcome="success"} 0
+retry_calls_total{operation="op",outcome="unknown"} 0
 # HELP retry_attempts_total Attempts made, first attempts included.
 # TYPE retry_attempts_total counter
 retry_attempts_total{operation="op"} 2

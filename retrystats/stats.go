@@ -43,8 +43,8 @@ type Stats struct {
 }
 
 // numOutcomes is the number of Outcome values, retry.OutcomeSuccess to
-// retry.OutcomeRefused.
-const numOutcomes = int(retry.OutcomeRefused) + 1
+// retry.OutcomeUnknown.
+const numOutcomes = int(retry.OutcomeUnknown) + 1
 
 // attemptBounds and durationBounds are the upper bounds of the histograms,
 // the same as retryprom's and retryotel's default ones.
@@ -128,7 +128,7 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 //
 // Once no call is running, the fields agree exactly:
 //
-//	Calls() == Success + Permanent + Exhausted + MaxElapsed + Deadline + Canceled + Refused
+//	Calls() == Success + Permanent + Exhausted + MaxElapsed + Deadline + Canceled + Refused + Unknown
 //	Retries == Attempts - (Calls() - NoAttempt)
 //	InFlight == 0 && Waiting == 0
 //
@@ -137,7 +137,7 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 // 0, nor Waiting above InFlight.
 type Snapshot struct {
 	// Calls that ended, by outcome (see [retry.Outcome]).
-	Success, Permanent, Exhausted, MaxElapsed, Deadline, Canceled, Refused uint64
+	Success, Permanent, Exhausted, MaxElapsed, Deadline, Canceled, Refused, Unknown uint64
 	// BudgetDenied and CircuitOpen count the Refused calls by who refused
 	// them: a retry budget ([overload.ErrBudgetExhausted]) or a circuit
 	// breaker ([overload.ErrCircuitOpen]). A refusal that matches neither
@@ -185,7 +185,7 @@ type Snapshot struct {
 
 // Calls returns the number of calls that ended: the sum of the outcomes.
 func (s Snapshot) Calls() uint64 {
-	return s.Success + s.Permanent + s.Exhausted + s.MaxElapsed + s.Deadline + s.Canceled + s.Refused
+	return s.Success + s.Permanent + s.Exhausted + s.MaxElapsed + s.Deadline + s.Canceled + s.Refused + s.Unknown
 }
 
 // Outcome returns the number of calls that ended with o, or 0 for an
@@ -206,6 +206,8 @@ func (s Snapshot) Outcome(o retry.Outcome) uint64 {
 		return s.Canceled
 	case retry.OutcomeRefused:
 		return s.Refused
+	case retry.OutcomeUnknown:
+		return s.Unknown
 	default:
 		return 0
 	}
@@ -224,6 +226,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Deadline:            s.calls[retry.OutcomeDeadline].Load(),
 		Canceled:            s.calls[retry.OutcomeCanceled].Load(),
 		Refused:             s.calls[retry.OutcomeRefused].Load(),
+		Unknown:             s.calls[retry.OutcomeUnknown].Load(),
 		BudgetDenied:        s.denied.Load(),
 		CircuitOpen:         s.open.Load(),
 		NoAttempt:           s.noAttempt.Load(),

@@ -139,7 +139,7 @@ func TestConcurrentRedrivePostgres(t *testing.T) {
 func TestListWarnsOfAnUndecodableRowPostgres(t *testing.T) {
 	store, sink := pgTable(t)
 	pool := pgdltest.Pool(t)
-	_, err := pool.Exec(t.Context(), "INSERT INTO "+sink.Table()+" (id, name, idempotency_key, attempts, gave_up, reason) VALUES ($1, 'op', '', 1, $2, 'unknown')",
+	_, err := pool.Exec(t.Context(), "INSERT INTO "+sink.Table()+" (id, name, idempotency_key, attempts, gave_up, reason) VALUES ($1, 'op', '', 1, $2, 'vanished')",
 		"bbbb0001", time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 	require.NoError(t, err)
 	code, stdout, stderr := cli(t, append([]string{"list"}, store...)...)
