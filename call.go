@@ -213,6 +213,10 @@ func (c *call) stopFor(v verdict) error {
 		return c.fail(OutcomeExhausted, ErrExhausted, nil)
 	case stopMaxElapsed:
 		return c.fail(OutcomeMaxElapsed, ErrExhausted, nil)
+	case stopUnknown:
+		if e, ok := walk(c.last, isCutAttempt).(*cutAttempt); ok {
+			return c.fail(OutcomeUnknown, e.cut, nil)
+		}
 	case stopDeadline:
 		// The next wait would end past the deadline: report it without
 		// waiting for it.
@@ -239,6 +243,8 @@ func (c *call) stopForContext(waited bool) error {
 	}
 	return c.fail(o, cause, ctxErr)
 }
+
+func isCutAttempt(err error) bool { _, ok := err.(*cutAttempt); return ok }
 
 // stopUnknown builds the error of a call whose last attempt was cut by
 // the context's end: OutcomeUnknown, with the context's cause (or

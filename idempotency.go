@@ -95,7 +95,9 @@ type StoredOutcome struct {
 	Permanent bool
 	// Value is the success's value, encoded by
 	// IdempotencyOptions.Marshal; nil for calls made with Do, which have
-	// no value.
+	// no value. For a permanent failure it is nil, or "outcome-unknown"
+	// for an outcome not known ([ErrOutcomeUnknown]); a store keeps it as
+	// it is, whatever Permanent says.
 	Value []byte
 	// Error is the permanent failure's message, replayed as the text of
 	// an error matching [ErrReplayed].
@@ -122,13 +124,13 @@ var (
 )
 
 // ErrOutcomeNotRecorded is matched by the error of an idempotent call
-// whose fn succeeded but whose outcome the store could not record, even
-// after retrying for as long as the call held its claim. The work ran: do
-// not run it again blindly. The error also matches
-// [ErrIdempotencyUnavailable] and the store's own error, errors.As finds an
-// [*Error] with [OutcomePermanent] in it (so an outer Do does not retry
-// it), and DoValue still returns fn's value. The call is not dead-lettered:
-// a redrive would repeat work that succeeded.
+// whose fn succeeded but whose outcome the store could not record while
+// the call surely held its claim; Do says so before the lease could run
+// out. The work ran: do not run it again blindly. The error also matches
+// the store's own error, but not [ErrIdempotencyUnavailable] (fn did not
+// run); errors.As finds an [*Error] with [OutcomePermanent] in it (so an
+// outer Do does not retry it), and DoValue still returns fn's value. The
+// call is not dead-lettered: a redrive would repeat work that succeeded.
 var ErrOutcomeNotRecorded = errors.New("retry: the work ran but its outcome is not recorded")
 
 // ErrReplayed is matched by the error of a call that replayed a permanent
@@ -136,11 +138,17 @@ var ErrOutcomeNotRecorded = errors.New("retry: the work ran but its outcome is n
 // not called, and the error's message is the original one.
 var ErrReplayed = errors.New("retry: outcome replayed from the idempotency store")
 
-// replayedError is a stored permanent failure, replayed.
-type replayedError struct{ msg string }
+// replayedError is a stored permanent failure, replayed; unknown says it
+// is an unknown outcome, stored as final.
+type replayedError struct {
+	msg     string
+	unknown bool
+}
 
-func (e *replayedError) Error() string        { return e.msg }
-func (e *replayedError) Is(target error) bool { return target == ErrReplayed }
+func (e *replayedError) Error() string { return e.msg }
+func (e *replayedError) Is(target error) bool {
+	return target == ErrReplayed || e.unknown && target == ErrOutcomeUnknown
+}
 
 // idemKeyType is the context key for ContextWithIdempotencyKey.
 type idemKeyType struct{}

@@ -149,22 +149,21 @@ func sameStore(a, b IdempotencyStore) (same bool) {
 
 // marked runs fn with a context that says this call holds its key, so
 // that an idempotent call inside fn does not take the key as its own.
-// With WithAttemptTimeout the context also ends when the claim's lease
-// does, so that an attempt that honours it never runs while another
-// caller may hold the key.
+// While fn runs, the claim is renewed (see renewer); if it cannot be, fn's
+// context ends before the lease could run out, and the attempt's outcome
+// is unknown.
 func (s *idemCall[T]) marked(fn func(context.Context) (T, error)) func(context.Context) (T, error) {
 	return func(ctx context.Context) (T, error) {
 		ctx = context.WithValue(ctx, heldKeyType{}, keyHolder(s))
-		if s.cfg.attemptTimeout > 0 && s.token != "" && !s.stale {
-			var cancel context.CancelFunc
-			if end := s.held.Add(s.ic.lease); s.cfg.clock != nil {
-				ctx, cancel = s.cfg.clock.WithDeadline(ctx, end)
-			} else {
-				ctx, cancel = context.WithDeadline(ctx, end)
-			}
-			defer cancel()
+		if s.token == "" || s.stale {
+			return fn(ctx) // fail-open: nothing to keep
 		}
-		return fn(ctx)
+		ctx, r := s.keepClaim(ctx)
+		v, err := fn(ctx)
+		if cut := r.stop(); cut != nil && err != nil {
+			err = &cutAttempt{err: err, cut: cut}
+		}
+		return v, err
 	}
 }
 
@@ -342,6 +341,8 @@ func (s *idemCall[T]) end(_ *call, v T, err error) (T, error) {
 		return s.value, err
 	case s.token == "":
 		// No claim: replayed, lease lost, fail-open, or recorded.
+	case s.state == holding && errors.As(err, &e) && e.Outcome == OutcomeUnknown:
+		s.settleUnknown(e)
 	case s.state == holding && errors.As(err, &e) && s.final(e):
 		s.recordFailure(StoredOutcome{Permanent: true, Error: errorText(e.Last)})
 	default:
@@ -394,6 +395,45 @@ func (s *idemCall[T]) recordFailure(rec StoredOutcome) {
 	s.release()
 }
 
+// unknownValue is the Value of a stored unknown outcome.
+const unknownValue = "outcome-unknown"
+
+// settleUnknown ends a call whose last attempt's outcome is unknown. The
+// claim is never released: fn may have acted, so no other caller may run
+// it before the lease ends. At most once (the default), the outcome is
+// stored as final, with one try detached from the ended context; if that
+// fails, the claim lapses with its lease, as at least once.
+func (s *idemCall[T]) settleUnknown(e *Error) {
+	if !s.ic.atLeastOnce {
+		ctx, cancel := s.leaseCtx(context.WithoutCancel(s.ctx))
+		err := s.ic.store.Complete(ctx, s.key, s.token, StoredOutcome{Permanent: true, Value: []byte(unknownValue), Error: errorText(e)}, s.ic.retention)
+		cancel()
+		_ = err // stored, lost lease, or failed: the claim is the store's either way
+	}
+	s.token = ""
+}
+
+// leaseCtx bounds a store call by StoreTimeout and by the end of the
+// claim's lease, less a tenth of it (see leaseMargin): a call that is not
+// answered by then may find the key taken over.
+func (s *idemCall[T]) leaseCtx(parent context.Context) (context.Context, context.CancelFunc) {
+	d := min(s.ic.storeTimeout, s.leaseLeft())
+	if s.cfg.clock != nil {
+		return s.cfg.clock.WithTimeout(parent, d)
+	}
+	return context.WithTimeout(parent, d)
+}
+
+// leaseLeft is how long the claim is surely held yet, less leaseMargin;
+// 0 when it may be gone.
+func (s *idemCall[T]) leaseLeft() time.Duration {
+	return max(s.held.Add(s.ic.lease-s.leaseMargin()).Sub(s.cfg.now()), 0)
+}
+
+// leaseMargin is the part of the lease that Do leaves unused at its end,
+// for the store's clock and the network: a tenth of the lease.
+func (s *idemCall[T]) leaseMargin() time.Duration { return s.ic.lease / 10 }
+
 // recordSuccess stores v as the key's outcome. When v cannot be encoded,
 // fn's side effect has happened all the same: it records a permanent
 // failure instead, so that the next call does not repeat the work, and
@@ -430,7 +470,7 @@ func (s *idemCall[T]) final(e *Error) bool {
 func (s *idemCall[T]) replay(rec StoredOutcome) (T, error) {
 	var v T
 	if rec.Permanent {
-		return v, Permanent(&replayedError{msg: rec.Error})
+		return v, Permanent(&replayedError{msg: rec.Error, unknown: string(rec.Value) == unknownValue})
 	}
 	if _, isDo := any(v).(struct{}); isDo {
 		return v, nil
@@ -493,13 +533,14 @@ func (s *idemCall[T]) claim() (Claim, error) {
 
 // renew keeps ErrLeaseLost matchable apart from other store failures.
 func (s *idemCall[T]) renew() error {
-	return s.renewWith(s.ctx)
+	ctx, cancel := s.storeCtx(false)
+	defer cancel()
+	return s.renewIn(ctx)
 }
 
-func (s *idemCall[T]) renewWith(parent context.Context) error {
+// renewIn renews the claim with ctx, which bounds the store call.
+func (s *idemCall[T]) renewIn(ctx context.Context) error {
 	at := s.cfg.now()
-	ctx, cancel := s.storeCtxFrom(parent)
-	defer cancel()
 	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
 	if err == nil {
 		s.held = at
@@ -520,28 +561,31 @@ const (
 
 // complete stores rec as the key's outcome. A transient store error is
 // retried, renewing the claim between tries so that no one takes the key
-// over meanwhile, until one lease has passed since the claim was last
-// confirmed before fn's end: past that the claim may be gone. A try that
-// failed may still have been stored (its reply lost), so when a later try
-// finds the lease lost, complete looks the key up before it gives up. It
-// returns nil once rec is stored, else an error matching
-// ErrOutcomeNotRecorded and ErrIdempotencyUnavailable. The claim is the
-// store's again afterwards either way: it is not released, so that no
-// other caller runs the work before the lease ends.
+// over meanwhile, while the claim is surely held: until a tenth of a lease
+// (leaseMargin) before its lease, as last confirmed, could run out, and
+// for no more than one lease after fn's end. Each store call is cut off
+// at that bound too, so Do reports before the lease could run out. A try
+// that failed may still have been stored (its reply lost), so when a
+// later try finds the lease lost, complete looks the key up before it
+// gives up. It returns nil once rec is stored, else an error matching
+// ErrOutcomeNotRecorded. The claim is the store's again afterwards either
+// way: it is not released, so that no other caller runs the work before
+// the lease ends.
 func (s *idemCall[T]) complete(rec StoredOutcome) error {
 	retention := s.ic.retention
 	lease := s.ic.lease
 	detached := context.WithoutCancel(s.ctx)
-	// Until a renewal succeeds, the claim is safe one lease after it was
-	// last confirmed; after one, the tries end one lease after fn did.
 	end := s.cfg.now().Add(lease)
-	bound := s.held.Add(lease)
+	bound := func() time.Time { return minTime(end, s.held.Add(lease-s.leaseMargin())) }
 	var timer waitTimer
 	defer timer.stop()
 	var lastErr error
 	reclaimed := false
 	for backoff := minRecordBackoff; ; backoff = min(2*backoff, maxRecordBackoff) {
-		ctx, cancel := s.storeCtxFrom(detached)
+		if !s.cfg.now().Before(bound()) {
+			break
+		}
+		ctx, cancel := s.storeCtxUntil(detached, bound())
 		err := s.ic.store.Complete(ctx, s.key, s.token, rec, retention)
 		cancel()
 		if err == nil {
@@ -554,7 +598,7 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 				// holds the key now, and nothing of ours is in it.
 				return s.notRecorded(err)
 			}
-			if s.recordedEarlier(detached, bound, &timer) {
+			if s.recordedEarlier(detached, bound(), &timer) {
 				return nil
 			}
 			if s.token != "" && !reclaimed { // a new claim, taken by recordedEarlier
@@ -564,15 +608,15 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 			return s.notRecorded(err)
 		}
 		lastErr = err
-		if !s.cfg.now().Add(backoff).Before(bound) {
+		if !s.cfg.now().Add(backoff).Before(bound()) {
 			break
 		}
 		sleepDetached(s.cfg, &timer, backoff)
-		switch err := s.renewWith(detached); {
-		case err == nil:
-			bound = end
-		case errors.Is(err, ErrLeaseLost):
-			if s.recordedEarlier(detached, bound, &timer) {
+		ctx, cancel = s.storeCtxUntil(detached, bound())
+		err = s.renewIn(ctx)
+		cancel()
+		if errors.Is(err, ErrLeaseLost) {
+			if s.recordedEarlier(detached, bound(), &timer) {
 				return nil
 			}
 			if s.token == "" {
@@ -581,7 +625,30 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 		}
 	}
 	s.token = ""
+	if lastErr == nil {
+		lastErr = errLeaseEnding
+	}
 	return s.notRecorded(lastErr)
+}
+
+// errLeaseEnding is why an outcome was not recorded when no try was left
+// before the claim's lease could run out.
+var errLeaseEnding = errors.New("the claim's lease was about to run out")
+
+// storeCtxUntil bounds a store call by StoreTimeout and by until.
+func (s *idemCall[T]) storeCtxUntil(parent context.Context, until time.Time) (context.Context, context.CancelFunc) {
+	d := min(s.ic.storeTimeout, max(until.Sub(s.cfg.now()), 0))
+	if s.cfg.clock != nil {
+		return s.cfg.clock.WithTimeout(parent, d)
+	}
+	return context.WithTimeout(parent, d)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // recordedEarlier looks the key up after a lost lease, when an earlier try
@@ -595,7 +662,7 @@ func (s *idemCall[T]) recordedEarlier(parent context.Context, bound time.Time, t
 	s.token = ""
 	for backoff := minRecordBackoff; s.cfg.now().Before(bound); backoff = min(2*backoff, maxRecordBackoff) {
 		at := s.cfg.now()
-		ctx, cancel := s.storeCtxFrom(parent)
+		ctx, cancel := s.storeCtxUntil(parent, bound)
 		cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
 		cancel()
 		switch {
@@ -628,8 +695,10 @@ func (e *outcomeNotRecordedError) Error() string {
 	return "retry: the work ran but its outcome is not recorded in the idempotency store: " + errorText(e.err)
 }
 
+// Is matches ErrOutcomeNotRecorded only: fn ran, so the error must not
+// read as ErrIdempotencyUnavailable, which says it did not.
 func (e *outcomeNotRecordedError) Is(target error) bool {
-	return target == ErrOutcomeNotRecorded || target == ErrIdempotencyUnavailable
+	return target == ErrOutcomeNotRecorded
 }
 
 func (e *outcomeNotRecordedError) Unwrap() error { return e.err }

@@ -32,17 +32,16 @@ type IdempotencyOptions struct {
 	Key string
 	// Lease is how long a claim lasts without renewal before another
 	// caller may take the key over (after a crash, say). Do renews it
-	// before each attempt, so it must be longer than any attempt (New
-	// rejects one not longer than [WithAttemptTimeout]; the store's reply
-	// time counts against it, since Do measures the lease, on its clock,
-	// from when it sent the claim or renewal: with WithAttemptTimeout, Do
-	// renews the claim before the first attempt when less than an
-	// attempt of it is left, and an attempt's context ends when the lease
-	// does, if that comes first) and should cover
-	// the longest wait between attempts; if it runs out during a wait and
-	// another caller takes over, Do stops with [ErrLeaseLost] without
-	// calling fn again, and does not dead-letter the call (the work is
-	// the other caller's). Default: 30s.
+	// before each attempt and, while fn runs, every third of a lease; if
+	// a renewal fails, fn's context is cancelled a tenth of a lease
+	// before the lease could run out, and the outcome is unknown (see
+	// AtLeastOnce). It should cover the longest wait between attempts:
+	// if it runs out during a wait and another caller takes over, Do
+	// stops with [ErrLeaseLost] without calling fn again, and does not
+	// dead-letter the call (the work is the other caller's). New rejects
+	// a lease not longer than [WithAttemptTimeout]. Do measures it on its
+	// clock from when it sent the claim or renewal, so the store's reply
+	// time counts against it. Default: 30s.
 	Lease time.Duration
 	// Retention is how long a final outcome is kept and replayed; after
 	// it, a call with the same key runs again. Default: 24h.
@@ -66,6 +65,15 @@ type IdempotencyOptions struct {
 	// [ErrIdempotencyUnavailable]: availability over exactly-once. Use it
 	// only where a duplicate side effect is acceptable. Default: false.
 	FailOpen bool
+	// AtLeastOnce lets a later call with the key run fn again once the
+	// lease of a call whose outcome is unknown ([ErrOutcomeUnknown]: its
+	// context ended while fn ran) has run out. fn should then pass the
+	// key downstream (retryhttp sends it as Idempotency-Key) so that the
+	// downstream deduplicates. Default: false, at most once: the unknown
+	// outcome is stored as final and replayed, for Retention, as an error
+	// matching ErrOutcomeUnknown, so the work never runs twice (safe for
+	// payments; the call is dead-lettered for someone to decide).
+	AtLeastOnce bool
 	// KeepFailures stores exhaustion ([OutcomeExhausted] and
 	// [OutcomeMaxElapsed]) as a final outcome, replayed as a permanent
 	// failure, as Stripe does with 500s, instead of releasing the claim.
@@ -97,6 +105,7 @@ type idemConfig struct {
 	noWait       bool
 	failOpen     bool
 	keepFailures bool
+	atLeastOnce  bool
 }
 
 // checkIdem validates what only the options together can tell, once they
@@ -131,20 +140,27 @@ func (c *config) checkIdem() {
 //     TTL (Retention). A success is stored before Do
 //     returns it: a nil from Do means the store keeps the outcome, so no
 //     later call with the key runs fn again within the retention.
-//     Exhaustion, the time budget, and a done context release the claim
-//     so that a later call runs again (see KeepFailures).
+//     Exhaustion, the time budget, and a context that ended during a wait
+//     release the claim so that a later call runs again (see
+//     KeepFailures).
+//   - The claim is renewed while fn runs (see Lease). A call whose
+//     context ended while fn ran, or whose claim could not be renewed,
+//     has an unknown outcome ([ErrOutcomeUnknown]): the claim is not
+//     released, so no other caller runs fn before the lease ends; then,
+//     by default, the outcome is stored and replayed as final (at most
+//     once), or with AtLeastOnce a later call may run fn again.
 //   - A failure's outcome (a permanent failure, or exhaustion with
 //     KeepFailures) is recorded with one try, bounded by the context and
 //     StoreTimeout; if it fails, the claim is released, so a later call
 //     runs fn again.
-//   - Recording a success's outcome fails: Do retries the store (10ms backoff
-//     doubling to 1s, renewing the claim between tries, each try bounded
-//     by StoreTimeout) for at most one lease after fn
-//     returned, while the claim is surely held. If it still fails, Do
-//     returns an error matching [ErrOutcomeNotRecorded] and
-//     [ErrIdempotencyUnavailable], permanent to an outer Do, and DoValue
-//     the value. The caller can then rely on this: fn ran and succeeded
-//     once; the claim is not released, so no other caller runs fn before
+//   - Recording a success's outcome fails: Do retries the store (10ms
+//     backoff doubling to 1s, renewing the claim between tries, each try
+//     bounded by StoreTimeout) while the claim is surely held, and gives
+//     up a tenth of a lease before it could run out. It then returns an
+//     error matching [ErrOutcomeNotRecorded] (not
+//     [ErrIdempotencyUnavailable], which says fn did not run), permanent
+//     to an outer Do, and DoValue the value: fn ran and succeeded once,
+//     and the claim is left to lapse, so no other caller runs fn before
 //     the lease ends; after it, a call with the key may run fn again,
 //     so keep or report the result yourself (do not acknowledge a queue
 //     message blindly). The call is not dead-lettered.
@@ -158,6 +174,15 @@ func (c *config) checkIdem() {
 //     permanent failure instead, as for a value that cannot be encoded,
 //     so that the work is not repeated; observers still hear the call
 //     end.
+//
+// A side effect can happen twice in exactly these cases: a process that
+// dies after fn acted and before the outcome was stored (its claim lapses
+// with the lease); an unknown outcome with AtLeastOnce, or whose record
+// failed, once the lease has run out; a success whose outcome was not
+// recorded ([ErrOutcomeNotRecorded]), once the lease has run out;
+// FailOpen while the store fails; and the retention's end. Within one
+// call, each attempt runs fn again, as without idempotency. Pass the key
+// downstream (retryhttp sends it as Idempotency-Key) to close these too.
 //
 // opts may be nil for the defaults; see [IdempotencyOptions] for the key
 // and the settings. Idempotency keys never appear in Do's error text or
@@ -192,6 +217,7 @@ func WithIdempotency(store IdempotencyStore, opts *IdempotencyOptions) Option {
 		storeTimeout: or(o.StoreTimeout, defaultStoreTimeout),
 		marshal:      json.Marshal, unmarshal: json.Unmarshal,
 		noWait: o.FailWhileHeld, failOpen: o.FailOpen, keepFailures: o.KeepFailures,
+		atLeastOnce: o.AtLeastOnce,
 	}
 	if o.Marshal != nil {
 		ic.marshal, ic.unmarshal = o.Marshal, o.Unmarshal

@@ -269,8 +269,8 @@ func (s slowReplies) Renew(ctx context.Context, key, token string, lease time.Du
 // The store's reply time counts against the lease: with Lease just above
 // WithAttemptTimeout and a slow Claim reply, Do renews the claim before
 // the first attempt, so that fn cannot still be running when the lease
-// ends and another caller runs it too; and an attempt's context ends at
-// the claim's lease end.
+// ends and another caller runs it too; and the claim is renewed while the
+// attempt runs.
 func TestIdempotentSlowClaimReplyDoesNotEatTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New(nil)
@@ -302,12 +302,22 @@ func TestIdempotentSlowClaimReplyDoesNotEatTheLease(t *testing.T) {
 		assert.Equal(t, int32(1), runs.Load(), "fn ran once")
 		assert.Equal(t, []time.Duration{time.Second}, deadlines)
 
-		// When the renewal's reply is slow too, the attempt's context ends
-		// with the lease, before the attempt timeout.
+		// When the renewal's reply is slow too, the claim is renewed while
+		// fn runs, so fn finishes within its attempt timeout, and a caller
+		// that comes after the first lease would have ended finds the key
+		// still held.
 		deadlines = nil
-		err := newR(slowReplies{memstore.New(nil)}).Do(context.Background(), fn)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Equal(t, []time.Duration{900 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond}, deadlines,
-			"1.1s of lease from when the claim or renewal was sent, 200ms before")
+		runs.Store(0)
+		slow := memstore.New(nil)
+		other := make(chan error)
+		go func() {
+			time.Sleep(1320 * time.Millisecond) // the claim renewed before the attempt, at 200ms, would end at 1300ms
+			other <- mustNew(t, retry.WithIdempotency(slow, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}), retry.WithMaxAttempts(1)).
+				Do(context.Background(), func(context.Context) error { runs.Add(1); return nil })
+		}()
+		require.NoError(t, newR(slowReplies{slow}).Do(context.Background(), fn))
+		assert.Equal(t, []time.Duration{time.Second}, deadlines, "the attempt timeout bounds the attempt, not a lease renewed meanwhile")
+		assert.ErrorIs(t, <-other, retry.ErrInProgress, "the renewed claim still holds the key")
+		assert.Equal(t, int32(1), runs.Load(), "only the holder ran fn")
 	})
 }

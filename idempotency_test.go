@@ -319,22 +319,34 @@ func TestIdempotentKeepFailuresStoresMaxElapsed(t *testing.T) {
 	})
 }
 
-func TestIdempotentCancelledWorkIsReleased(t *testing.T) {
+// A call cancelled while fn runs does not know whether fn acted: the key
+// is not released, and at most once (the default) the next call replays
+// the unknown outcome instead of running fn again.
+func TestIdempotentCancelledWorkIsNotReleased(t *testing.T) {
 	store := newFaulty()
 	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
 	err := retry.Do(ctx, func(context.Context) error {
+		calls++
 		cancel()
 		return context.Canceled
 	}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
 	require.ErrorIs(t, err, context.Canceled)
-	assert.True(t, claimFree(t, store, "k"), "a cancelled call must release the key")
+	require.ErrorIs(t, err, retry.ErrOutcomeUnknown)
+	assert.False(t, claimFree(t, store, "k"), "a call cut while fn ran must not free the key")
+	err = retry.Do(context.Background(), func(context.Context) error { calls++; return nil },
+		retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
+	assert.Equal(t, 1, calls, "the unknown outcome is replayed")
+	require.ErrorIs(t, err, retry.ErrOutcomeUnknown)
+	require.ErrorIs(t, err, retry.ErrReplayed)
 
-	// fn's own context.Canceled (not Do's) is not a final outcome either.
+	// fn's own context.Canceled (not Do's) is not a final outcome.
 	err = retry.Do(context.Background(), func(context.Context) error {
 		return context.Canceled
-	}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
+	}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k2"}))
 	require.ErrorIs(t, err, context.Canceled)
-	assert.True(t, claimFree(t, store, "k"))
+	assert.NotErrorIs(t, err, retry.ErrOutcomeUnknown)
+	assert.True(t, claimFree(t, store, "k2"))
 }
 
 func TestIdempotentKeyHeldByAnotherIsRetriedAsInProgress(t *testing.T) {
@@ -584,6 +596,8 @@ func TestIdempotentWaitModeRespectsTheContext(t *testing.T) {
 	})
 }
 
+// A claim whose lease runs out during a wait between attempts, and that
+// another caller takes over, ends the call without calling fn again.
 func TestIdempotentLostLeaseStopsWithoutCallingFn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New(nil)
@@ -592,9 +606,9 @@ func TestIdempotentLostLeaseStopsWithoutCallingFn(t *testing.T) {
 		go func() {
 			done <- retry.Do(context.Background(), func(context.Context) error {
 				calls++
-				time.Sleep(2 * time.Second) // outlives the 1s lease
 				return errors.New("timeout")
-			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: time.Second}), retry.WithBackoff(retry.Constant(0)))
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: time.Second}),
+				retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter)) // the wait outlives the 1s lease
 		}()
 		time.Sleep(1500 * time.Millisecond)
 		require.NoError(t, retry.Do(context.Background(), func(context.Context) error { return nil },
@@ -1039,7 +1053,7 @@ func TestIdempotentOutcomeNotRecordedIsNotPlainSuccess(t *testing.T) {
 		v, err := retry.DoValue(context.Background(), fn, opts...)
 		assert.Equal(t, 5, v, "DoValue still returns the value")
 		require.ErrorIs(t, err, retry.ErrOutcomeNotRecorded)
-		assert.ErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+		assert.NotErrorIs(t, err, retry.ErrIdempotencyUnavailable, "fn ran: the error must not read as 'fn did not run'")
 		assert.ErrorContains(t, err, "connection refused", "the store's error is kept")
 		var e *retry.Error
 		require.ErrorAs(t, err, &e)
@@ -1048,7 +1062,7 @@ func TestIdempotentOutcomeNotRecordedIsNotPlainSuccess(t *testing.T) {
 		assert.True(t, retry.IsPermanent(err), "an outer Do must not run the work again")
 		assert.NotContains(t, err.Error(), "order-42")
 		assert.Zero(t, sink.Len(), "work that succeeded is not dead-lettered")
-		assert.Less(t, time.Since(start), lease, "the tries end within one lease")
+		assert.Less(t, time.Since(start), lease-lease/10, "the tries end a tenth of a lease before it could run out")
 		assert.GreaterOrEqual(t, time.Since(start), lease-time.Second-10*time.Millisecond, "and go on until the next backoff would pass it")
 		assert.Equal(t, retry.OutcomePermanent, obs.done[0].Outcome)
 
@@ -1314,4 +1328,46 @@ func TestIdempotentCompleteStoreThatLosesEveryLease(t *testing.T) {
 		require.ErrorIs(t, err, retry.ErrOutcomeNotRecorded)
 		assert.LessOrEqual(t, store.completes.Load(), int64(3), "one try, one after a renewal lost, one after the key was claimed again")
 	})
+}
+
+// A claim that cannot be renewed while fn runs cuts fn off before its
+// lease could run out: fn's context ends with the renewal's failure as its
+// cause, the call's outcome is unknown (fn ran: not
+// ErrIdempotencyUnavailable, which says it did not), and the key is not
+// released. Fail-open lets fn run on instead.
+func TestIdempotentFailedRenewalCutsFnBeforeTheLeaseEnds(t *testing.T) {
+	for _, failOpen := range []bool{false, true} {
+		t.Run(fmt.Sprint("failOpen=", failOpen), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := newFaulty()
+				var cause error
+				var ran time.Duration
+				start := time.Now()
+				err := retry.Do(context.Background(), func(ctx context.Context) error {
+					store.set(func(f *faultyStore) { f.renewErr = errors.New("connection reset") })
+					select {
+					case <-ctx.Done():
+						cause = context.Cause(ctx)
+					case <-time.After(5 * time.Second):
+					}
+					ran = time.Since(start)
+					return errors.New("the reply never came")
+				}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: time.Second, FailOpen: failOpen}), retry.WithMaxAttempts(1))
+				if failOpen {
+					assert.Equal(t, 5*time.Second, ran, "fail-open: fn runs on unprotected")
+					assert.NoError(t, cause)
+					return
+				}
+				assert.Less(t, ran, time.Second, "cut before the lease could run out")
+				require.Error(t, cause)
+				assert.Contains(t, cause.Error(), "could not be renewed")
+				var e *retry.Error
+				require.ErrorAs(t, err, &e)
+				assert.Equal(t, retry.OutcomeUnknown, e.Outcome)
+				assert.ErrorIs(t, err, retry.ErrOutcomeUnknown)
+				assert.NotErrorIs(t, err, retry.ErrIdempotencyUnavailable)
+				assert.Equal(t, 0, store.counts()[3], "the claim is not released")
+			})
+		})
+	}
 }

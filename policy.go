@@ -18,6 +18,7 @@ const (
 	stopDeadline                  // the wait would end at or after the context's deadline
 	stopInner                     // another Retrier gave up on the error already
 	stopCanceled                  // the work was cancelled on purpose: ends as stopPermanent does
+	stopUnknown                   // the idempotency claim's renewal cut the attempt off
 )
 
 // alwaysRetried is implemented by the errors of attempts that a hook
@@ -31,6 +32,7 @@ type marks struct {
 	inner     bool          // an *Error of a Retrier that gave up: exhausted, out of time, refused
 	canceled  bool          // the chain matches context.Canceled (errors.Is)
 	hinted    bool          // an After marker was found
+	cut       bool          // a cutAttempt: the claim's renewal cut the attempt off
 	hint      time.Duration // the first After marker's delay
 }
 
@@ -68,6 +70,9 @@ func (m *marks) walk(err error, left int) int {
 			if !m.hinted {
 				m.hint, m.hinted = e.delay, true
 			}
+			err = e.err
+		case *cutAttempt:
+			m.cut = true
 			err = e.err
 		case *Error:
 			m.permanent = m.permanent || e.Outcome == OutcomePermanent
@@ -185,6 +190,8 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 // error is. It depends on m alone and inlines.
 func (cfg *config) stops(m marks, ctxDone bool) verdict {
 	switch {
+	case m.cut:
+		return stopUnknown
 	case m.permanent:
 		return stopPermanent
 	case ctxDone:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -194,4 +195,15 @@ func TestStoreRefusesNilPointerClock(t *testing.T) {
 // of panicking on its nil clock and map (the old code).
 func TestStoreZeroValue(t *testing.T) {
 	checkUnusable(t, &memstore.Store{}, "memstore: a Store must be made with New")
+}
+
+// TestUnknownOutcome: a call cut while fn runs keeps the key (at most once
+// and at least once), and a claim is renewed while fn outlives its lease.
+// The lease is the 1s, fn runs 5s, on synctest's clock.
+func TestUnknownOutcome(t *testing.T) {
+	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{
+		New:   func(*testing.T) retry.IdempotencyStore { return memstore.New(nil) },
+		Run:   func(t *testing.T, f func(*testing.T)) { synctest.Test(t, f) },
+		Lease: time.Second,
+	})
 }

@@ -31,3 +31,10 @@ func TestContractServerClock(t *testing.T) {
 		Short:   5 * time.Millisecond,
 	})
 }
+
+// TestUnknownOutcome runs the unknown-outcome checks on PostgreSQL's
+// now(): a lease of 100ms, so each subtest takes a few tenths of a second.
+func TestUnknownOutcome(t *testing.T) {
+	store, _, _ := newStore(t)
+	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) retry.IdempotencyStore { return store }, Lease: 100 * time.Millisecond})
+}

@@ -57,8 +57,8 @@ func TestExactlyOnceUnderConnectionCuts(t *testing.T) {
 // LOCK TABLE ... IN ACCESS EXCLUSIVE MODE on the store's table, so that
 // Complete waits and times out. Released after the first Complete failed,
 // well within the lease: Do returns nil and the next call replays. Held
-// past the lease: Do returns an error matching retry.ErrOutcomeNotRecorded
-// and retry.ErrIdempotencyUnavailable, with the store's timeout in it, and
+// past the lease: Do returns, before the lease ends, an error matching
+// retry.ErrOutcomeNotRecorded, with the store's timeout in it, and
 // DoValue still returns fn's value.
 func TestOutcomeAfterTableLock(t *testing.T) {
 	store, pool, _ := newStore(t)

@@ -152,3 +152,10 @@ func TestDoFailsClosedWhenRedisIsDown(t *testing.T) {
 	assert.Contains(t, err.Error(), "redisstore: claim")
 	assert.False(t, called, "fn must not run when the store cannot tell whether it already ran")
 }
+
+// TestUnknownOutcome runs the unknown-outcome checks on the server's
+// clock: a lease of 100ms, so each subtest takes a few tenths of a second.
+func TestUnknownOutcome(t *testing.T) {
+	s, _, _ := newStore(t)
+	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) retry.IdempotencyStore { return s }, Lease: 100 * time.Millisecond})
+}

@@ -41,8 +41,8 @@ func TestExactlyOnceUnderConnectionCuts(t *testing.T) {
 // to Redis is cut and new ones are refused, as if Redis died, so that the
 // first Complete fails. Back after that failure, well within the lease:
 // Do returns nil and the next call replays. Away past the lease: Do
-// returns an error matching retry.ErrOutcomeNotRecorded and
-// retry.ErrIdempotencyUnavailable, and DoValue still returns fn's value.
+// returns, before the lease ends, an error matching
+// retry.ErrOutcomeNotRecorded, and DoValue still returns fn's value.
 func TestOutcomeAfterRedisGoes(t *testing.T) {
 	s, proxy := proxiedStore(t)
 	storetest.TestOutcomeAfterFault(t, storetest.OutcomeFault{

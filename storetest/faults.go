@@ -14,16 +14,17 @@ import (
 
 // CheckNotRecorded returns nil when err is what Do returns for work that
 // ran but whose outcome the store could not record: an error matching
-// [retry.ErrOutcomeNotRecorded] and [retry.ErrIdempotencyUnavailable], in
-// which errors.As finds a [*retry.Error] with [retry.OutcomePermanent].
+// [retry.ErrOutcomeNotRecorded] and not [retry.ErrIdempotencyUnavailable]
+// (which says fn did not run), in which errors.As finds a [*retry.Error]
+// with [retry.OutcomePermanent].
 // Otherwise it returns an error that says what is missing.
 func CheckNotRecorded(err error) error {
 	var missing []string
 	if !errors.Is(err, retry.ErrOutcomeNotRecorded) {
 		missing = append(missing, "it does not match retry.ErrOutcomeNotRecorded")
 	}
-	if !errors.Is(err, retry.ErrIdempotencyUnavailable) {
-		missing = append(missing, "it does not match retry.ErrIdempotencyUnavailable")
+	if errors.Is(err, retry.ErrIdempotencyUnavailable) {
+		missing = append(missing, "it matches retry.ErrIdempotencyUnavailable, which says fn did not run")
 	}
 	var e *retry.Error
 	switch {

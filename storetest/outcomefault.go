@@ -39,8 +39,8 @@ type OutcomeFault struct {
 //     failed. Do still records the outcome and returns nil with fn's
 //     value; the next call replays it, and fn ran once.
 //   - "fault-outlasts-lease": Do keeps trying to record the outcome for at
-//     least half the lease and gives up within about one lease from the
-//     end of fn. Its error passes [CheckNotRecorded] (and matches
+//     least half the lease and gives up before the claim's lease could
+//     run out. Its error passes [CheckNotRecorded] (and matches
 //     StoreError), and DoValue still returns fn's value.
 //
 // Time is real: each subtest takes about one Lease.
@@ -107,8 +107,8 @@ func TestOutcomeAfterFault(t *testing.T, c OutcomeFault) {
 		if took < c.Lease/2 {
 			t.Errorf("Do gave up %v after fn, long before the claim ran out (lease %v)", took, c.Lease)
 		}
-		if limit := c.Lease + c.StoreTimeout + time.Second; took > limit {
-			t.Errorf("Do returned %v after fn, past the lease (%v) and a store call", took, c.Lease)
+		if took >= c.Lease {
+			t.Errorf("Do returned %v after fn, past the claim's lease (%v): another caller could have run fn meanwhile", took, c.Lease)
 		}
 	})
 }

@@ -1,6 +1,6 @@
 // Package storetest checks that a [retry.IdempotencyStore] keeps the
-// contract Do relies on. Store implementations call [TestIdempotencyStore]
-// and [TestExactlyOnce] from their own tests:
+// contract Do relies on. Store implementations call [TestIdempotencyStore],
+// [TestExactlyOnce] and [TestUnknownOutcome] from their own tests:
 //
 //	func TestStore(t *testing.T) {
 //		mock := clock.NewMock()

@@ -1,0 +1,125 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// renewer keeps an idempotent call's claim while fn runs: a timer of the
+// Retrier's clock renews it a third of a lease after it was last
+// confirmed, and again after each renewal. If the claim cannot be renewed
+// before its lease could run out, fn's context is cancelled with cut as
+// the cause, so that no other caller takes the key over while fn still
+// runs. It runs on the timer's goroutine, only while the call's goroutine
+// waits in fn; stop makes the call's goroutine wait for a renewal under
+// way, so that the call's fields it writes are the call's again.
+type renewer[T any] struct {
+	s      *idemCall[T]
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex
+	stopped bool
+	timer   interface{ Stop() bool }
+	running sync.WaitGroup
+	cut     error // set once fn's context was cancelled for the claim
+}
+
+// keepClaim returns fn's context, which ends when the claim cannot be
+// renewed, and the renewer that does it; stop it when fn returns.
+func (s *idemCall[T]) keepClaim(ctx context.Context) (context.Context, *renewer[T]) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	r := &renewer[T]{s: s, cancel: cancel}
+	r.mu.Lock() // the timer may fire before arm has stored it
+	r.arm(s.held.Add(s.ic.lease / 3).Sub(s.cfg.now()))
+	r.mu.Unlock()
+	return ctx, r
+}
+
+// arm sets the timer for the next renewal, d from now. The caller holds
+// r.mu.
+func (r *renewer[T]) arm(d time.Duration) {
+	if clk := r.s.cfg.clock; clk != nil {
+		r.timer = clk.AfterFunc(d, r.renew)
+		return
+	}
+	r.timer = time.AfterFunc(d, r.renew)
+}
+
+var _ interface{ Stop() bool } = (*clock.Timer)(nil)
+
+// renew renews the claim once; on failure it tries again a tenth of a
+// lease later while the lease surely lasts, and cuts fn off otherwise
+// (fail-open: fn runs on, unprotected).
+func (r *renewer[T]) renew() {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	r.running.Add(1)
+	r.mu.Unlock()
+	defer r.running.Done()
+
+	s := r.s
+	at := s.cfg.now()
+	ctx, cancel := s.leaseCtx(context.WithoutCancel(s.ctx))
+	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
+	cancel()
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch retryIn := s.ic.lease / 10; {
+	case err == nil:
+		s.held = at
+		if !r.stopped {
+			r.arm(s.ic.lease / 3)
+		}
+	case s.ic.failOpen:
+		s.stale = true
+	case !errors.Is(err, ErrLeaseLost) && s.leaseLeft() > retryIn:
+		if !r.stopped {
+			r.arm(retryIn)
+		}
+	default:
+		r.cut = &claimNotKeptError{err: err}
+		r.cancel(r.cut)
+	}
+}
+
+// stop ends the renewals and returns the error that cut fn off, if one
+// did; once it returns, no renewal runs.
+func (r *renewer[T]) stop() error {
+	r.mu.Lock()
+	r.stopped = true
+	r.timer.Stop()
+	r.mu.Unlock()
+	r.running.Wait()
+	r.cancel(nil)
+	return r.cut
+}
+
+// claimNotKeptError is the cause of fn's context when its claim could not
+// be renewed while it ran. fn ran, so it does not match
+// ErrIdempotencyUnavailable (which says fn did not run).
+type claimNotKeptError struct{ err error }
+
+func (e *claimNotKeptError) Error() string {
+	return "retry: the idempotency claim could not be renewed while fn ran, so fn was stopped before the lease could run out: " + errorText(e.err)
+}
+
+func (e *claimNotKeptError) Unwrap() error { return e.err }
+
+// cutAttempt is the error of an attempt that the claim's renewal cut off:
+// its outcome is unknown, and the call ends with OutcomeUnknown and cut as
+// its cause. It reads and unwraps as fn's own error.
+type cutAttempt struct {
+	err error // fn's
+	cut error // the renewal's failure
+}
+
+func (e *cutAttempt) Error() string { return errorText(e.err) }
+func (e *cutAttempt) Unwrap() error { return e.err }
