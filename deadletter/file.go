@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,6 +27,12 @@ type FileOptions struct {
 	// commit), with the same guarantee and far more records a second; see
 	// the benchmarks. Default: false.
 	SyncEach bool
+	// OnTorn, when set, is called with the torn lines of the file that
+	// [FileSink.Pending] or [FileSink.Purge] skipped, which they do
+	// without an error ([FileSink.List] returns them in its error), so
+	// that they are not skipped without a word. It must not call the
+	// sink. Default: nil, none.
+	OnTorn func(*TornRecordError)
 }
 
 // FileSink is the embedded dead-letter store: an append-only JSON Lines
@@ -50,6 +57,7 @@ type FileOptions struct {
 type FileSink struct {
 	path     string
 	syncEach bool
+	onTorn   func(*TornRecordError)
 
 	mu     sync.Mutex // guards cur and closed
 	cur    *fileBatch // the batch new records join; nil when none is open
@@ -86,7 +94,7 @@ func OpenFile(path string, opts *FileOptions) (*FileSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: opening file: %w", err)
 	}
-	s := &FileSink{path: path, syncEach: o.SyncEach, f: f}
+	s := &FileSink{path: path, syncEach: o.SyncEach, onTorn: o.OnTorn, f: f}
 	if err := s.endTornLine(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("deadletter: opening file %s: %w", path, err)
@@ -245,15 +253,17 @@ func (s *FileSink) Close() error {
 }
 
 // Pending returns the records that were never marked as redriven, in the
-// order they were written; see [Source]. Torn lines are skipped.
+// order they were written; see [Source]. Torn lines are skipped, and
+// reported to FileOptions.OnTorn.
 func (s *FileSink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	recs, err := s.read()
+	recs, torn, err := readFile(s.path)
 	if err != nil {
 		return nil, err
 	}
+	s.warnTorn(&torn)
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	out := recs[:0]
@@ -302,58 +312,67 @@ func (s *FileSink) MarkRedriven(ctx context.Context, id string) (bool, error) {
 	return true, nil
 }
 
-// loadLocked adds the records of the file that state does not know yet.
-// The caller holds cmu.
+// loadLocked adds the records of the file that state does not know yet,
+// holding their IDs only. Torn lines are ignored: a line being written
+// now looks torn to a reader. The caller holds cmu.
 func (s *FileSink) loadLocked() error {
-	recs, err := s.read()
+	if s.state == nil {
+		s.state = make(map[string]bool)
+	}
+	fresh := make(map[string]bool) // the IDs new to state -> marked
+	err := inFile(s.path, func(f *os.File) error {
+		_, _, err := scanLines(f, func(dl *retry.DeadLetter, _ int64) {
+			if _, ok := s.state[dl.ID]; !ok {
+				fresh[dl.ID] = false
+			}
+		}, func(m redriveMarker) {
+			if _, ok := fresh[m.ID]; ok {
+				fresh[m.ID] = true
+			}
+		})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if s.state == nil {
-		s.state = make(map[string]bool, len(recs))
-	}
-	for _, dl := range recs {
-		if _, ok := s.state[dl.ID]; !ok {
-			s.state[dl.ID] = !dl.Redriven.IsZero()
-		}
-	}
+	maps.Copy(s.state, fresh)
 	return nil
 }
 
-// read reads the whole file, ignoring torn lines: a line being written
-// now looks torn to a reader.
-func (s *FileSink) read() ([]retry.DeadLetter, error) {
-	recs, _, err := readFile(s.path)
-	return recs, err
+// warnTorn reports torn lines to OnTorn, if any.
+func (s *FileSink) warnTorn(t *tornLines) {
+	if err := t.err(s.path); err != nil && s.onTorn != nil {
+		s.onTorn(err.(*TornRecordError))
+	}
 }
 
 // List returns the records of the file that f selects, oldest first (by
 // GaveUp, then ID) and at most f.Limit of them when it is set, with
 // Redriven set for the records marked as redriven. When the file holds
 // torn lines, List returns the records together with a [*TornRecordError]
-// that names them.
+// that names them. [ScanFile] does the same one record at a time.
 func (s *FileSink) List(ctx context.Context, f Filter) ([]retry.DeadLetter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := f.Validate(); err != nil {
+	var recs []retry.DeadLetter
+	err := ScanFile(s.path, f, func(dl retry.DeadLetter) error {
+		recs = append(recs, dl)
+		return nil
+	})
+	var torn *TornRecordError
+	if err != nil && !errors.As(err, &torn) {
 		return nil, err
 	}
-	recs, torn, err := readFile(s.path)
-	if err != nil {
-		return nil, err
-	}
-	recs, _ = f.Select(recs) // f is valid
-	if len(torn) > 0 {
-		return recs, &TornRecordError{Path: s.path, Offsets: torn}
-	}
-	return recs, nil
+	return recs, err
 }
 
 // Purge deletes the records f selects (the oldest f.Limit of them when
 // Limit is set), with their copies and redrive markers, and returns how
 // many records it deleted. The zero Filter selects every record. Every
-// other line, torn ones included, is kept byte for byte.
+// other line, torn ones included, is kept byte for byte; the torn ones are
+// reported to FileOptions.OnTorn. Purge holds the IDs of the records it
+// deletes, not the records.
 //
 // Purge writes the lines it keeps to a new file in the same directory,
 // fsyncs it and renames it over the old one, so that a crash leaves one
@@ -377,17 +396,13 @@ func (s *FileSink) Purge(ctx context.Context, f Filter) (int, error) {
 	case s.broken != nil:
 		return 0, fmt.Errorf("deadletter: file %s is unusable after an earlier failure: %w", s.path, s.broken)
 	}
-	recs, err := s.read()
-	if err != nil {
+	sel, err := s.selectRecords(f)
+	if err != nil || len(sel) == 0 {
 		return 0, err
 	}
-	recs, _ = f.Select(recs) // f is valid
-	if len(recs) == 0 {
-		return 0, nil
-	}
-	drop := make(map[string]bool, len(recs))
-	for _, dl := range recs {
-		drop[dl.ID] = true
+	drop := make(map[string]bool, len(sel))
+	for _, e := range sel {
+		drop[e.id] = true
 	}
 	if err := s.rewrite(drop); err != nil {
 		return 0, fmt.Errorf("deadletter: purging %s: %w", s.path, err)
@@ -397,7 +412,25 @@ func (s *FileSink) Purge(ctx context.Context, f Filter) (int, error) {
 		delete(s.state, id) // unknown now: MarkRedriven reports false
 	}
 	s.cmu.Unlock()
-	return len(recs), nil
+	return len(sel), nil
+}
+
+// selectRecords returns the records of the file that f selects, as
+// Filter.Select would, and reports its torn lines to OnTorn. f is valid.
+func (s *FileSink) selectRecords(f2 Filter) ([]selected, error) {
+	var (
+		sel  []selected
+		torn tornLines
+	)
+	err := inFile(s.path, func(f *os.File) (err error) {
+		sel, torn, _, err = selectLines(f, f2)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.warnTorn(&torn)
+	return sel, nil
 }
 
 // rewrite replaces the file with a copy that lacks the lines of the
