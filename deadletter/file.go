@@ -134,7 +134,9 @@ func (s *FileSink) endTornLine() error {
 // Path returns the file's path.
 func (s *FileSink) Path() string { return s.path }
 
-// Put appends dl as one line and returns after it is fsynced. dl.ID must
+// Put appends dl as one line and returns after it is fsynced. Its error
+// texts are bounded first, as [Clip] says; its payload is kept whole.
+// dl.ID must
 // not be empty (Do always sets it), and dl.Reason must be a failure
 // outcome: Put refuses others with an error wrapping
 // retry.ErrInvalidOption. When ctx ends first, Put returns ctx's
@@ -153,6 +155,7 @@ func (s *FileSink) Put(ctx context.Context, dl retry.DeadLetter) error {
 		// The reader would take its line for a torn one.
 		return fmt.Errorf("%w: FileSink.Put: dead letter %s: its reason, outcome %d, is not a failure outcome", retry.ErrInvalidOption, dl.ID, uint8(dl.Reason))
 	}
+	dl = Clip(dl)
 	line, err := json.Marshal(dl)
 	if err != nil {
 		return fmt.Errorf("deadletter: encoding dead letter %s: %w", dl.ID, err)

@@ -28,7 +28,8 @@ func NewMemorySink() *MemorySink {
 	return &MemorySink{byID: make(map[string]int)}
 }
 
-// Put stores a copy of dl. When a record with dl.ID is already stored,
+// Put stores a copy of dl, its error texts bounded as [Clip] says (its
+// payload whole). When a record with dl.ID is already stored,
 // Put keeps that one, stores nothing and returns nil, as a FileSink's
 // reader does: a Put retried after a timeout leaves one record, which
 // [Redrive] replays once. dl.ID must not be empty (Do always sets it);
@@ -41,7 +42,7 @@ func (m *MemorySink) Put(ctx context.Context, dl retry.DeadLetter) error {
 		// Records are kept by ID: a second one without would be lost.
 		return fmt.Errorf("%w: MemorySink.Put: the dead letter has no ID", retry.ErrInvalidOption)
 	}
-	dl = cloneDeadLetter(dl)
+	dl = cloneDeadLetter(Clip(dl))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, dup := m.byID[dl.ID]; dup {
