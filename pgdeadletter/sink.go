@@ -128,7 +128,9 @@ const columns = "id, name, idempotency_key, payload, attempts, first_attempt, ga
 // must be a failure outcome (not OutcomeSuccess, nor a value beyond the
 // known outcomes), so that every stored record can be read back. In the
 // other text fields, error messages above all, invalid bytes are stored
-// as U+FFFD rather than losing the record.
+// as U+FFFD rather than losing the record. The error texts are then
+// bounded as [deadletter.Clip] says (4096 bytes each, 64 KiB a record);
+// the payload is stored whole.
 func (s *Sink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	switch {
 	case dl.ID == "":
@@ -140,7 +142,7 @@ func (s *Sink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	case !failure(dl.Reason):
 		return fmt.Errorf("%w: pgdeadletter: dead letter %s: its reason, outcome %d (%v), is not a failure outcome", retry.ErrInvalidOption, dl.ID, dl.Reason, dl.Reason)
 	}
-	dl = sanitize(dl)
+	dl = deadletter.Clip(sanitize(dl)) // clipped last: U+FFFD for an invalid byte is longer
 	errs := []byte("[]")
 	if len(dl.Errors) > 0 {
 		var err error

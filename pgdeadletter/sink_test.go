@@ -288,3 +288,32 @@ func TestListOrdersIDsBytewise(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"A", "B", "_", "a", "b", "é"}, ids(recs))
 }
+
+// TestPutBoundsErrorTexts: a record built by hand with huge errors is
+// stored bounded, as by the sinks of package deadletter, its payload
+// whole (issue #20).
+func TestPutBoundsErrorTexts(t *testing.T) {
+	s := pgdltest.Sink(t, pgdltest.Pool(t))
+	big := strings.Repeat("e", 10<<20)
+	dl := record("big1", "charge", retry.OutcomeExhausted, time.Now())
+	dl.Payload = []byte(strings.Repeat("p", 1<<20))
+	dl.LastError = big
+	dl.Errors = nil
+	for i := range 20 {
+		dl.Errors = append(dl.Errors, retry.AttemptError{Attempt: i + 1, Error: big})
+	}
+	require.NoError(t, s.Put(t.Context(), dl))
+	got, err := s.Get(t.Context(), "big1")
+	require.NoError(t, err)
+	assert.Equal(t, dl.Payload, got.Payload, "the payload is never cut")
+	total := len(got.LastError)
+	assert.LessOrEqual(t, len(got.LastError), 4096)
+	for _, e := range got.Errors {
+		assert.LessOrEqual(t, len(e.Error), 4096, "attempt %d", e.Attempt)
+		total += len(e.Error)
+	}
+	assert.LessOrEqual(t, total, 64<<10, "the record's error texts")
+	require.NotEmpty(t, got.Errors)
+	assert.Equal(t, 1, got.Errors[0].Attempt)
+	assert.Equal(t, 20, got.Errors[len(got.Errors)-1].Attempt)
+}
