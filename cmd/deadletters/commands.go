@@ -34,24 +34,28 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if len(o.ids) > 0 {
 			return usageError("list takes no arguments, only flags: %q", o.ids[0])
 		}
-		recs, err := s.list(ctx, o.filter)
-		if err != nil {
-			return err
+		n, err := printList(ctx, stdout, s, o.filter, o.json)
+		if err == nil && n == 0 && !o.json {
+			fmt.Fprintln(stderr, "no dead letters match")
 		}
-		return printList(stdout, stderr, recs, o.json)
+		return err
 	})
 }
 
-// printList prints recs as a table or as JSON Lines.
-func printList(stdout, stderr io.Writer, recs []retry.DeadLetter, asJSON bool) error {
+// printList prints the records of s that f selects as a table or as JSON
+// Lines, as they come, and returns how many it printed.
+func printList(ctx context.Context, stdout io.Writer, s store, f deadletter.Filter, asJSON bool) (int, error) {
+	n := 0
 	if asJSON {
-		return printJSONLines(stdout, recs)
+		enc := json.NewEncoder(stdout)
+		return n, s.each(ctx, f, func(dl retry.DeadLetter) error { n++; return enc.Encode(dl) })
 	}
-	if len(recs) == 0 {
-		fmt.Fprintln(stderr, "no dead letters match")
-		return nil
+	t := newTable(stdout)
+	err := s.each(ctx, f, func(dl retry.DeadLetter) error { n++; return t.row(dl) })
+	if ferr := t.flush(); err == nil {
+		err = ferr
 	}
-	return printTable(stdout, recs)
+	return n, err
 }
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -100,12 +104,12 @@ func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError("-all purges every record: give either -all or IDs and filters")
 		}
 		if o.dryRun {
-			recs, err := s.list(ctx, f)
+			n, err := printList(ctx, stdout, s, f, false)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stderr, "dry run: purge would delete %d dead letters\n", len(recs))
-			return printList(stdout, io.Discard, recs, false)
+			fmt.Fprintf(stderr, "dry run: purge would delete %d dead letters\n", n)
+			return nil
 		}
 		n, err := s.purge(ctx, f)
 		if err != nil {
@@ -114,6 +118,24 @@ func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "purged %d dead letters\n", n)
 		return nil
 	})
+}
+
+// pendingSource is a store as the Source of a redrive of the records f
+// selects: its Pending returns those alone, from the store's each, so
+// that a file is read in little memory and skipped records are warned of.
+type pendingSource struct {
+	deadletter.Source
+	s store
+	f deadletter.Filter
+}
+
+func (p pendingSource) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
+	var recs []retry.DeadLetter
+	err := p.s.each(ctx, p.f, func(dl retry.DeadLetter) error {
+		recs = append(recs, dl)
+		return nil
+	})
+	return recs, err
 }
 
 // pendingOnly returns f for redrive, which takes pending records only.

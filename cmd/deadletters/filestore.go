@@ -13,42 +13,42 @@ import (
 
 // fileStore is a JSON Lines file written by deadletter.FileSink.
 type fileStore struct {
-	path string
-	warn io.Writer
-	sink *deadletter.FileSink // opened by open
+	path   string
+	warn   io.Writer
+	warned bool                 // torn lines were reported: once is enough
+	sink   *deadletter.FileSink // opened by open
 }
 
-// read returns every record of the file, reporting torn lines to warn. It
-// only reads the file, so list and show are safe while an application
-// appends to it.
-func (s *fileStore) read() ([]retry.DeadLetter, error) {
-	recs, err := deadletter.ReadFile(s.path)
+// each streams the records f selects (deadletter.ScanFile) and reports
+// torn lines to warn. It only reads the file, so list and show are safe
+// while an application appends to it.
+func (s *fileStore) each(_ context.Context, f deadletter.Filter, fn func(retry.DeadLetter) error) error {
+	err := deadletter.ScanFile(s.path, f, fn)
 	if tr := (*deadletter.TornRecordError)(nil); errors.As(err, &tr) {
-		fmt.Fprintf(s.warn, "deadletters: warning: %v\n", err)
-		return recs, nil
+		s.warnTorn(tr)
+		return nil
 	}
-	return recs, err
+	return err
 }
 
-func (s *fileStore) list(_ context.Context, f deadletter.Filter) ([]retry.DeadLetter, error) {
-	recs, err := s.read()
-	if err != nil {
-		return nil, err
+// warnTorn reports torn lines, the first time.
+func (s *fileStore) warnTorn(err *deadletter.TornRecordError) {
+	if !s.warned {
+		s.warned = true
+		warn(s.warn, err)
 	}
-	return f.Select(recs)
 }
 
-func (s *fileStore) get(_ context.Context, id string) (retry.DeadLetter, error) {
-	recs, err := s.read()
-	if err != nil {
-		return retry.DeadLetter{}, err
+func (s *fileStore) get(ctx context.Context, id string) (dl retry.DeadLetter, err error) {
+	found := false
+	err = s.each(ctx, deadletter.Filter{IDs: []string{id}}, func(d retry.DeadLetter) error {
+		dl, found = d, true
+		return nil
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%w: %s", errNotFound, id)
 	}
-	for _, dl := range recs {
-		if dl.ID == id {
-			return dl, nil
-		}
-	}
-	return retry.DeadLetter{}, fmt.Errorf("%w: %s", errNotFound, id)
+	return dl, err
 }
 
 // purge rewrites the file without the records f selects; see
@@ -75,7 +75,7 @@ func (s *fileStore) open() (*deadletter.FileSink, error) {
 	if _, err := os.Stat(s.path); err != nil {
 		return nil, err
 	}
-	sink, err := deadletter.OpenFile(s.path, nil)
+	sink, err := deadletter.OpenFile(s.path, &deadletter.FileOptions{OnTorn: s.warnTorn})
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,8 @@ func usageError(format string, args ...any) error {
 
 // run runs the command line args (without the program's name) and returns
 // the exit status. It never panics on bad input and writes nothing to
-// stdout on error.
+// stdout on a usage error; list prints the records as it reads them, so
+// a file that fails to read midway leaves the ones before on stdout.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -124,10 +125,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, help.usage)
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "deadletters %s: %v\n%s", args[0], err, usage)
+		fmt.Fprintf(stderr, "deadletters %s: %s\n%s", args[0], safeText(err.Error()), usage)
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "deadletters %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "deadletters %s: %s\n", args[0], safeText(err.Error()))
 		return exitFail
 	}
 }

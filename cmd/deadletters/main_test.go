@@ -18,7 +18,17 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		// A child of TestListHoldsOneRecord: be the command.
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// envRunMain makes the test binary run as the command, for tests that
+// measure it as a process.
+const envRunMain = "DEADLETTERS_TEST_RUN_MAIN"
 
 // cli runs the command line and returns its exit status and output.
 func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {

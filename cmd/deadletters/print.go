@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -19,26 +18,43 @@ import (
 // maxErrorWidth is how much of the last error a table row shows.
 const maxErrorWidth = 60
 
-// printTable prints one row per record.
-func printTable(w io.Writer, recs []retry.DeadLetter) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tREASON\tATTEMPTS\tGAVE UP\tSTATE\tLAST ERROR")
-	for _, dl := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", oneLine(dl.ID, math.MaxInt), orDash(oneLine(dl.Name, 40)), dl.Reason,
-			dl.Attempts, formatTime(dl.GaveUp), state(dl), orDash(oneLine(dl.LastError, maxErrorWidth)))
-	}
-	return tw.Flush()
+// tableBlock is how many rows a table aligns at a time: a tabwriter
+// holds its rows until flushed, and a table of a large file must not
+// hold them all.
+const tableBlock = 1000
+
+// table prints one row per record, the header before the first, the
+// columns aligned in blocks of tableBlock rows.
+type table struct {
+	tw   *tabwriter.Writer
+	rows int
 }
 
-// printJSONLines prints one record per line, as a FileSink writes them.
-func printJSONLines(w io.Writer, recs []retry.DeadLetter) error {
-	enc := json.NewEncoder(w)
+func newTable(w io.Writer) *table { return &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)} }
+
+func (t *table) row(dl retry.DeadLetter) error {
+	if t.rows == 0 {
+		fmt.Fprintln(t.tw, "ID\tNAME\tREASON\tATTEMPTS\tGAVE UP\tSTATE\tLAST ERROR")
+	}
+	fmt.Fprintf(t.tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", oneLine(dl.ID, math.MaxInt), orDash(oneLine(dl.Name, 40)), dl.Reason,
+		dl.Attempts, formatTime(dl.GaveUp), state(dl), orDash(oneLine(dl.LastError, maxErrorWidth)))
+	if t.rows++; t.rows%tableBlock == 0 {
+		return t.flush()
+	}
+	return nil
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// printTable prints recs as a table.
+func printTable(w io.Writer, recs []retry.DeadLetter) error {
+	t := newTable(w)
 	for _, dl := range recs {
-		if err := enc.Encode(dl); err != nil {
+		if err := t.row(dl); err != nil {
 			return err
 		}
 	}
-	return nil
+	return t.flush()
 }
 
 // printRecord prints every field of dl.
@@ -122,11 +138,12 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
-// oneLine makes s fit one table cell: control characters become spaces
-// and it is cut to at most width runes, ending with "…" when cut.
+// oneLine makes s fit one table cell: control characters and bidi
+// controls (see unsafeRune) become spaces and it is cut to at most width
+// runes, ending with "…" when cut.
 func oneLine(s string, width int) string {
 	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
+		if unsafeRune(r) {
 			return ' '
 		}
 		return r
@@ -135,6 +152,36 @@ func oneLine(s string, width int) string {
 		return s
 	}
 	return string([]rune(s)[:width-1]) + "…"
+}
+
+// unsafeRune reports whether r must not reach a terminal from untrusted
+// text: a control character (terminal escapes, newlines) or a Unicode
+// bidi control, which reorders how the text around it is shown (U+061C,
+// U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), so that a record could
+// show as another.
+func unsafeRune(r rune) bool {
+	switch {
+	case unicode.IsControl(r), r == '\u061c', r == '\u200e', r == '\u200f',
+		r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+		return true
+	}
+	return false
+}
+
+// safeText is s with what unsafeRune reports made spaces, its newlines
+// and tabs kept: for errors and warnings, which may quote a record.
+func safeText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\n' && r != '\t' && unsafeRune(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// warn prints err to w as a warning.
+func warn(w io.Writer, err error) {
+	fmt.Fprintf(w, "deadletters: warning: %s\n", safeText(err.Error()))
 }
 
 func orDash(s string) string {

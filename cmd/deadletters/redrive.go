@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -30,12 +31,12 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 		if o.dryRun {
-			recs, err := s.list(ctx, f)
+			n, err := printList(ctx, stdout, s, f, false)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stderr, "dry run: redrive would replay %d dead letters\n", len(recs))
-			return printList(stdout, io.Discard, recs, false)
+			fmt.Fprintf(stderr, "dry run: redrive would replay %d dead letters\n", n)
+			return nil
 		}
 		if o.exec == "" {
 			return usageError("redrive needs -exec 'COMMAND', run once per record with its payload on standard input")
@@ -61,7 +62,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			taken++
 			return true
 		}
-		rep, err := deadletter.Redrive(ctx, src, r, execHandler(o.exec, stderr), filter)
+		rep, err := deadletter.Redrive(ctx, pendingSource{src, s, f}, r, execHandler(o.exec, stderr), filter)
 		fmt.Fprintf(stdout, "redrive: %d pending, %d skipped (taken by another redrive), %d succeeded, %d failed again (stored as new dead letters), %d failed and not stored\n",
 			rep.Pending, rep.Skipped, rep.Succeeded, rep.Failed, rep.NotRecorded)
 		if err != nil {
@@ -114,7 +115,7 @@ func execHandler(command string, out io.Writer) func(context.Context, retry.Dead
 		var exit *exec.ExitError
 		switch {
 		case err == nil:
-			fmt.Fprintf(out, "deadletters: %s attempt %d: ok\n", dl.ID, attempt)
+			fmt.Fprintf(out, "deadletters: %s attempt %d: ok\n", oneLine(dl.ID, math.MaxInt), attempt)
 			return nil
 		case ctx.Err() != nil:
 			err = fmt.Errorf("%s: %w", err, context.Cause(ctx))
@@ -126,7 +127,7 @@ func execHandler(command string, out io.Writer) func(context.Context, retry.Dead
 			// status 1".
 			err = fmt.Errorf("%w: %s", err, tail.lastLine())
 		}
-		fmt.Fprintf(out, "deadletters: %s attempt %d: %v\n", dl.ID, attempt, err)
+		fmt.Fprintf(out, "deadletters: %s attempt %d: %s\n", oneLine(dl.ID, math.MaxInt), attempt, oneLine(err.Error(), math.MaxInt))
 		return err
 	}
 }

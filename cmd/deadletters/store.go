@@ -16,13 +16,14 @@ import (
 
 // store is where the dead letters are: a file or a PostgreSQL table.
 type store interface {
-	// list returns the records f selects, oldest first.
-	list(ctx context.Context, f deadletter.Filter) ([]retry.DeadLetter, error)
+	// each calls fn with each record f selects, oldest first, holding
+	// as few as it can (a file: one), and warns of the records it skips.
+	each(ctx context.Context, f deadletter.Filter, fn func(retry.DeadLetter) error) error
 	// get returns the record id, or an error matching errNotFound.
 	get(ctx context.Context, id string) (retry.DeadLetter, error)
 	// purge deletes the records f selects and says how many it deleted.
 	purge(ctx context.Context, f deadletter.Filter) (int, error)
-	// source opens the store for deadletter.Redrive.
+	// source opens the store for deadletter.Redrive; see pendingSource.
 	source(ctx context.Context) (deadletter.Source, error)
 	close() error
 }
@@ -65,14 +66,20 @@ type pgStore struct {
 	warn io.Writer
 }
 
-func (s *pgStore) list(ctx context.Context, f deadletter.Filter) ([]retry.DeadLetter, error) {
+func (s *pgStore) each(ctx context.Context, f deadletter.Filter, fn func(retry.DeadLetter) error) error {
 	recs, err := s.sink.List(ctx, f)
 	if errors.Is(err, pgdeadletter.ErrUndecodable) {
 		// As torn lines in a file: the other records are still shown.
-		fmt.Fprintf(s.warn, "deadletters: warning: %v\n", err)
-		return recs, nil
+		warn(s.warn, err)
+	} else if err != nil {
+		return s.hint(err)
 	}
-	return recs, s.hint(err)
+	for _, dl := range recs {
+		if err := fn(dl); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *pgStore) get(ctx context.Context, id string) (retry.DeadLetter, error) {
@@ -89,7 +96,7 @@ func (s *pgStore) purge(ctx context.Context, f deadletter.Filter) (int, error) {
 }
 
 func (s *pgStore) source(context.Context) (deadletter.Source, error) {
-	return hintSource{s.sink, s}, nil
+	return s.sink, nil
 }
 
 func (s *pgStore) close() error {
@@ -104,15 +111,4 @@ func (s *pgStore) hint(err error) error {
 		return fmt.Errorf("%w (no table %s: check -table, or create it with pgdeadletter's Sink.Migrate)", err, s.sink.Table())
 	}
 	return err
-}
-
-// hintSource is the sink as a redrive source, with hint on its errors.
-type hintSource struct {
-	*pgdeadletter.Sink
-	s *pgStore
-}
-
-func (h hintSource) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
-	recs, err := h.Sink.Pending(ctx)
-	return recs, h.s.hint(err)
 }
