@@ -1,8 +1,11 @@
 // Package deadletter stores the dead letters of [retry.WithDeadLetter] and
 // replays them: [MemorySink] for tests, [FileSink] (an fsynced JSON Lines
-// file) for a single host, [Redrive] to replay the records of any
-// [Source] once their cause is fixed, and [Filter] to select records for
-// listing and purging. The PostgreSQL sink is module pgdeadletter.
+// file) for a single host, [ScanFile] to read such a file a record at a
+// time, [Redrive] to replay the records of any [Source] once their cause
+// is fixed, and [Filter] to select records for listing and purging. The
+// PostgreSQL sink is module pgdeadletter. Every sink bounds the error
+// texts of what it stores ([Clip]: 4096 bytes a text, 64 KiB a record)
+// and keeps the payload whole.
 package deadletter
 
 import (

@@ -41,9 +41,9 @@ func TestTornRecordErrorNamesLines(t *testing.T) {
 	t.Parallel()
 	sink, path := openFileSink(t, nil)
 	require.NoError(t, sink.Put(t.Context(), testRecord(0)))
-	appendLine(t, path, "garbage\n")
+	appendRaw(t, path, "garbage\n")
 	require.NoError(t, sink.Put(t.Context(), testRecord(1)))
-	appendLine(t, path, "{\"id\":\n")
+	appendRaw(t, path, "{\"id\":\n")
 	_, err := deadletter.ReadFile(path)
 	var torn *deadletter.TornRecordError
 	require.ErrorAs(t, err, &torn)
@@ -57,15 +57,6 @@ func TestTornRecordErrorNamesLines(t *testing.T) {
 	assert.Equal(t, "deadletter: file f: 1 torn record skipped, at byte offset 7", (&deadletter.TornRecordError{Path: "f", Offsets: []int64{7}}).Error())
 }
 
-func appendLine(t *testing.T, path, s string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	require.NoError(t, err)
-	_, err = f.WriteString(s)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-}
-
 // TestFileSinkReportsTornLinesItSkips: Pending and Purge skip torn lines
 // without an error, as they must (a line being written looks torn), but
 // no longer without a word: OnTorn hears of them.
@@ -74,7 +65,7 @@ func TestFileSinkReportsTornLinesItSkips(t *testing.T) {
 	var heard []*deadletter.TornRecordError
 	sink, path := openFileSink(t, &deadletter.FileOptions{OnTorn: func(e *deadletter.TornRecordError) { heard = append(heard, e) }})
 	require.NoError(t, sink.Put(t.Context(), testRecord(0)))
-	appendLine(t, path, "garbage\n")
+	appendRaw(t, path, "garbage\n")
 	require.NoError(t, sink.Put(t.Context(), testRecord(1)))
 
 	pending, err := sink.Pending(t.Context())
@@ -105,7 +96,7 @@ func TestScanFile(t *testing.T) {
 	ok, err := sink.MarkRedriven(t.Context(), testRecord(2).ID)
 	require.NoError(t, err)
 	require.True(t, ok)
-	appendLine(t, path, "garbage\n")
+	appendRaw(t, path, "garbage\n")
 	for _, f := range []deadletter.Filter{{}, {State: deadletter.Pending}, {State: deadletter.Redriven}, {Limit: 2}, {State: deadletter.Pending, Limit: 2}} {
 		want, wantErr := sink.List(t.Context(), f)
 		var got []retry.DeadLetter
