@@ -58,10 +58,13 @@ type AttemptError struct {
 
 // DeadLetterSink stores dead letters. Put must be safe for concurrent use
 // and must either store dl durably and return nil, or return an error: a
-// nil return is a promise that the record is kept. Put must return
-// promptly when ctx is done (Do calls it on the caller's goroutine, with a
-// context bounded by DeadLetterOptions.Timeout). Put must not keep dl.Payload
-// or dl.Errors beyond the call unless it treats them as read-only.
+// nil return is a promise that the record is kept. Put should return
+// promptly when ctx is done (Do calls it with a context bounded by
+// DeadLetterOptions.Timeout, and stops waiting when that ends). Put must
+// not keep dl.Payload or dl.Errors beyond the call unless it treats them
+// as read-only. Do's records hold error texts of at most 4,096 bytes each
+// and 64 KiB in all; the sinks of package deadletter bound records built
+// by hand the same way.
 type DeadLetterSink interface {
 	// Put stores dl durably and returns nil, or returns an error.
 	Put(ctx context.Context, dl DeadLetter) error

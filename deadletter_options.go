@@ -1,6 +1,9 @@
 package retry
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Defaults of dead letters, used for zero fields of DeadLetterOptions.
 const (
@@ -41,8 +44,10 @@ type DeadLetterOptions struct {
 	On []Outcome
 	// Timeout bounds each sink's Put, on the Retrier's clock
 	// ([WithClock]): Do waits at most this for the sink, and as much again
-	// for the fallback. The bound holds for sinks that honour their
-	// context, as [DeadLetterSink] requires. Default: 5s.
+	// for the fallback, whatever the sink does. A Put still running then
+	// is left to finish on its own goroutine and counts as failed
+	// ([ErrDeadLetterNotRecorded]); while 16 of one WithDeadLetter's Puts
+	// run so, its sinks count as failed at once. Default: 5s.
 	Timeout time.Duration
 	// MaxErrors bounds how many per-attempt errors a [DeadLetter] keeps:
 	// all of them up to MaxErrors, else the first half and the last half.
@@ -57,7 +62,8 @@ type deadLetterConfig struct {
 	on             uint8 // bit 1<<Outcome set: dead-letter that outcome
 	timeout        time.Duration
 	maxErrors      int
-	origin         *DeadLetter // the record being replayed (Retrier.ForRedrive)
+	origin         *DeadLetter   // the record being replayed (Retrier.ForRedrive)
+	abandoned      *atomic.Int32 // Puts still running past their timeout
 }
 
 // active reports whether calls are dead-lettered at all.
@@ -77,9 +83,12 @@ func (d *deadLetterConfig) covers(e *Error) bool {
 // DeadLetterOptions.On (by default every failure but a cancel, and a
 // deadline that came before any attempt)
 // write a [DeadLetter] to sink before Do returns. Do calls sink.Put once,
-// after the final failure, on the caller's goroutine, with a context that
+// after the final failure, on a goroutine of its own, with a context that
 // keeps ctx's values but not its cancellation and times out after
-// DeadLetterOptions.Timeout. When the sink (and the fallback, if any)
+// DeadLetterOptions.Timeout, and waits no longer than that. Each error
+// text of the record is cut to 4,096 bytes (its first and last bytes),
+// and its attempts' errors to 64 KiB in all (the middle ones dropped); the
+// payload is kept whole. When the sink (and the fallback, if any)
 // fails, Do's error matches both the call's own failure and
 // [ErrDeadLetterNotRecorded]: the work is never dropped silently.
 //
@@ -110,7 +119,7 @@ func WithDeadLetter(sink DeadLetterSink, opts *DeadLetterOptions) Option {
 		return invalid("WithDeadLetter: DeadLetterOptions.Timeout is %v; it must not be negative (0 is the default)", o.Timeout)
 	}
 	d := &deadLetterConfig{sink: sink, fallback: o.Fallback, on: defaultDeadLetterOn,
-		timeout: or(o.Timeout, defaultDeadLetterTimeout), maxErrors: o.MaxErrors}
+		timeout: or(o.Timeout, defaultDeadLetterTimeout), maxErrors: o.MaxErrors, abandoned: new(atomic.Int32)}
 	switch {
 	case o.MaxErrors == 0:
 		d.maxErrors = defaultDeadLetterErrors

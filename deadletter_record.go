@@ -3,8 +3,12 @@ package retry
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
+
+	"github.com/steadfast-go/retry/internal/clip"
 )
 
 // deadLetterHook joins a call to its dead-letter sinks: it keeps the
@@ -113,6 +117,8 @@ func (c *call) deadLetter(e *Error) (err error, stored, failed bool) {
 	if e.Last != nil {
 		dl.LastError = errorText(e.Last)
 	}
+	// A 10 MB error over 20 attempts must not make a 200 MB record.
+	dl.LastError, dl.Errors = clip.Record(dl.LastError, dl.Errors, func(a *AttemptError) *string { return &a.Error })
 	dl.IdempotencyKey = c.cfg.idempotencyKey(c.ctx)
 	if o := d.origin; o != nil {
 		if dl.IdempotencyKey == "" {
@@ -134,19 +140,60 @@ func (c *call) deadLetter(e *Error) (err error, stored, failed bool) {
 	return &notRecordedError{err: e, sinks: errs}, false, true
 }
 
+// maxAbandonedPuts bounds the Puts of one WithDeadLetter that still run
+// after Do stopped waiting for them (their sink ignored its context): past
+// it, the sink counts as failed at once, without a new goroutine.
+const maxAbandonedPuts = 16
+
+// putGrace is how long Do waits, after a Put's context ended, for the Put
+// to return before it abandons it.
+const putGrace = 50 * time.Millisecond
+
 // putDeadLetter calls sink.Put with a context that survives the call's
-// cancellation (the work must still be recorded) but not the timeout.
+// cancellation (the work must still be recorded) but not the timeout. Put
+// runs on a goroutine of its own, so that Do stops waiting when the
+// timeout ends whatever the sink does; a Put still running then is
+// abandoned (counted, up to maxAbandonedPuts) and its record reported as
+// not recorded.
 func (c *call) putDeadLetter(sink DeadLetterSink, dl DeadLetter) error {
-	timeout := c.cfg.dl.timeout
+	d := c.cfg.dl
+	if d.abandoned.Load() >= maxAbandonedPuts {
+		return errPutsAbandoned
+	}
 	ctx, cancel := context.WithoutCancel(c.ctx), context.CancelFunc(nil)
 	if c.cfg.clock == nil {
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, d.timeout)
 	} else {
-		ctx, cancel = c.cfg.clock.WithTimeout(ctx, timeout)
+		ctx, cancel = c.cfg.clock.WithTimeout(ctx, d.timeout)
 	}
 	defer cancel()
-	return sink.Put(ctx, dl)
+	done := make(chan error, 1)
+	go func() { done <- sink.Put(ctx, dl) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	// A sink that honours its context returns within moments of its end.
+	grace := time.NewTimer(putGrace)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-grace.C:
+	}
+	d.abandoned.Add(1)
+	go func() { <-done; d.abandoned.Add(-1) }()
+	return errPutHung
 }
+
+// errPutHung is a sink's failure when its Put did not return by the end of
+// DeadLetterOptions.Timeout, although its context was done.
+var errPutHung = errors.New("retry: the dead-letter sink did not return within DeadLetterOptions.Timeout; its Put is left running")
+
+// errPutsAbandoned is a sink's failure when too many of its Puts still run
+// past their timeout.
+var errPutsAbandoned = fmt.Errorf("retry: %d dead-letter Puts of this sink still run past their timeout; no new one is started", maxAbandonedPuts)
 
 // notRecordedError is what Do returns when a call should have been
 // dead-lettered and no sink stored it. It matches the call's *Error (and

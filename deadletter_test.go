@@ -498,3 +498,38 @@ func TestDeadLetterDeadlineCountsOnceAnAttemptWasMade(t *testing.T) {
 		assert.Equal(t, 1, sink.Len(), "an On that lists OutcomeDeadline keeps every deadline")
 	})
 }
+
+// A sink that ignores its context cannot keep Do from returning: Do stops
+// waiting at the timeout (and a short grace), reports the dead letter as
+// not recorded, and once 16 such Puts still run it does not start more.
+func TestDeadLetterSinkThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		release := make(chan struct{})
+		hang := deadletter.Func(func(context.Context, retry.DeadLetter) error {
+			calls.Add(1)
+			<-release // ignores ctx
+			return nil
+		})
+		r := mustNew(t, retry.WithDeadLetter(hang, &retry.DeadLetterOptions{Timeout: time.Second}))
+		for i := range 20 {
+			start := time.Now()
+			err := r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) })
+			require.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+			require.ErrorIs(t, err, errDead)
+			if i < 16 {
+				assert.Equal(t, time.Second+50*time.Millisecond, time.Since(start), "Do waits the timeout and a grace, no more")
+			} else {
+				assert.Zero(t, time.Since(start), "16 Puts still run: the sink counts as failed at once")
+			}
+		}
+		assert.Equal(t, int32(16), calls.Load())
+		close(release)
+		synctest.Wait()
+		err := r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) })
+		require.NoError(t, errors.Unwrap(nil))
+		assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded, "the abandoned Puts ended: the sink is called again")
+		assert.Equal(t, int32(17), calls.Load())
+	})
+}

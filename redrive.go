@@ -1,5 +1,7 @@
 package retry
 
+import "sync/atomic"
+
 // ForRedrive returns a Retrier for replaying dl, a dead letter, with r's
 // policy: named and with the payload of dl, and dead-lettering every
 // failure, whatever the outcome, as a new record with Redrives one higher
@@ -19,7 +21,7 @@ package retry
 // src must not be nil when r has no sink.
 func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error) {
 	return r.With(WithName(dl.Name), WithPayload(dl.Payload), Option{set: setFunc, v: func(c config) config {
-		d := &deadLetterConfig{timeout: defaultDeadLetterTimeout, maxErrors: defaultDeadLetterErrors}
+		d := &deadLetterConfig{timeout: defaultDeadLetterTimeout, maxErrors: defaultDeadLetterErrors, abandoned: new(atomic.Int32)}
 		if c.dl != nil {
 			*d = *c.dl
 		}
