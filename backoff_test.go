@@ -1,8 +1,10 @@
 package retry_test
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrytest"
 )
 
 func nanFloat() float64 { return math.NaN() }
@@ -103,6 +106,82 @@ func TestProportionalJitter_String_showsTheFactorAsWritten(t *testing.T) {
 	assert.Equal(t, "ProportionalJitter(0.2)", retry.ProportionalJitter(0.2).String())
 	assert.Equal(t, "ProportionalJitter(0.1)", retry.ProportionalJitter(0.1).String())
 	assert.Equal(t, "ProportionalJitter(1.5)", retry.ProportionalJitter(1.5).String(), "out of range: shown to name it in the error")
+}
+
+// proportionalFactors are factors whose float64 values are not multiples
+// of 2^-52 (0.1, 0.3, 1/3, 1e-9) beside ones that are (0.25, 0.5, 1).
+var proportionalFactors = []float64{0.1, 0.2, 0.25, 0.3, 1.0 / 3, 0.5, 0.999, 1, 1e-9}
+
+// requireWithinFactor asserts d·(1-f) <= got < d·(1+f) in exact rational
+// arithmetic, for f the float64 given to ProportionalJitter.
+func requireWithinFactor(t *testing.T, f float64, d, got time.Duration, what string) {
+	t.Helper()
+	exact := new(big.Rat).SetFloat64(f)
+	dr := new(big.Rat).SetInt64(int64(d))
+	lo := new(big.Rat).Mul(dr, new(big.Rat).Sub(big.NewRat(1, 1), exact))
+	hi := new(big.Rat).Mul(dr, new(big.Rat).Add(big.NewRat(1, 1), exact))
+	g := new(big.Rat).SetInt64(int64(got))
+	require.True(t, g.Cmp(lo) >= 0, "%s: ProportionalJitter(%v) of %v gave %v, below d·(1-f) = %s", what, f, d, got, lo.FloatString(6))
+	require.True(t, g.Cmp(hi) < 0, "%s: ProportionalJitter(%v) of %v gave %v, not below d·(1+f) = %s", what, f, d, got, hi.FloatString(6))
+}
+
+// ProportionalJitter's bounds hold exactly for the factor as written, at
+// both ends of the sample's range: 0.1 used to be kept as a multiple of
+// 2^-52 slightly above it (500ms at u = 0 gave 449.999999ms), and u just
+// below 1 reached d·(1+f) itself.
+func TestProportionalJitter_staysWithinItsDocumentedRange(t *testing.T) {
+	below1 := math.Nextafter(1, 0)
+	durations := []time.Duration{1, 3, 7, time.Microsecond + 1, 500 * time.Millisecond, 10 * time.Second, time.Hour, 1 << 53, 1<<53 + 1, 1<<62 + 12345}
+	for _, f := range proportionalFactors {
+		j := retry.ProportionalJitter(f)
+		for _, d := range durations {
+			for _, u := range []float64{0, 0.5, below1} {
+				requireWithinFactor(t, f, d, j.Apply(d, u), fmt.Sprintf("Apply(%v, %v)", d, u))
+			}
+		}
+	}
+	// 0.25 is a multiple of 2^-52: its ends are exact; 0.1's kept factor
+	// is 2^-52 at most below it, which may move an end 1ns inwards.
+	assert.Equal(t, 375*time.Millisecond, retry.ProportionalJitter(0.25).Apply(500*time.Millisecond, 0))
+	assert.Equal(t, 625*time.Millisecond-1, retry.ProportionalJitter(0.25).Apply(500*time.Millisecond, below1))
+	assert.LessOrEqual(t, retry.ProportionalJitter(0.1).Apply(500*time.Millisecond, 0), 450*time.Millisecond+1)
+	assert.Equal(t, 550*time.Millisecond-1, retry.ProportionalJitter(0.1).Apply(500*time.Millisecond, below1))
+	assert.Equal(t, 500*time.Millisecond, retry.ProportionalJitter(0).Apply(500*time.Millisecond, below1), "factor 0 keeps d")
+	assert.Equal(t, maxDuration, retry.ProportionalJitter(1).Apply(maxDuration, below1), "saturates")
+	assert.Equal(t, time.Duration(1), retry.ProportionalJitter(1).Apply(1, below1), "[0, 2ns) holds 0 and 1")
+}
+
+// fixedSource is a rand.Source that always returns x.
+type fixedSource uint64
+
+func (s fixedSource) Uint64() uint64 { return uint64(s) }
+
+// The same bounds on the waits Do arms, with the Retrier's random source
+// at its lowest and its highest sample.
+func TestProportionalJitter_waitsOfDoStayWithinTheFactor(t *testing.T) {
+	const d = 500 * time.Millisecond
+	for _, f := range proportionalFactors {
+		for _, src := range []fixedSource{0, math.MaxUint64} {
+			clk := retrytest.NewClock()
+			r, err := retry.New(retry.WithClock(clk), retry.WithRandom(src), retry.WithMaxAttempts(2),
+				retry.WithBackoff(retry.Constant(d)), retry.WithJitter(retry.ProportionalJitter(f)))
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			calls := 0
+			go func() {
+				done <- r.Do(context.Background(), func(context.Context) error {
+					if calls++; calls == 1 {
+						return errTransient
+					}
+					return nil
+				})
+			}()
+			w := <-clk.Armed()
+			clk.Add(w)
+			require.NoError(t, <-done)
+			requireWithinFactor(t, f, d, w, fmt.Sprintf("Do's wait, source %#x", uint64(src)))
+		}
+	}
 }
 
 // checkBounds asserts the overflow property for one set of parameters.

@@ -3,6 +3,7 @@ package retry
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"time"
 )
@@ -27,8 +28,9 @@ const (
 	EqualJitter
 
 	// proportionalJitter keeps its factor in the high 56 bits as a
-	// fixed-point fraction of 2^52, so that a Jitter stays a small
-	// comparable integer; badProportionalJitter keeps what is wrong with
+	// fixed-point fraction of 2^52, rounded down (so that the range it
+	// spans is never wider than the factor given), so that a Jitter stays
+	// a small comparable integer; badProportionalJitter keeps what is wrong with
 	// an out-of-range factor (badNegative, badAboveOne or badNaN in bits
 	// 8-9, badExact in bit 10) and the factor as float32 bits in the high
 	// 32, only to name it in the error.
@@ -48,8 +50,13 @@ const (
 )
 
 // ProportionalJitter waits d scaled by a uniform random factor in
-// [1-factor, 1+factor), as gRPC does with factor 0.2. factor must be in
-// [0, 1]; New and Do reject other values with [ErrInvalidOption].
+// [1-factor, 1+factor), as gRPC does with factor 0.2: a whole number of
+// nanoseconds w with d·(1-factor) <= w < d·(1+factor), for the factor as
+// given (the float64 value of 0.1, say), at every sample. The factor is
+// kept rounded down to a multiple of 2^-52, so an end of the range may
+// fall 1ns inside it (450.000001ms for 500ms and 0.1). Factor 0 keeps d.
+// factor must be in [0, 1]; New and Do reject other values with
+// [ErrInvalidOption].
 func ProportionalJitter(factor float64) Jitter {
 	if !(factor >= 0 && factor <= 1) {
 		j := badProportionalJitter | Jitter(math.Float32bits(float32(factor)))<<32
@@ -66,7 +73,9 @@ func ProportionalJitter(factor float64) Jitter {
 		}
 		return j
 	}
-	return proportionalJitter | Jitter(math.Round(factor*factorOne))<<8
+	// factor*2^52 is exact; rounding it down keeps the spread within
+	// the factor's.
+	return proportionalJitter | Jitter(math.Floor(factor*factorOne))<<8
 }
 
 func (j Jitter) factor() float64 {
@@ -110,11 +119,39 @@ func (j Jitter) Apply(d time.Duration, u float64) time.Duration {
 		rest := d - half // keeps odd nanoseconds, so the top is exactly d
 		return half + min(durationOf(float64(rest)*u), rest)
 	case proportionalJitter:
-		f := j.factor()
-		return durationOf(float64(d) * (1 + f*(2*u-1)))
+		return j.proportional(d, u)
 	default:
 		return d
 	}
+}
+
+// proportional is Apply for a valid proportional jitter, in integers so
+// that the bounds hold exactly: with s = d·factor (the kept factor, at
+// most the given one), the result is one of the whole nanoseconds in
+// [d-s, d+s), d-floor(s) to d+ceil(s)-1, picked by u, saturating at the
+// largest Duration. d is positive and u in [0, 1). A factor above 1,
+// which only a Jitter made by hand from an integer holds (New refuses
+// it), is taken as 1.
+func (j Jitter) proportional(d time.Duration, u float64) time.Duration {
+	// s = d·F/2^52 for the kept factor F ≤ 2^52: d·F < 2^115 fits 128
+	// bits, and s ≤ d.
+	hi, lo := bits.Mul64(uint64(d), min(uint64(j>>8), factorOne))
+	down := hi<<12 | lo>>52 // floor(s)
+	up := down
+	if lo&(factorOne-1) != 0 {
+		up++ // ceil(s)
+	}
+	n := down + up // how many whole nanoseconds [d-s, d+s) holds
+	if n == 0 {
+		return d // factor 0, or too small to move d by a nanosecond
+	}
+	// float64(n)*u may round up to n itself: the last one is n-1.
+	k := min(uint64(float64(n)*u), n-1)
+	w := uint64(d) - down + k // below 2d < 2^64
+	if w > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(w)
 }
 
 // String returns the jitter's name, as in "FullJitter" or
