@@ -21,8 +21,14 @@ import (
 // between processes; use a Redis or PostgreSQL store for that.
 //
 // It is safe for concurrent use. It starts no goroutine: expired leases
-// and records are ignored when met and swept out when the store grows,
-// so memory stays within about twice what the live keys need.
+// and records are ignored when met and swept out when the store grows (a
+// Claim that finds twice as many keys as the last sweep left sweeps
+// them all, O(1) per Claim on average). A Go map never gives memory
+// back, so a sweep that leaves fewer than a quarter of the keys the map
+// has held since it was made rebuilds it at its new size: after a peak,
+// memory falls back to within a small multiple (2 to 4) of what the keys
+// live at the last sweep need. A store that no Claim grows keeps what it
+// holds, expired keys included, until one does.
 //
 // Build one with [New]. The zero Store is not usable, but it does not
 // panic: its Claim, Renew, Complete and Release return an error that
@@ -37,6 +43,7 @@ type Store struct {
 	entries map[string]memEntry
 	tokens  uint64 // the last fencing token handed out
 	sweepAt int    // sweep expired entries when len(entries) reaches it
+	peak    int    // the most entries the map has held, as of the last sweep
 }
 
 // memEntry is one key: held under token until expires, or completed
@@ -60,7 +67,13 @@ type Options struct {
 	Clock clock.Clock
 }
 
-const minSweep = 64
+// minSweep is the size below which the store never sweeps, and
+// minRebuild the peak below which a sweep never rebuilds the map: a few
+// kilobytes are not worth a copy.
+const (
+	minSweep   = 64
+	minRebuild = 1024
+)
 
 // New returns an empty store. opts may be nil. An invalid option makes
 // a store whose methods return an error that names it; see [Options].
@@ -191,12 +204,24 @@ func (m *Store) Len() int {
 }
 
 // sweep drops expired entries and sets the next sweep at twice what is
-// left, so that sweeping costs O(1) per claim on average.
+// left, so that sweeping costs O(1) per claim on average. When fewer than
+// a quarter of the map's peak are left, it copies them into a new map:
+// deleting keys frees no memory in a Go map. The copy costs O(what is
+// left), less than the sweep's own O(peak) pass, so Claim stays O(1) on
+// average. m.mu must be held.
 func (m *Store) sweep(now time.Time) {
+	m.peak = max(m.peak, len(m.entries))
 	for k, e := range m.entries {
 		if !now.Before(e.expires) {
 			delete(m.entries, k)
 		}
+	}
+	if n := len(m.entries); n < m.peak/4 && m.peak > minRebuild {
+		fresh := make(map[string]memEntry, n)
+		for k, e := range m.entries {
+			fresh[k] = e
+		}
+		m.entries, m.peak = fresh, n
 	}
 	m.sweepAt = max(2*len(m.entries), minSweep)
 }
