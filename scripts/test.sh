@@ -9,7 +9,9 @@
 # Usage: scripts/test.sh [extra go test flags]
 # Tests that need Redis (127.0.0.1:6379), a Redis Cluster
 # (scripts/redis-cluster.sh start), PostgreSQL (127.0.0.1:5432) or
-# promtool skip without them, unless CI=true: then they fail, and so does
+# promtool skip without them, unless CI=true or (for a server) its
+# RETRY_TEST_REDIS_ADDR, RETRY_TEST_REDIS_CLUSTER_ADDRS or
+# RETRY_TEST_POSTGRES_URL is set: then they fail. Under CI=true so does
 # any skip that ci_allowed_skips below does not name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
