@@ -21,8 +21,11 @@ import (
 //	}
 //
 // Build context deadlines with clk.WithTimeout, since Do compares them
-// with clk.Now. A Clock is safe for concurrent use; its zero value is not
-// usable.
+// with clk.Now. With retry.WithAttemptTimeout, an attempt that hangs ends
+// only when the clock passes its deadline, and Armed says nothing before:
+// advance the clock by the attempt timeout yourself once fn has started
+// (see Example_attemptTimeout). A Clock is safe for concurrent use; its
+// zero value is not usable.
 type Clock struct {
 	*clock.Mock
 	armed chan time.Duration
