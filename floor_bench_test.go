@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // The floor of BenchmarkRetrierDo_threeFailuresZeroWaits: the least any
@@ -72,7 +73,10 @@ func BenchmarkFloor_threeOptions(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		floorSink = floorDo(ctx, floorSucceed, WithMaxAttempts(3), WithBackoff(Constant(0)), WithJitter(NoJitter))
+		floorSink = floorDo(ctx, floorSucceed,
+			WithBackoff(Exponential(100*time.Millisecond, 2, 5*time.Second)),
+			WithJitter(FullJitter),
+			WithMaxAttempts(5))
 	}
 }
 

@@ -232,8 +232,9 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 // option acts on the first attempt (observers, idempotency, dead letters
 // and time limits do), Do makes no allocation of its own if that attempt
 // succeeds: the policy is built only when a retry needs it. An Option
-// that holds a value in an interface, such as a payload or most
-// backoffs, may allocate where it is built.
+// that holds a value in an interface allocates where it is built: a
+// payload, or a backoff with parameters (24 B for Exponential); build the
+// options once, or a [Retrier], to pay it once.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
 	var r *Retrier
 	var first error

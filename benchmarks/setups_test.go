@@ -53,6 +53,7 @@ var firstTrySetups = []setup{
 	{"Steadfast/PackageDo", func() func(context.Context, op) error {
 		return func(ctx context.Context, fn op) error {
 			return retry.Do(ctx, fn,
+				retry.WithBackoff(retry.Exponential(100*time.Millisecond, 2, 10*time.Second)),
 				retry.WithMaxAttempts(3),
 				retry.WithMaxDelay(10*time.Second),
 				retry.WithJitter(retry.FullJitter))
