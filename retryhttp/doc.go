@@ -62,7 +62,8 @@
 //
 // A request that fails before any attempt (its body could not be read or
 // copied, its ContentLength does not match its body, the request or its
-// URL is nil) gets a plain error from RoundTrip, not a [*retry.Error]: the
+// URL is nil, the Transport is a zero one that [NewTransport] did not
+// build) gets a plain error from RoundTrip, not a [*retry.Error]: the
 // Retrier never ran, so observers see no event and no dead letter is
 // written.
 //

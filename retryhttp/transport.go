@@ -21,9 +21,11 @@ import (
 
 // Transport is an [http.RoundTripper] that sends each request through a
 // [retry.Retrier]; see the package documentation for what it retries.
-// Build one with [NewTransport]. A Transport is safe for concurrent use by
-// multiple goroutines and, like http.Transport, meant to be built once and
-// shared.
+// Build one with [NewTransport] or [NewClient]: a nil or zero Transport
+// has no Retrier, and its RoundTrip sends nothing and returns an error
+// wrapping [retry.ErrInvalidOption] that says so. A Transport is safe for
+// concurrent use by multiple goroutines and, like http.Transport, meant to
+// be built once and shared.
 type Transport struct {
 	base      http.RoundTripper
 	names     names
@@ -112,9 +114,16 @@ func NewClient(r *retry.Retrier, opts ...Option) (*http.Client, error) {
 	return &http.Client{Transport: t}, nil
 }
 
+// errNotBuilt is RoundTrip's error on a Transport that NewTransport did
+// not build: a nil one, or the zero Transport, which has no Retrier.
+var errNotBuilt = fmt.Errorf("%w: retryhttp: the Transport has no Retrier (a nil or zero Transport); build one with NewTransport or NewClient", retry.ErrInvalidOption)
+
 // CloseIdleConnections closes the idle connections of the base transport,
 // if it has such a method; http.Client.CloseIdleConnections calls it.
 func (t *Transport) CloseIdleConnections() {
+	if t == nil {
+		return
+	}
 	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
@@ -128,15 +137,19 @@ func (t *Transport) CloseIdleConnections() {
 // change req; like every RoundTripper it closes req's body, also on
 // errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req == nil || req.URL == nil {
-		if req != nil && req.Body != nil {
-			req.Body.Close()
-		}
-		return nil, fmt.Errorf("%w: retryhttp: the request or its URL is nil", retry.ErrInvalidOption)
+	var err error
+	switch {
+	case req == nil || req.URL == nil:
+		err = fmt.Errorf("%w: retryhttp: the request or its URL is nil", retry.ErrInvalidOption)
+	case t == nil || t.names.base == nil:
+		err = errNotBuilt
 	}
-	r, err := t.retrier(req)
+	var r *retry.Retrier
+	if err == nil {
+		r, err = t.retrier(req)
+	}
 	if err != nil {
-		if req.Body != nil {
+		if req != nil && req.Body != nil {
 			req.Body.Close()
 		}
 		return nil, err
