@@ -142,9 +142,12 @@
 // # Observability
 //
 // Observers and dead letters of the Retrier see each request under the
-// operation name "METHOD host" (such as "GET api.example.com"; "GET" for
-// an empty method); never the URL's path or query, which can hold
-// identifiers, unless [WithOperationName] says otherwise. The errors of
+// Retrier's own name when it has one ([retry.WithName], such as
+// "charge"), so that dead letters can be told apart and redriven by
+// operation; otherwise under the operation name "METHOD host" (such as
+// "GET api.example.com"; "GET" for an empty method); never the URL's path
+// or query, which can hold identifiers. [WithOperationName] wins over
+// both. The errors of
 // this package hold no header value, URL path or query; nor does the
 // error of a malformed response, whose net/http text would quote the
 // server's line: the text of a base transport's error that quotes

@@ -27,13 +27,18 @@ type names struct {
 	mu   sync.Mutex // serializes writers of m
 }
 
-// retrier returns the Retrier for req, named as the Transport says.
+// retrier returns the Retrier for req, named as the Transport says: by
+// WithOperationName, else by the Retrier's own WithName, else "METHOD
+// host".
 func (t *Transport) retrier(req *http.Request) (*retry.Retrier, error) {
 	var k nameKey
-	if t.name == nil {
-		k = nameKey{method: methodOf(req), host: req.URL.Host}
-	} else {
+	switch {
+	case t.name != nil:
 		k = nameKey{name: t.name(req)}
+	case t.named:
+		return t.names.base, nil
+	default:
+		k = nameKey{method: methodOf(req), host: req.URL.Host}
 	}
 	if m := t.names.m.Load(); m != nil {
 		if r, ok := (*m)[k]; ok {

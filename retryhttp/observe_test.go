@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/retryhttp"
 	"github.com/steadfast-go/retry/retryslog"
 )
@@ -63,6 +64,36 @@ func TestWithOperationNameNamesRequests(t *testing.T) {
 	require.Len(t, rec.done, 3)
 	assert.Equal(t, []string{"users-api users", "users-api users", "users-api cards"},
 		[]string{rec.done[0].Name, rec.done[1].Name, rec.done[2].Name})
+}
+
+// A Retrier built with retry.WithName keeps its name: its observers and
+// dead letters see "charge", not "POST host", so the dead letters of HTTP
+// calls can be told apart and redriven by operation. WithOperationName,
+// the Transport's own option, still wins over it.
+func TestRetrierNameIsKept(t *testing.T) {
+	e := newEnv(t, statuses(http.StatusServiceUnavailable))
+	rec := &recorder{}
+	sink := deadletter.NewMemorySink()
+	r := fast(t, 2, retry.WithName("charge"), retry.WithObserver(rec), retry.WithDeadLetter(sink, nil))
+	req := newRequest(t, context.Background(), http.MethodPost, e.srv.URL+"/charges", strings.NewReader("pay"))
+	req.Header.Set(retryhttp.IdempotencyKeyHeader, "order-17")
+	resp, _, err := do(t, e.client(r), req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, 2, retryhttp.Attempts(resp))
+
+	require.Equal(t, 1, sink.Len())
+	assert.Equal(t, "charge", sink.Records()[0].Name)
+	rec.mu.Lock()
+	require.Len(t, rec.starts, 2)
+	require.Len(t, rec.done, 1)
+	assert.Equal(t, []string{"charge", "charge", "charge"}, []string{rec.starts[0].Name, rec.starts[1].Name, rec.done[0].Name})
+	rec.mu.Unlock()
+
+	_, _, err = do(t, e.client(r, retryhttp.WithOperationName(func(*http.Request) string { return "payments" })), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+	require.NoError(t, err)
+	require.Equal(t, 2, sink.Len())
+	assert.Equal(t, "payments", sink.Records()[1].Name)
 }
 
 func TestManyNamesStayCorrectPastTheCache(t *testing.T) {

@@ -163,9 +163,10 @@ func WithBodyLimit(n int64) Option {
 // free of identifiers: never return a raw URL path or query. f must be safe
 // for concurrent use and must not be nil. The Transport keeps a prepared
 // Retrier for each of the first 256 names it sees (and for the default
-// names too); later names cost an allocation per request. Default:
-// "METHOD host", such as "GET api.example.com:8443" (an empty method is
-// GET, as net/http sends it).
+// names too); later names cost an allocation per request. It wins over
+// the Retrier's own name. Default: the Retrier's name when it has one
+// ([retry.WithName]), else "METHOD host", such as "GET
+// api.example.com:8443" (an empty method is GET, as net/http sends it).
 func WithOperationName(f func(*http.Request) string) Option {
 	return func(s *settings) {
 		if f == nil {

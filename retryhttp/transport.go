@@ -35,6 +35,7 @@ type Transport struct {
 	keys      bool
 	traced    bool // base is an *http.Transport, which fires httptrace's GotConn
 	name      func(*http.Request) string
+	named     bool      // the Retrier has a name of its own (retry.WithName), which requests keep
 	calls     sync.Pool // of *call
 }
 
@@ -73,7 +74,7 @@ func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Tr
 		r = &retry.Retrier{}
 	}
 	_, traced := base.(*http.Transport)
-	t := &Transport{base: base, statuses: statuses, methods: s.methods, bodyLimit: s.bodyLimit, keys: s.keys, traced: traced, name: s.name}
+	t := &Transport{base: base, statuses: statuses, methods: s.methods, bodyLimit: s.bodyLimit, keys: s.keys, traced: traced, name: s.name, named: r.Name() != ""}
 	t.names.base = r
 	t.calls.New = func() any {
 		c := new(call)
