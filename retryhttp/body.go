@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // bodyPrealloc is the most prepareBody reserves for a body before reading
@@ -105,24 +106,33 @@ func readUpTo(r io.Reader, buf []byte, most int64) ([]byte, bool, error) {
 
 // hold reads ahead the body of a retryable status, up to DrainLimit, so
 // that its connection can serve the next attempt, and keeps the response
-// in case it is the last. An attempt with a timeout (its context ctx ends
-// before the request's) reads no longer than that: a body that stalls or
-// trickles is closed when the attempt times out, the status stands (a
-// retryable one: the next attempt follows, or the caller gets this
-// response), and reading its body gives what came, then errDrainCut.
+// in case it is the last. It reads for at most the Transport's readAhead,
+// and no longer than the attempt's timeout when it has one (its context
+// ctx ends before the request's): a body that stalls or trickles is
+// closed when either runs out, the status stands (a retryable one: the
+// next attempt follows, or the caller gets this response), and reading
+// its body gives what came, then an error that says which cut it.
 func (c *call) hold(ctx context.Context, resp *http.Response) {
+	timer := time.AfterFunc(c.t.readAhead, func() { resp.Body.Close() })
 	var stop func() bool
 	if ctx.Done() != c.ctx.Done() {
 		stop = context.AfterFunc(ctx, func() { resp.Body.Close() })
 	}
 	buf, eof, err := readUpTo(resp.Body, c.drain[:0], DrainLimit)
 	c.drain, c.last = buf, resp
+	var cut error
+	if !timer.Stop() {
+		cut = errReadAheadCut
+	}
 	if stop != nil && !stop() {
-		c.rest, c.restErr = nil, errDrainCut
-		return
+		cut = errDrainCut
 	}
 	if eof {
-		resp.Body.Close()
+		resp.Body.Close() // read to its end, whatever closed it after
+		return
+	}
+	if cut != nil {
+		c.rest, c.restErr = nil, cut
 		return
 	}
 	c.rest, c.restErr = resp.Body, err
@@ -131,6 +141,10 @@ func (c *call) hold(ctx context.Context, resp *http.Response) {
 // errDrainCut ends the body of a response whose read ahead the attempt's
 // timeout cut.
 var errDrainCut = errors.New("retryhttp: the attempt timed out while its response's body was read ahead; the rest of the body is lost")
+
+// errReadAheadCut ends the body of a response whose read ahead took
+// longer than the Transport's bound (WithReadAheadTimeout).
+var errReadAheadCut = errors.New("retryhttp: the response's body was not read ahead within the read-ahead timeout (WithReadAheadTimeout); the rest of the body is lost")
 
 // keep holds the response of an attempt with a permanent status, which
 // is the last: its body is left unread, for the caller.

@@ -101,11 +101,15 @@
 // at once. With [retry.WithAttemptTimeout] each attempt gets that timeout
 // up to its response headers, and an attempt cut by it there fails with an
 // error that says so. Reading ahead the body of a retryable status (up to
-// [DrainLimit]) is bounded by the same timeout: when it runs out, the
-// status stands (the next attempt follows, or the caller gets that
-// response, whose body gives what came and then an error that says it
-// was cut). The final response's body is not cut by it: it lives until
-// it is closed or the request's context ends.
+// [DrainLimit]) has a bound of its own, [DefaultReadAheadTimeout] (1s)
+// from the response's headers ([WithReadAheadTimeout]), also without an
+// attempt timeout or a deadline, and is cut sooner by the attempt
+// timeout when that ends first: when either runs out, the status stands
+// (the next attempt follows, or the caller gets that response, whose body
+// gives what came and then an error that says it was cut). So a server
+// that sends a 503's headers and then stalls its body costs each attempt
+// at most that bound. The final response's body is not cut by either: it
+// lives until it is closed or the request's context ends.
 //
 // # Idempotency stores
 //

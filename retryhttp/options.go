@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/steadfast-go/retry"
 )
@@ -17,6 +18,10 @@ const (
 	// connection is reused; a longer one is closed unread past the limit,
 	// which closes its connection.
 	DrainLimit = 64 << 10
+	// DefaultReadAheadTimeout bounds reading ahead the body of a
+	// retryable status (up to DrainLimit), 1s: a body that stalls cannot
+	// hold the call, and its status stands. See [WithReadAheadTimeout].
+	DefaultReadAheadTimeout = time.Second
 	// IdempotencyKeyHeader is the request header, from the IETF httpapi
 	// Idempotency-Key draft, that makes any request retryable.
 	IdempotencyKeyHeader = "Idempotency-Key"
@@ -51,6 +56,7 @@ type settings struct {
 	permanent  []int
 	methods    []string
 	bodyLimit  int64
+	readAhead  time.Duration
 	keys       bool
 	name       func(*http.Request) string
 	statusesOK bool // statuses was set, possibly to none
@@ -155,6 +161,27 @@ func WithBodyLimit(n int64) Option {
 			return
 		}
 		s.bodyLimit = n
+	}
+}
+
+// WithReadAheadTimeout sets how long the Transport reads ahead the body
+// of a retryable status (up to [DrainLimit] bytes), which it does so that
+// the connection can serve the next attempt, or the caller can still read
+// the body when that response is the last. The time runs from the
+// response's headers. A body that is not read to its end by then, one
+// that stalls or trickles, is closed: the status stands (the next attempt
+// follows, or the caller gets that response, whose body reads as what
+// came and then an error saying it was cut), as when the Retrier's
+// attempt timeout ([retry.WithAttemptTimeout]) cuts it, which it still
+// does when it ends first. d must be above 0. Default:
+// [DefaultReadAheadTimeout], 1s.
+func WithReadAheadTimeout(d time.Duration) Option {
+	return func(s *settings) {
+		if d <= 0 {
+			s.fail("WithReadAheadTimeout(%v): the timeout must be above 0", d)
+			return
+		}
+		s.readAhead = d
 	}
 }
 

@@ -91,6 +91,8 @@ func TestNewTransportRejectsBadOptions(t *testing.T) {
 		"status 99 (no 1xx)": retryhttp.WithStatuses(99),
 		"permanent 200":      retryhttp.WithPermanentStatuses(404, 200),
 		"permanent 600":      retryhttp.WithPermanentStatuses(600),
+		"read-ahead 0":       retryhttp.WithReadAheadTimeout(0),
+		"read-ahead -1s":     retryhttp.WithReadAheadTimeout(-time.Second),
 	} {
 		_, err := retryhttp.NewTransport(nil, nil, opt)
 		require.ErrorIs(t, err, retry.ErrInvalidOption, name)

@@ -32,6 +32,7 @@ type Transport struct {
 	statuses  [200]*StatusError // index code-400; nil: a success
 	methods   []string          // nil: defaultMethods; empty: none
 	bodyLimit int64
+	readAhead time.Duration // bounds hold's read of a retryable status's body
 	keys      bool
 	traced    bool // base is an *http.Transport, which fires httptrace's GotConn
 	name      func(*http.Request) string
@@ -55,7 +56,7 @@ type Transport struct {
 // proxy connect (a *net.OpError with Op "dial" or "proxyconnect") counts
 // as unsent, and every other failure of such a request is final.
 func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Transport, error) {
-	s := settings{bodyLimit: DefaultBodyLimit}
+	s := settings{bodyLimit: DefaultBodyLimit, readAhead: DefaultReadAheadTimeout}
 	for i, o := range opts {
 		if o == nil {
 			s.fail("option %d is nil", i)
@@ -74,7 +75,7 @@ func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Tr
 		r = &retry.Retrier{}
 	}
 	_, traced := base.(*http.Transport)
-	t := &Transport{base: base, statuses: statuses, methods: s.methods, bodyLimit: s.bodyLimit, keys: s.keys, traced: traced, name: s.name, named: r.Name() != ""}
+	t := &Transport{base: base, statuses: statuses, methods: s.methods, bodyLimit: s.bodyLimit, readAhead: s.readAhead, keys: s.keys, traced: traced, name: s.name, named: r.Name() != ""}
 	t.names.base = r
 	t.calls.New = func() any {
 		c := new(call)
@@ -385,8 +386,8 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 	if stop != nil && !stop() {
 		// The attempt timed out (or the request's context ended) before
 		// its response headers. Once they are in, the attempt timeout
-		// no longer applies: reading ahead a retryable status's body is
-		// bounded by DrainLimit and the request's context.
+		// no longer fails the attempt: it only cuts the read ahead of a
+		// retryable status's body (see hold), whose status stands.
 		if err == nil {
 			resp.Body.Close()
 		}
