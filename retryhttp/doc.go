@@ -31,11 +31,13 @@
 // A request is idempotent when its method is GET, HEAD, OPTIONS, TRACE, PUT
 // or DELETE ([WithMethods] changes the set; an empty method is GET, as
 // net/http sends it, here as in names and keys), or when it carries an
-// Idempotency-Key header (the IETF httpapi draft), which lets a server
-// recognize a repeat. [WithIdempotencyKeys] gives every other request (POST,
-// PATCH, ...) a generated key, the same on every attempt. Certificate
-// errors, malformed requests and errors of the request's own body are
-// never retried.
+// Idempotency-Key header of its own (the IETF httpapi draft; or the
+// header of [WithIdempotencyKeyHeader]), which lets a server recognize a
+// repeat. [WithIdempotencyKeys] gives every other request (POST, PATCH,
+// ...) a key, the same on every attempt: its context key (see
+// Idempotency keys downstream), else a generated one. Certificate errors,
+// malformed requests and errors of the request's own body are never
+// retried.
 //
 // A failure after the request got its connection counts as sent, even a
 // reset before any byte went out, since net/http does not tell the two
@@ -47,6 +49,31 @@
 // [retry.WithMaxDelay] (30s by default); a malformed one is ignored. As for
 // every wait, one that would end at or after the request's context deadline
 // is not started.
+//
+// # Idempotency keys downstream
+//
+// Every attempt of a keyed request carries its key in the Idempotency-Key
+// header ([WithIdempotencyKeyHeader] names another), so that a server
+// that dedupes on it, as Stripe's does, can tell a repeat: the request's
+// own header when it has one, which it keeps; else the key in the
+// request's context ([retry.ContextWithIdempotencyKey]), the caller's key
+// for the work, which the Transport sends as given; else, with
+// [WithIdempotencyKeys], a generated one. It is the caller's key, never
+// the store key below (scoped by a hash of the target): a caller who
+// redelivers the same job with the same context key (after a deadline cut
+// a request the server had already acted on, say) reaches the server with
+// the same key, and the server dedupes. A generated key is new for each
+// RoundTrip, so only a context key or the request's own closes that gap.
+// A context key alone makes a POST (or any method not retried by itself)
+// retryable only with WithIdempotencyKeys, which says the server honours
+// keys; without it the header is sent, and the request is still sent
+// once. A job that sends several requests with one context key sends
+// that key on each: give each request its own header (derived from the
+// job's key) when the server scopes keys to one request. A context key
+// with a control character, which net/http cannot send, is not sent. The
+// key never appears in this package's errors or in observers' events.
+// The caller's request is not changed: the key is on the response's
+// Request.
 //
 // # Bodies
 //
@@ -113,16 +140,17 @@
 //
 // # Idempotency stores
 //
-// A request's Idempotency-Key (given or generated) also becomes its key for
-// a Retrier built with retry.WithIdempotency(store, nil), scoped as
+// A request's Idempotency-Key (its own, its context's or generated) also
+// becomes its key for a Retrier built with retry.WithIdempotency(store,
+// nil), scoped as
 // "http METHOD host TARGET KEY", where TARGET is a short hash (16
 // characters) of the URL's scheme, path and query, never the path
 // itself. A key in the request's context
 // ([retry.ContextWithIdempotencyKey]) wins over it, unless that key is an
 // enclosing idempotent call's with the same store (the request is sent
-// from that call's fn): then the request's own is used. The target is in
-// the scope because
-// http.Client copies the header onto a redirect it follows: the
+// from that call's fn): then the request's scoped key is used (of its
+// own header, or else of that context key, which the request sends). The
+// target is in the scope because http.Client copies the header onto a redirect it follows: the
 // redirected request, to another path or query, is a request of its own
 // and is sent, not replayed as the redirect's status. When the scoped key
 // is longer than the store's 255-byte limit for keys, the store key is

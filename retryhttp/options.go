@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/steadfast-go/retry"
@@ -23,7 +24,9 @@ const (
 	// hold the call, and its status stands. See [WithReadAheadTimeout].
 	DefaultReadAheadTimeout = time.Second
 	// IdempotencyKeyHeader is the request header, from the IETF httpapi
-	// Idempotency-Key draft, that makes any request retryable.
+	// Idempotency-Key draft, that makes any request retryable, and in
+	// which a Transport sends a request's key downstream (see
+	// [WithIdempotencyKeyHeader]).
 	IdempotencyKeyHeader = "Idempotency-Key"
 )
 
@@ -58,6 +61,7 @@ type settings struct {
 	bodyLimit  int64
 	readAhead  time.Duration
 	keys       bool
+	keyHeader  string // canonical
 	name       func(*http.Request) string
 	statusesOK bool // statuses was set, possibly to none
 }
@@ -140,14 +144,53 @@ func WithMethods(methods ...string) Option {
 	}
 }
 
-// WithIdempotencyKeys makes the Transport give every request whose method
-// is not retried by itself (see [WithMethods]) and that has no
-// Idempotency-Key header a generated one, a random UUID, sent unchanged on
-// every attempt of that request, so that such requests are retried too.
-// Use it only with servers that honour the header. The caller's request
-// is not changed: the key is on the response's Request. Default: off.
+// WithIdempotencyKeys makes the Transport retry every request whose
+// method is not retried by itself (see [WithMethods]) with a key in the
+// Idempotency-Key header ([WithIdempotencyKeyHeader]), sent unchanged on
+// every attempt of that request: the request's own, else the key in its
+// context ([retry.ContextWithIdempotencyKey]), which the Transport sends
+// anyway but retries on only with this option, else a generated one, a
+// random UUID. Use it only with servers that honour the header. The
+// caller's request is not changed: the key is on the response's Request.
+// Default: off.
 func WithIdempotencyKeys() Option {
 	return func(s *settings) { s.keys = true }
+}
+
+// WithIdempotencyKeyHeader sets the request header that carries a
+// request's idempotency key, replacing [IdempotencyKeyHeader]
+// ("Idempotency-Key"), for a server that dedupes on another one. The
+// Transport reads the caller's key from it, and sends in it the key of a
+// request keyed by its context or by [WithIdempotencyKeys]; it reads and
+// writes no other header. name must be a valid header name (an HTTP
+// token); it is canonicalized, as http.Header.Set does. Default:
+// "Idempotency-Key".
+func WithIdempotencyKeyHeader(name string) Option {
+	return func(s *settings) {
+		if !validHeaderName(name) {
+			s.fail("WithIdempotencyKeyHeader(%q): not a valid header name", name)
+			return
+		}
+		s.keyHeader = http.CanonicalHeaderKey(name)
+	}
+}
+
+// validHeaderName reports whether name is an HTTP token (RFC 9110
+// §5.6.2), the form of a header name.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // WithBodyLimit sets the largest request body, in bytes, that the

@@ -34,7 +34,8 @@ type Transport struct {
 	bodyLimit int64
 	readAhead time.Duration // bounds hold's read of a retryable status's body
 	keys      bool
-	traced    bool // base is an *http.Transport, which fires httptrace's GotConn
+	keyHeader string // canonical: the header of a request's idempotency key
+	traced    bool   // base is an *http.Transport, which fires httptrace's GotConn
 	name      func(*http.Request) string
 	named     bool      // the Retrier has a name of its own (retry.WithName), which requests keep
 	calls     sync.Pool // of *call
@@ -56,7 +57,7 @@ type Transport struct {
 // proxy connect (a *net.OpError with Op "dial" or "proxyconnect") counts
 // as unsent, and every other failure of such a request is final.
 func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Transport, error) {
-	s := settings{bodyLimit: DefaultBodyLimit, readAhead: DefaultReadAheadTimeout}
+	s := settings{bodyLimit: DefaultBodyLimit, readAhead: DefaultReadAheadTimeout, keyHeader: IdempotencyKeyHeader}
 	for i, o := range opts {
 		if o == nil {
 			s.fail("option %d is nil", i)
@@ -75,7 +76,7 @@ func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Tr
 		r = &retry.Retrier{}
 	}
 	_, traced := base.(*http.Transport)
-	t := &Transport{base: base, statuses: statuses, methods: s.methods, bodyLimit: s.bodyLimit, readAhead: s.readAhead, keys: s.keys, traced: traced, name: s.name, named: r.Name() != ""}
+	t := &Transport{base: base, statuses: statuses, methods: s.methods, bodyLimit: s.bodyLimit, readAhead: s.readAhead, keys: s.keys, keyHeader: s.keyHeader, traced: traced, name: s.name, named: r.Name() != ""}
 	t.names.base = r
 	t.calls.New = func() any {
 		c := new(call)
@@ -254,17 +255,27 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 	c.t, c.req, c.reqCtx = t, req, req.Context()
 	method := methodOf(req)
 	c.idempotent = t.idempotent(method)
-	key := ""
-	if v := req.Header[IdempotencyKeyHeader]; len(v) > 0 {
-		key = v[0]
-	}
-	if key == "" && !c.idempotent && t.keys {
-		key = newKey()
-		c.req = withKey(req, key)
+	// The key the downstream dedupes on, sent on every attempt: the
+	// request's own header, else the caller's context key, which stays
+	// the same when the caller redelivers the same work (a generated one
+	// would not), else a generated one. Never the scoped store key below.
+	// The caller's context key makes a request retryable only with
+	// WithIdempotencyKeys, which says the server honours keys.
+	key, keyed := "", false
+	if v := req.Header[t.keyHeader]; len(v) > 0 && v[0] != "" {
+		key, keyed = v[0], true
+	} else if k, _ := retry.IdempotencyKeyFromContext(c.reqCtx); k != "" && validHeaderValue(k) {
+		key, keyed = k, t.keys
+		c.req = withKey(req, t.keyHeader, key)
+	} else if !c.idempotent && t.keys {
+		key, keyed = newKey(), true
+		c.req = withKey(req, t.keyHeader, key)
 	}
 	c.ctx = c.reqCtx
-	if key != "" {
+	if keyed {
 		c.idempotent = true
+	}
+	if key != "" {
 		// For a Retrier with an idempotency store: one claim per logical
 		// request, scoped to its method, scheme, host and target, so that
 		// a redirect http.Client follows with the same header is a
@@ -514,14 +525,26 @@ func newKey() string {
 	return string(s[:])
 }
 
-// withKey returns a copy of req with an Idempotency-Key header; req and
-// its header are not changed.
-func withKey(req *http.Request, key string) *http.Request {
+// withKey returns a copy of req with the key in header name (canonical);
+// req and its header are not changed.
+func withKey(req *http.Request, name, key string) *http.Request {
 	r := *req
 	r.Header = req.Header.Clone()
 	if r.Header == nil {
 		r.Header = make(http.Header, 1)
 	}
-	r.Header[IdempotencyKeyHeader] = []string{key}
+	r.Header[name] = []string{key}
 	return &r
+}
+
+// validHeaderValue reports whether net/http sends v as a header value:
+// it has no control byte but tab. A context key that is not one is kept
+// for the store only, as the request would fail.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
