@@ -40,13 +40,7 @@ func TestAttemptTimeoutCutsTheReadAheadButKeepsTheStatus(t *testing.T) {
 	assert.ErrorContains(t, err, "timed out while its response's body was read ahead")
 	require.NoError(t, resp.Body.Close())
 	assert.Equal(t, int64(2), e.requests.Load())
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	require.Len(t, obs.ends, 2)
-	for _, end := range obs.ends {
-		var se *retryhttp.StatusError
-		assert.ErrorAs(t, end.Err, &se, "each attempt ended on its status, not a timeout")
-	}
+	assertEndsOnStatus(t, obs, 2)
 }
 
 // A 503 whose body never comes does not hold the call past its attempts'

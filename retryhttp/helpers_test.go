@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -195,4 +196,17 @@ func (r *recorder) delays() []time.Duration {
 		d = append(d, e.Delay)
 	}
 	return d
+}
+
+// assertEndsOnStatus checks that obs saw n attempts, each ending on its
+// status (a *StatusError), not on a timeout.
+func assertEndsOnStatus(t *testing.T, obs *recorder, n int) {
+	t.Helper()
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	require.Len(t, obs.ends, n)
+	for _, end := range obs.ends {
+		var se *retryhttp.StatusError
+		assert.ErrorAs(t, end.Err, &se, "each attempt ended on its status, not a timeout")
+	}
 }

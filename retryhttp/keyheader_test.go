@@ -42,6 +42,16 @@ func newHeaderServer(t *testing.T, name string, codes ...int) *headerServer {
 	return s
 }
 
+// newClient returns a client through a Transport on http.DefaultTransport,
+// whose idle connections are closed when the test ends.
+func newClient(t *testing.T, r *retry.Retrier, opts ...retryhttp.Option) *http.Client {
+	t.Helper()
+	tr, err := retryhttp.NewTransport(nil, r, opts...)
+	require.NoError(t, err)
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
 func (s *headerServer) keys() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,12 +63,10 @@ func (s *headerServer) keys() []string {
 // the caller's request is not changed, and the response's Request has it.
 func TestContextKeyIsSentOnEveryAttempt(t *testing.T) {
 	s := newHeaderServer(t, retryhttp.IdempotencyKeyHeader, 503, 503, 200)
-	tr, err := retryhttp.NewTransport(nil, fast(t, 3))
-	require.NoError(t, err)
-	t.Cleanup(tr.CloseIdleConnections)
+	c := newClient(t, fast(t, 3))
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "job-42")
 	req := newRequest(t, ctx, http.MethodGet, s.srv.URL+"/items", nil)
-	resp, _, err := do(t, &http.Client{Transport: tr}, req)
+	resp, _, err := do(t, c, req)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, []string{"job-42", "job-42", "job-42"}, s.keys())
@@ -68,7 +76,7 @@ func TestContextKeyIsSentOnEveryAttempt(t *testing.T) {
 	// A context key that net/http cannot send as a header value is not
 	// sent; the request goes as before.
 	ctx = retry.ContextWithIdempotencyKey(context.Background(), "job\n42")
-	resp, _, err = do(t, &http.Client{Transport: tr}, newRequest(t, ctx, http.MethodGet, s.srv.URL+"/items", nil))
+	resp, _, err = do(t, c, newRequest(t, ctx, http.MethodGet, s.srv.URL+"/items", nil))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, []string{"job-42", "job-42", "job-42", ""}, s.keys())
@@ -78,13 +86,11 @@ func TestContextKeyIsSentOnEveryAttempt(t *testing.T) {
 // replace it.
 func TestRequestKeyWinsOverTheContextKeyDownstream(t *testing.T) {
 	s := newHeaderServer(t, retryhttp.IdempotencyKeyHeader, 503, 200)
-	tr, err := retryhttp.NewTransport(nil, fast(t, 3))
-	require.NoError(t, err)
-	t.Cleanup(tr.CloseIdleConnections)
+	c := newClient(t, fast(t, 3))
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "job-42")
 	req := newRequest(t, ctx, http.MethodPost, s.srv.URL+"/charges", strings.NewReader("pay"))
 	req.Header.Set(retryhttp.IdempotencyKeyHeader, "charge-7")
-	_, _, err = do(t, &http.Client{Transport: tr}, req)
+	_, _, err := do(t, c, req)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"charge-7", "charge-7"}, s.keys())
 }
@@ -95,10 +101,7 @@ func TestCustomIdempotencyKeyHeader(t *testing.T) {
 	const name = "X-Dedupe-Key"
 	s := newHeaderServer(t, name, 503, 503, 200)
 	std := newHeaderServer(t, retryhttp.IdempotencyKeyHeader, 503, 503, 200)
-	tr, err := retryhttp.NewTransport(nil, fast(t, 3), retryhttp.WithIdempotencyKeyHeader("x-dedupe-key"), retryhttp.WithIdempotencyKeys())
-	require.NoError(t, err)
-	t.Cleanup(tr.CloseIdleConnections)
-	c := &http.Client{Transport: tr}
+	c := newClient(t, fast(t, 3), retryhttp.WithIdempotencyKeyHeader("x-dedupe-key"), retryhttp.WithIdempotencyKeys())
 
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "job-42")
 	resp, _, err := do(t, c, newRequest(t, ctx, http.MethodPost, s.srv.URL, strings.NewReader("pay")))
@@ -132,11 +135,9 @@ func TestCustomIdempotencyKeyHeader(t *testing.T) {
 // retryable: only WithIdempotencyKeys says the server honours keys.
 func TestContextKeyAloneDoesNotRetryAPOST(t *testing.T) {
 	s := newHeaderServer(t, retryhttp.IdempotencyKeyHeader, 503, 200)
-	tr, err := retryhttp.NewTransport(nil, fast(t, 3))
-	require.NoError(t, err)
-	t.Cleanup(tr.CloseIdleConnections)
+	c := newClient(t, fast(t, 3))
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "job-42")
-	resp, _, err := do(t, &http.Client{Transport: tr}, newRequest(t, ctx, http.MethodPost, s.srv.URL, strings.NewReader("pay")))
+	resp, _, err := do(t, c, newRequest(t, ctx, http.MethodPost, s.srv.URL, strings.NewReader("pay")))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, []string{"job-42"}, s.keys())
@@ -172,10 +173,7 @@ func TestRedeliveryCarriesTheSameKey(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	obs := &recorder{}
-	tr, err := retryhttp.NewTransport(nil, fast(t, 2, retry.WithAttemptTimeout(20*time.Millisecond), retry.WithObserver(obs)), retryhttp.WithIdempotencyKeys())
-	require.NoError(t, err)
-	t.Cleanup(tr.CloseIdleConnections)
-	c := &http.Client{Transport: tr}
+	c := newClient(t, fast(t, 2, retry.WithAttemptTimeout(20*time.Millisecond), retry.WithObserver(obs)), retryhttp.WithIdempotencyKeys())
 	const key = "job-7f3a9c"
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), key)
 	for range 2 { // the first delivery, then a redelivery of the same job
@@ -194,7 +192,7 @@ func TestRedeliveryCarriesTheSameKey(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	t.Cleanup(stalled.Close)
-	_, _, err = do(t, c, newRequest(t, ctx, http.MethodPost, stalled.URL, strings.NewReader("pay")))
+	_, _, err := do(t, c, newRequest(t, ctx, http.MethodPost, stalled.URL, strings.NewReader("pay")))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.False(t, findText(err, key), "the key is in no error's text: %v", err)
 	obs.mu.Lock()
@@ -215,17 +213,14 @@ func TestContextKeyedRequestInsideAnIdempotentCall(t *testing.T) {
 	store := memstore.New(nil)
 	hr, err := retry.New(retry.WithIdempotency(store, nil))
 	require.NoError(t, err)
-	tr, err := retryhttp.NewTransport(nil, hr, retryhttp.WithIdempotencyKeys())
-	require.NoError(t, err)
-	t.Cleanup(tr.CloseIdleConnections)
-	client := &http.Client{Transport: tr}
+	c := newClient(t, hr, retryhttp.WithIdempotencyKeys())
 	outer, err := retry.New(retry.WithIdempotency(store, nil))
 	require.NoError(t, err)
 	const key = "job-1b2c"
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), key)
 	for range 2 {
 		err = outer.Do(ctx, func(ctx context.Context) error {
-			resp, err := client.Do(newRequest(t, ctx, http.MethodPost, s.srv.URL+"/charge", strings.NewReader("x")))
+			resp, err := c.Do(newRequest(t, ctx, http.MethodPost, s.srv.URL+"/charge", strings.NewReader("x")))
 			if err != nil {
 				return err
 			}
@@ -239,11 +234,9 @@ func TestContextKeyedRequestInsideAnIdempotentCall(t *testing.T) {
 	// request is replayed, with an error that holds no key.
 	hr2, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 	require.NoError(t, err)
-	tr2, err := retryhttp.NewTransport(nil, hr2, retryhttp.WithIdempotencyKeys())
-	require.NoError(t, err)
-	t.Cleanup(tr2.CloseIdleConnections)
+	c2 := newClient(t, hr2, retryhttp.WithIdempotencyKeys())
 	for i := range 2 {
-		resp, err := (&http.Client{Transport: tr2}).Do(newRequest(t, ctx, http.MethodPost, s.srv.URL+"/charge", strings.NewReader("x")))
+		resp, err := (c2).Do(newRequest(t, ctx, http.MethodPost, s.srv.URL+"/charge", strings.NewReader("x")))
 		if i == 0 {
 			require.NoError(t, err)
 			require.NoError(t, resp.Body.Close())

@@ -119,13 +119,7 @@ func TestStalledBodyIsBoundedWithoutAnAttemptTimeout(t *testing.T) {
 	assert.ErrorContains(t, err, "not read ahead within the read-ahead timeout")
 	require.NoError(t, res.resp.Body.Close())
 	assert.Equal(t, 2, requests())
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	require.Len(t, obs.ends, 2)
-	for _, end := range obs.ends {
-		var se *retryhttp.StatusError
-		assert.ErrorAs(t, end.Err, &se, "each attempt ended on its status, not a timeout")
-	}
+	assertEndsOnStatus(t, obs, 2)
 }
 
 // With the defaults, retry.New() and no option, a body that stalls is
