@@ -174,7 +174,23 @@ func ScanFile(path string, f Filter, fn func(retry.DeadLetter) error) error {
 	if err != nil {
 		return fmt.Errorf("deadletter: reading file %s: %w", path, err)
 	}
-	var buf []byte
+	if err := rereadLines(file, path, sel, size, fn); err != nil {
+		return err
+	}
+	return torn.err(path)
+}
+
+// rereadLines calls fn with the record of each entry of sel, read again
+// from file (the file at path, size bytes long when sel was made) at the
+// entry's offset, with Redriven set from the entry. Lines are only ever
+// appended to a file, and a purge replaces the file rather than change
+// it, so what file holds up to size stays put. When fn returns an error,
+// rereadLines stops and returns it.
+func rereadLines(file *os.File, path string, sel []selected, size int64, fn func(retry.DeadLetter) error) error {
+	var (
+		buf []byte
+		err error
+	)
 	br := bufio.NewReader(nil)
 	for _, e := range sel {
 		// Read the line again where the first pass found it.
@@ -191,7 +207,7 @@ func ScanFile(path string, f Filter, fn func(retry.DeadLetter) error) error {
 			return err
 		}
 	}
-	return torn.err(path)
+	return nil
 }
 
 // selected is a record of a file that a Filter selects: what it takes to
@@ -207,8 +223,27 @@ type selected struct {
 // Filter.Select, without holding them, its torn lines and how many bytes
 // it read. f is valid.
 func selectLines(r io.Reader, f Filter) (sel []selected, torn tornLines, n int64, err error) {
-	state, limit := f.State, f.Limit
-	f.State, f.Limit = AnyState, 0 // the marks may come later: state and limit wait for them
+	limit := f.Limit
+	f.Limit = 0
+	sel, torn, n, err = matchLines(r, f)
+	if err != nil {
+		return nil, torn, n, err
+	}
+	slices.SortStableFunc(sel, func(a, b selected) int {
+		return cmp.Or(a.gaveUp.Compare(b.gaveUp), strings.Compare(a.id, b.id))
+	})
+	if limit > 0 && len(sel) > limit {
+		sel = sel[:limit]
+	}
+	return sel, torn, n, nil
+}
+
+// matchLines reads r and returns the records f matches, ignoring
+// f.Limit, in the order of the file, without holding them, its torn lines
+// and how many bytes it read. f is valid.
+func matchLines(r io.Reader, f Filter) (sel []selected, torn tornLines, n int64, err error) {
+	state := f.State
+	f.State, f.Limit = AnyState, 0 // the marks may come later: state waits for them
 	index := make(map[string]int)  // record ID -> index in sel
 	torn, n, err = scanLines(r, func(dl *retry.DeadLetter, off int64) {
 		if f.Match(*dl) {
@@ -226,12 +261,6 @@ func selectLines(r io.Reader, f Filter) (sel []selected, torn tornLines, n int64
 	sel = slices.DeleteFunc(sel, func(e selected) bool {
 		return state == Pending && !e.redriven.IsZero() || state == Redriven && e.redriven.IsZero()
 	})
-	slices.SortStableFunc(sel, func(a, b selected) int {
-		return cmp.Or(a.gaveUp.Compare(b.gaveUp), strings.Compare(a.id, b.id))
-	})
-	if limit > 0 && len(sel) > limit {
-		sel = sel[:limit]
-	}
 	return sel, torn, n, nil
 }
 
