@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -257,25 +258,47 @@ func (s *FileSink) Close() error {
 
 // Pending returns the records that were never marked as redriven, in the
 // order they were written; see [Source]. Torn lines are skipped, and
-// reported to FileOptions.OnTorn.
+// reported to FileOptions.OnTorn. It holds every pending record:
+// [FileSink.ScanPending] holds one at a time.
 func (s *FileSink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	recs, torn, err := readFile(s.path)
+	var out []retry.DeadLetter
+	err := s.ScanPending(ctx, func(dl retry.DeadLetter) error {
+		out = append(out, dl)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+// ScanPending calls fn with each record [FileSink.Pending] would return,
+// in the same order, holding one record in memory at a time (and a small
+// entry per pending record: its ID, times and offset), so that [Redrive]
+// of a large file takes little memory. It reads the file twice,
+// as [ScanFile] does: records appended meanwhile, like the markers of
+// MarkRedriven, are left out, so fn may call the sink's Put and
+// MarkRedriven. Torn lines are skipped and reported to
+// FileOptions.OnTorn before fn is first called. When fn returns an error,
+// ScanPending stops and returns it.
+func (s *FileSink) ScanPending(ctx context.Context, fn func(retry.DeadLetter) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	file, err := os.Open(s.path)
+	if err != nil {
+		return fmt.Errorf("deadletter: reading file: %w", err)
+	}
+	defer file.Close()
+	sel, torn, size, err := matchLines(file, Filter{State: Pending})
+	if err != nil {
+		return fmt.Errorf("deadletter: reading file %s: %w", s.path, err)
+	}
 	s.warnTorn(&torn)
 	s.cmu.Lock()
-	defer s.cmu.Unlock()
-	out := recs[:0]
-	for _, dl := range recs {
-		if dl.Redriven.IsZero() && !s.state[dl.ID] {
-			out = append(out, dl)
-		}
-	}
-	return out, nil
+	sel = slices.DeleteFunc(sel, func(e selected) bool { return s.state[e.id] })
+	s.cmu.Unlock()
+	return rereadLines(file, s.path, sel, size, fn)
 }
 
 // MarkRedriven marks the record id as redriven by appending a marker line,
