@@ -275,7 +275,7 @@ func (s *FileSink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
 // ScanPending calls fn with each record [FileSink.Pending] would return,
 // in the same order, holding one record in memory at a time (and a small
 // entry per pending record: its ID, times and offset), so that [Redrive]
-// of a large file takes little memory. It reads the file twice,
+// of a large file takes little memory; see [PendingScanner]. It reads the file twice,
 // as [ScanFile] does: records appended meanwhile, like the markers of
 // MarkRedriven, are left out, so fn may call the sink's Put and
 // MarkRedriven. Torn lines are skipped and reported to
@@ -533,7 +533,10 @@ func copyLines(dst io.Writer, src io.Reader, drop map[string]bool) (int64, error
 	}
 }
 
-var _ Source = (*FileSink)(nil)
+var (
+	_ Source         = (*FileSink)(nil)
+	_ PendingScanner = (*FileSink)(nil)
+)
 
 // markerLine is the line that marks a record as redriven.
 type markerLine struct {

@@ -13,7 +13,8 @@ import (
 // Source is a store of dead letters that [Redrive] can replay. The file
 // sink ([FileSink]), the memory sink ([MemorySink]) and the PostgreSQL
 // sink (module pgdeadletter) implement it. Methods must be safe for
-// concurrent use.
+// concurrent use. A Source that is also a [PendingScanner] is replayed
+// one record at a time.
 type Source interface {
 	// DeadLetterSink is where a replay that fails again is recorded, as
 	// a new record, when the Retrier given to Redrive has no sink.
@@ -27,6 +28,29 @@ type Source interface {
 	// process), and false when the record was already marked or is
 	// unknown.
 	MarkRedriven(ctx context.Context, id string) (bool, error)
+}
+
+// PendingScanner is a [Source] that can pass its pending records one at a
+// time, so that [Redrive] holds one record in memory rather than every
+// pending one; Redrive uses ScanPending instead of Pending when the
+// source has it. [FileSink] implements it.
+//
+// A type that embeds a PendingScanner and changes what Pending returns
+// must change ScanPending to match, or Redrive replays what the embedded
+// ScanPending passes.
+type PendingScanner interface {
+	Source
+	// ScanPending calls fn with each record that Pending would return,
+	// in the same order. Which records those are is settled before fn
+	// is first called, as for Pending's slice: a record marked or stored
+	// meanwhile (by fn, say) is passed, or not, as it would be in that
+	// slice. fn may call the source's methods. When fn returns an error,
+	// ScanPending stops and returns it. It returns an error of its own
+	// when ctx is done before it starts or the records cannot be read;
+	// once it passes records it should pass them all, whatever ctx says,
+	// since Redrive counts them in Report.Pending even after it stopped
+	// early.
+	ScanPending(ctx context.Context, fn func(retry.DeadLetter) error) error
 }
 
 // Report says what a call of [Redrive] did. Each of the Pending records
@@ -56,7 +80,11 @@ type Report struct {
 // Redrive replays the pending dead letters of src that filter accepts
 // (all of them when filter is nil), oldest first, each through r with
 // handler as the operation. It is the way back for work that failed while a
-// dependency was down.
+// dependency was down. filter is called once for each pending record, in
+// order. When src is a [PendingScanner], as a [FileSink] is, Redrive
+// takes the records from ScanPending and holds one at a time, so filter
+// is called for each record as Redrive comes to it rather than for all of
+// them first; the records replayed and the Report are the same.
 //
 // Each record is marked as redriven in src before it is replayed, so no
 // record is ever replayed twice, also when several Redrives run at once;
@@ -104,53 +132,98 @@ func Redrive(ctx context.Context, src Source, r *retry.Retrier, handler func(con
 	case handler == nil:
 		return rep, fmt.Errorf("%w: Redrive: the handler is nil", retry.ErrInvalidOption)
 	}
+	d := redriver{ctx: ctx, src: src, r: r, handler: handler}
+	if sc, ok := src.(PendingScanner); ok {
+		return d.scan(sc, filter)
+	}
 	pending, err := src.Pending(ctx)
 	if err != nil {
-		return rep, fmt.Errorf("deadletter: redrive: listing dead letters: %w", err)
+		return d.rep, fmt.Errorf("deadletter: redrive: listing dead letters: %w", err)
 	}
 	if filter != nil {
 		pending = slices.DeleteFunc(pending, func(dl retry.DeadLetter) bool { return !filter(dl) })
 	}
-	rep.Pending = len(pending)
-	var lost []error
+	d.rep.Pending = len(pending)
 	for _, dl := range pending {
-		if err := context.Cause(ctx); err != nil {
-			return rep, errors.Join(append(lost, err)...)
-		}
-		// Built before the mark: a record r cannot replay stays pending
-		// rather than be marked and lost.
-		rr, err := r.ForRedrive(dl, src)
-		if err != nil {
-			rep.Invalid++
-			lost = append(lost, fmt.Errorf("deadletter: redrive of %s: left pending: %w", dl.ID, err))
-			continue
-		}
-		ok, err := src.MarkRedriven(ctx, dl.ID)
-		if err != nil {
-			return rep, errors.Join(append(lost, fmt.Errorf("deadletter: redrive: marking %s: %w", dl.ID, err))...)
-		}
-		if !ok {
-			rep.Skipped++
-			continue
-		}
-		switch err := replay(ctx, rr, handler, dl); {
-		case err == nil:
-			rep.Succeeded++
-		case errors.Is(err, retry.ErrInvalidOption) && !errors.As(err, new(*retry.Error)):
-			// Refused before any attempt, so no new record holds it:
-			// ForRedrive should have caught this. Never silent.
-			rep.NotRecorded++
-			lost = append(lost, fmt.Errorf("deadletter: redrive of %s: marked but not replayed: %w", dl.ID, err))
-		case errors.Is(err, retry.ErrDeadLetterNotRecorded):
-			rep.NotRecorded++
-			lost = append(lost, fmt.Errorf("deadletter: redrive of %s: %w", dl.ID, err))
-		case errors.Is(err, retry.ErrReplayed):
-			rep.Replayed++
-		default:
-			rep.Failed++
+		if err := d.one(dl); err != nil {
+			return d.rep, errors.Join(append(d.lost, err)...)
 		}
 	}
-	return rep, errors.Join(lost...)
+	return d.rep, errors.Join(d.lost...)
+}
+
+// redriver is a call of Redrive under way.
+type redriver struct {
+	ctx     context.Context
+	src     Source
+	r       *retry.Retrier
+	handler func(context.Context, retry.DeadLetter) error
+	rep     Report
+	lost    []error // the errors of the records that did not stop Redrive
+}
+
+// scan is Redrive of a PendingScanner, sc (d.src), one record at a time.
+// It ends as Redrive of the slice of Pending would, with the same report:
+// once Redrive stops early, the rest of the records are only counted,
+// filter permitting, in Report.Pending.
+func (d *redriver) scan(sc PendingScanner, filter func(retry.DeadLetter) bool) (Report, error) {
+	var stop error // what stopped Redrive early
+	err := sc.ScanPending(d.ctx, func(dl retry.DeadLetter) error {
+		if filter != nil && !filter(dl) {
+			return nil
+		}
+		d.rep.Pending++
+		if stop == nil {
+			stop = d.one(dl)
+		}
+		return nil
+	})
+	if err != nil {
+		err = fmt.Errorf("deadletter: redrive: listing dead letters: %w", err)
+	}
+	return d.rep, errors.Join(append(d.lost, stop, err)...)
+}
+
+// one replays dl, a pending record the filter accepted, and counts it in
+// d.rep. It returns the error that stops Redrive, if any; the errors of
+// the records that do not stop it go to d.lost.
+func (d *redriver) one(dl retry.DeadLetter) error {
+	if err := context.Cause(d.ctx); err != nil {
+		return err
+	}
+	// Built before the mark: a record r cannot replay stays pending
+	// rather than be marked and lost.
+	rr, err := d.r.ForRedrive(dl, d.src)
+	if err != nil {
+		d.rep.Invalid++
+		d.lost = append(d.lost, fmt.Errorf("deadletter: redrive of %s: left pending: %w", dl.ID, err))
+		return nil
+	}
+	ok, err := d.src.MarkRedriven(d.ctx, dl.ID)
+	if err != nil {
+		return fmt.Errorf("deadletter: redrive: marking %s: %w", dl.ID, err)
+	}
+	if !ok {
+		d.rep.Skipped++
+		return nil
+	}
+	switch err := replay(d.ctx, rr, d.handler, dl); {
+	case err == nil:
+		d.rep.Succeeded++
+	case errors.Is(err, retry.ErrInvalidOption) && !errors.As(err, new(*retry.Error)):
+		// Refused before any attempt, so no new record holds it:
+		// ForRedrive should have caught this. Never silent.
+		d.rep.NotRecorded++
+		d.lost = append(d.lost, fmt.Errorf("deadletter: redrive of %s: marked but not replayed: %w", dl.ID, err))
+	case errors.Is(err, retry.ErrDeadLetterNotRecorded):
+		d.rep.NotRecorded++
+		d.lost = append(d.lost, fmt.Errorf("deadletter: redrive of %s: %w", dl.ID, err))
+	case errors.Is(err, retry.ErrReplayed):
+		d.rep.Replayed++
+	default:
+		d.rep.Failed++
+	}
+	return nil
 }
 
 // replay runs one marked record through rr, r.ForRedrive(dl, src).
