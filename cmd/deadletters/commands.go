@@ -121,17 +121,28 @@ func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // pendingSource is a store as the Source of a redrive of the records f
-// selects: its Pending returns those alone, from the store's each, so
-// that a file is read in little memory and skipped records are warned of.
+// selects: its ScanPending passes those alone, from the store's each, so
+// that Redrive reads a file one record at a time and skipped records are
+// warned of. Its Pending, which Redrive does not call, collects the
+// same records.
 type pendingSource struct {
 	deadletter.Source
 	s store
 	f deadletter.Filter
 }
 
+var _ deadletter.PendingScanner = pendingSource{}
+
+func (p pendingSource) ScanPending(ctx context.Context, fn func(retry.DeadLetter) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return p.s.each(ctx, p.f, fn)
+}
+
 func (p pendingSource) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
 	var recs []retry.DeadLetter
-	err := p.s.each(ctx, p.f, func(dl retry.DeadLetter) error {
+	err := p.ScanPending(ctx, func(dl retry.DeadLetter) error {
 		recs = append(recs, dl)
 		return nil
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -247,4 +248,25 @@ func TestRedriveMissingFile(t *testing.T) {
 	assert.Contains(t, stderr, "no such file")
 	_, err := os.Stat(missing)
 	assert.ErrorIs(t, err, os.ErrNotExist, "redrive does not create the file")
+}
+
+// TestRedriveFileOldestFirst: redrive replays by give-up time, as list
+// shows, not in the order the file was written, -limit included.
+func TestRedriveFileOldestFirst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dead.jsonl")
+	sink, err := deadletter.OpenFile(path, nil)
+	require.NoError(t, err)
+	recs := records()
+	for i := len(recs) - 1; i >= 0; i-- {
+		require.NoError(t, sink.Put(t.Context(), recs[i]))
+	}
+	require.NoError(t, sink.Close())
+
+	code, stdout, stderr := cli(t, "redrive", "-file", path, "-limit", "1", "-exec", "true")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "redrive: 1 pending, 0 skipped (taken by another redrive), 1 succeeded")
+	assert.Contains(t, stderr, "aaaa0001 attempt 1: ok")
+	code, _, stderr = cli(t, "redrive", "-file", path, "-exec", "true")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, "deadletters: aaaa0002 attempt 1: ok\ndeadletters: aaaa0003 attempt 1: ok\ndeadletters: aaaa0004 attempt 1: ok\n", stderr)
 }
