@@ -56,7 +56,9 @@ func (c *call) tell(err error, j judgement, throttled bool, done func(error)) {
 			done(err)
 		}
 	}
-	if b := c.cfg.budget; b != nil {
+	// Only a success refunds a budget, as gRFC A6 counts: a permanent
+	// answer or an attempt that says nothing of the downstream is not told.
+	if b := c.cfg.budget; b != nil && (err == nil || j == failure) {
 		b.Attempted(c.attempts, j == failure, throttled)
 	}
 }

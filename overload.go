@@ -3,12 +3,14 @@ package retry
 import (
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/steadfast-go/retry/overload"
 )
 
 // Budget limits the retries of every call that shares it, so that a
-// struggling downstream is not buried under them: [overload.TokenBucket]
-// and [overload.Ratio] are the library's. Pass one to [WithBudget]; give
+// struggling downstream is not buried under them: [overload.Ratio] and
+// [overload.TokenBucket] are the library's. Pass one to [WithBudget]; give
 // each downstream its own budget and share it among the Retriers that
 // call it.
 //
@@ -17,12 +19,19 @@ import (
 // not block.
 type Budget interface {
 	// Attempted is told how attempt number attempt (1 for a call's
-	// first) of fn ended: failed for an error worth retrying (not one
-	// that is permanent, nor the context's), throttled when that error
-	// carried a server's delay ([After]), such as HTTP 429 with
-	// Retry-After. A success has failed false. Attempts that did not
-	// call fn (an idempotent call's replay) are not reported, nor one
-	// whose fn panicked (a bug of the caller's, not the downstream's).
+	// first) of fn ended, for two kinds of ending only, as gRFC A6
+	// counts: a success (failed false), and a failure worth retrying
+	// (failed true; throttled when its error carried a server's delay,
+	// [After], such as HTTP 429 with Retry-After), whether or not
+	// attempts are left. It hears nothing of any other attempt: a
+	// permanent answer ([Permanent], refused by [WithRetryIf]), one ended
+	// by the call's context or a cancellation, one whose error another
+	// Retrier gave up on, one whose fn panicked, and one that did not
+	// call fn (an idempotent call's replay). An error with a server's
+	// delay that WithRetryIf refuses is retried all the same (the server
+	// said when to come back) and heard as a throttled failure, so the
+	// budget may refuse it; under [Permanent] it is neither retried nor
+	// heard.
 	Attempted(attempt int, failed, throttled bool)
 	// Retry asks, after a failed attempt, for leave to wait d and attempt
 	// again. A non-nil error refuses it: Do stops at once, without the
@@ -69,13 +78,14 @@ type Breaker interface {
 // then limited by [WithMaxAttempts] alone.
 //
 // Default for [New]: each Retrier has a budget of its own,
-// overload.NewTokenBucket with its defaults (100 tokens, 0.1 back per
-// success), shared by every call of the Retrier and of those derived from
-// it with [Retrier.With]. The bucket closes after 50 failed attempts: a
-// downstream that fails every call then sees 33 retries in all with the
-// default 3 attempts, not two per call, and retries come back with its
-// successes. The package-level [Do] and [DoValue], and the zero Retrier,
-// have no budget: a call on its own has nothing to share one with.
+// overload.NewRatio with its defaults on the Retrier's clock: retries may
+// be 10 % of the calls of the last 10 seconds, plus 2 a second, shared by
+// every call of the Retrier and of those derived from it with
+// [Retrier.With]. A downstream that fails every call then sees about
+// 1.1x its load, not 3x; a one-second blip after steady traffic is
+// retried in full (docs/overload.md, scenarios b and f). The
+// package-level [Do] and [DoValue], and the zero Retrier, have no budget:
+// a call on its own has nothing to share one with.
 func WithBudget(b Budget) Option {
 	if s, isNil := nilArg(b); isNil && b != nil {
 		return invalid("WithBudget(%s): pass a nil interface to remove the budget", s)
@@ -103,9 +113,10 @@ func WithNestedRetries() Option {
 	return Option{set: setNestedRetries}
 }
 
-// defaultBudget is the budget New gives a Retrier without WithBudget.
+// defaultBudget is the budget New gives a Retrier without WithBudget: a
+// ratio budget with its defaults, on the Retrier's clock (nil: real time).
 // The zero options are valid, as a test checks, so err is always nil.
-func defaultBudget() *overload.TokenBucket {
-	b, _ := overload.NewTokenBucket(overload.TokenBucketOptions{})
+func defaultBudget(clk clock.Clock) *overload.Ratio {
+	b, _ := overload.NewRatio(overload.RatioOptions{Clock: clk})
 	return b
 }

@@ -105,7 +105,9 @@ func TestBudget_serverDelayDoesNotBypassIt(t *testing.T) {
 	assert.Equal(t, 1, b.throttled, "a server's delay is a throttling failure")
 }
 
-func TestBudget_reportsEveryAttemptThatCalledFn(t *testing.T) {
+// TestBudget_hearsSuccessesAndFailures: Do tells the budget of every
+// success and every failure worth retrying, and of nothing else.
+func TestBudget_hearsSuccessesAndFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &countingBudget{allow: 10}
 		r := mustNew(t, retry.WithBudget(b), retry.WithMaxAttempts(4), retry.WithBackoff(retry.Constant(time.Second)))
@@ -118,10 +120,11 @@ func TestBudget_reportsEveryAttemptThatCalledFn(t *testing.T) {
 		assert.Equal(t, 2, b.retries)
 		assert.Equal(t, 2, b.waited, "every wait it allowed is given back")
 
-		// A permanent error is an answer, not a failure of the downstream.
+		// A permanent error is an answer, not a failure of the downstream,
+		// nor a success: the budget hears nothing of it (gRFC A6).
 		*b = countingBudget{allow: 10}
 		_ = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errTransient) })
-		assert.Equal(t, 1, b.attempted)
+		assert.Zero(t, b.attempted)
 		assert.Zero(t, b.failed)
 		assert.Zero(t, b.retries)
 
@@ -153,10 +156,10 @@ func TestNew_defaultBudgetKeepsAnOutageNearItsLoad(t *testing.T) {
 		for range 200 {
 			_ = r.Do(t.Context(), func(context.Context) error { calls.Add(1); return errTransient })
 		}
-		// Without a budget: 600 (3 attempts each). The default bucket
-		// of 100 closes after 50 failed attempts: 16 calls of 3, one of
-		// 2, then first attempts only until successes refill it.
-		assert.Equal(t, int64(200+33), calls.Load())
+		// Without a budget: 600 (3 attempts each). The default ratio
+		// budget allows its reserve (2 a second over its 10 s window: 20)
+		// and 10 % of the 200 calls: 20.
+		assert.Equal(t, int64(200+40), calls.Load())
 
 		noBudget := mustNew(t, retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Millisecond)))
 		calls.Store(0)
@@ -165,12 +168,16 @@ func TestNew_defaultBudgetKeepsAnOutageNearItsLoad(t *testing.T) {
 		}
 		assert.Equal(t, int64(600), calls.Load())
 
-		// Retrier.With shares the parent's budget: the same downstream.
+		// Retrier.With shares the parent's budget, the same downstream's:
+		// its 10 calls get the retry their own calls earn (10 %), where a
+		// Retrier of its own would make 30 attempts.
 		child, err := r.With(retry.WithName("child"))
 		require.NoError(t, err)
 		calls.Store(0)
-		_ = child.Do(t.Context(), func(context.Context) error { calls.Add(1); return errTransient })
-		assert.Equal(t, int64(1), calls.Load())
+		for range 10 {
+			_ = child.Do(t.Context(), func(context.Context) error { calls.Add(1); return errTransient })
+		}
+		assert.Equal(t, int64(11), calls.Load())
 	})
 }
 
@@ -402,5 +409,92 @@ func TestBreaker_thatCanTellSpendsNoWaitOnceOpen(t *testing.T) {
 		assert.Equal(t, 2, re.Attempts)
 		assert.Equal(t, 2, br.allowed, "Refuses reserves nothing")
 		assert.Zero(t, stats.Snapshot().Waiting)
+	})
+}
+
+// TestBudget_onlySuccessRefunds: as gRFC A6 counts, Do refunds the bucket
+// for a success alone; a permanent answer (Permanent, WithRetryIf
+// refusing) and an attempt the caller's context ended leave it as it is,
+// and a retryable failure takes a token.
+func TestBudget_onlySuccessRefunds(t *testing.T) {
+	cancelled := func() (context.Context, func(context.Context) error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		return ctx, func(ctx context.Context) error { cancel(); return ctx.Err() }
+	}
+	for _, tc := range []struct {
+		name string
+		call func(t *testing.T, b *overload.TokenBucket) error
+		want float64
+	}{
+		{"success", func(t *testing.T, b *overload.TokenBucket) error {
+			return mustNew(t, retry.WithBudget(b)).Do(context.Background(), func(context.Context) error { return nil })
+		}, 6.5},
+		{"context_ended", func(t *testing.T, b *overload.TokenBucket) error {
+			ctx, fn := cancelled()
+			return mustNew(t, retry.WithBudget(b)).Do(ctx, fn)
+		}, 6},
+		{"permanent", func(t *testing.T, b *overload.TokenBucket) error {
+			return mustNew(t, retry.WithBudget(b)).Do(context.Background(), func(context.Context) error { return retry.Permanent(errTransient) })
+		}, 6},
+		{"retry_if_refuses", func(t *testing.T, b *overload.TokenBucket) error {
+			return mustNew(t, retry.WithBudget(b), retry.WithRetryIf(func(error) bool { return false })).
+				Do(context.Background(), func(context.Context) error { return errTransient })
+		}, 6},
+		{"retryable_failure_last_attempt", func(t *testing.T, b *overload.TokenBucket) error {
+			return mustNew(t, retry.WithBudget(b), retry.WithMaxAttempts(1)).Do(context.Background(), func(context.Context) error { return errTransient })
+		}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 10, TokenRatio: 0.5})
+			require.NoError(t, err)
+			for range 4 {
+				b.Attempted(1, true, false)
+			}
+			require.Equal(t, 6.0, b.Tokens())
+			_ = tc.call(t, b)
+			assert.Equal(t, tc.want, b.Tokens())
+		})
+	}
+}
+
+// TestRatio_countsOnlyCallsItHears: a Ratio counts a call whose first
+// attempt succeeded or failed worth retrying, not one that ended with a
+// permanent answer: with no reserve and a ratio of 1, 2 such calls allow
+// 2 retries, and permanent ones add none.
+func TestRatio_countsOnlyCallsItHears(t *testing.T) {
+	b, err := overload.NewRatio(overload.RatioOptions{Ratio: 1, MinPerSecond: overload.None})
+	require.NoError(t, err)
+	require.ErrorIs(t, b.Retry(0), overload.ErrBudgetExhausted, "no call yet, no reserve: no retry")
+	r := mustNew(t, retry.WithBudget(b))
+	for range 5 {
+		_ = r.Do(context.Background(), func(context.Context) error { return retry.Permanent(errTransient) })
+	}
+	for range 2 {
+		require.NoError(t, r.Do(context.Background(), func(context.Context) error { return nil }))
+	}
+	require.NoError(t, b.Retry(0))
+	require.NoError(t, b.Retry(0))
+	require.ErrorIs(t, b.Retry(0), overload.ErrBudgetExhausted, "2 calls heard: 2 retries")
+}
+
+// TestBudget_serverDelayOnARefusedError: an error that WithRetryIf refuses
+// but that carries a server's delay is retried and heard as a throttled
+// failure; under Permanent it is neither.
+func TestBudget_serverDelayOnARefusedError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &countingBudget{allow: 10}
+		r := mustNew(t, retry.WithBudget(b), retry.WithMaxAttempts(2), retry.WithRetryIf(func(error) bool { return false }))
+		calls := 0
+		_ = r.Do(t.Context(), func(context.Context) error { calls++; return retry.After(errTransient, time.Second) })
+		assert.Equal(t, 2, calls, "retried: the server said when to come back")
+		assert.Equal(t, 2, b.throttled)
+		assert.Equal(t, 1, b.retries)
+
+		*b = countingBudget{allow: 10}
+		calls = 0
+		_ = r.Do(t.Context(), func(context.Context) error { calls++; return retry.Permanent(retry.After(errTransient, time.Second)) })
+		assert.Equal(t, 1, calls)
+		assert.Zero(t, b.attempted, "a permanent answer is not heard")
+		assert.Zero(t, b.retries)
 	})
 }

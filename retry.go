@@ -29,7 +29,7 @@ func New(opts ...Option) (*Retrier, error) {
 	r := &Retrier{}
 	r.c.set(opts)
 	if !r.c.budgetSet {
-		r.c.budget, r.c.budgetSet = defaultBudget(), true
+		r.c.budget, r.c.budgetSet = defaultBudget(r.c.clock), true
 	}
 	if err := r.c.derive(); err != nil {
 		return nil, err

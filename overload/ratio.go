@@ -6,25 +6,34 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/benbjohnson/clock"
 
 	"github.com/steadfast-go/retry/internal/isnil"
 )
 
+// None, given to a field of [RatioOptions] whose zero means the default,
+// sets it to zero: RatioOptions{MinPerSecond: None} has no reserve, and
+// RatioOptions{Ratio: None, MinPerSecond: None} allows no retry at all
+// (Finagle's empty budget).
+const None = -1
+
 // RatioOptions configures a [Ratio] budget. The zero value gives the
 // defaults.
 type RatioOptions struct {
 	// Ratio is the fraction of calls that may be retried within Window,
-	// in (0, 10]. Default: 0.1, the SRE book's 10 %.
+	// in (0, 10], or [None] for none (only the reserve). Default: 0.1, the
+	// SRE book's 10 %.
 	Ratio float64
 	// Window is how far back calls and retries are counted, a whole number
 	// of seconds in [1s, 60s]. Default: 10s, as Finagle and Linkerd use.
 	Window time.Duration
 	// MinPerSecond is a reserve of retries per second allowed whatever the
 	// ratio, so that a client with little traffic can still retry; it must
-	// not be negative. It adds at most MinPerSecond/calls-per-second to
-	// the load during an outage. Default: 2 (1 % at 200 calls/s).
+	// not be negative, or is [None] for no reserve. It adds at most
+	// MinPerSecond/calls-per-second to the load during an outage.
+	// Default: 2 (1 % at 200 calls/s).
 	MinPerSecond float64
 	// MaxWaiting bounds how many calls sharing the budget may wait between
 	// attempts at once, as [TokenBucketOptions.MaxWaiting] does. Default:
@@ -40,13 +49,16 @@ type RatioOptions struct {
 // retry ratio and Finagle's RetryBudget: over the last Window, retries may
 // be at most Ratio times the calls made, plus MinPerSecond per second of
 // the window. A denied retry is refused at once, never delayed. A call's
-// first attempt is never refused, and is what the ratio counts.
+// first attempt is never refused, and is what the ratio counts, when Do
+// tells it of it (a success or a failure worth retrying).
 //
-// A call's first attempt costs one atomic add and takes no lock; the
-// window is kept up to date only when a retry is asked for, under a
-// mutex. When no retry was asked for in a whole window, the calls of that
-// window are not known and count as none: only the reserve is allowed
-// until new calls are counted.
+// A call's first attempt costs one atomic add, on one of 8 counters
+// picked at random, so that callers on many CPUs do not contend, and
+// takes no lock. The clock is read, and the window moved on under a
+// mutex, only when a retry is asked for: the calls counted since the
+// window last moved are spread evenly over the seconds since, as a
+// steady load makes them. Counts are exact, and for the same calls and
+// times so are the decisions.
 //
 // Build one with [NewRatio]. The zero Ratio is not usable, but it does
 // not panic: it refuses every retry, with an error that matches
@@ -54,16 +66,44 @@ type RatioOptions struct {
 // A Ratio is safe for concurrent use and is meant to be shared by all the
 // calls to one downstream.
 type Ratio struct {
-	calls   atomic.Int64 // calls made, ever
+	// The calls made, ever, spread over counters picked at random, so
+	// that callers on many CPUs do not contend for one cache line.
+	calls   [ratioShards]callShard
 	ratio   float64
 	reserve float64 // retries the reserve allows over a whole window
 	clock   clock.Clock
 	wait    waitLimit
 
-	mu      sync.Mutex
-	slots   []ratioSlot // one per second of the window, a ring
-	last    int64       // the second of the newest slot
-	started bool
+	mu        sync.Mutex
+	slots     []ratioSlot // one per second of the window, a ring
+	last      int64       // the second of the newest slot
+	lastCalls int64       // the calls counted when the window last moved
+}
+
+// ratioShards is how many counters the calls are spread over.
+const ratioShards = 8
+
+// callShard is one counter of calls, alone on its cache line.
+type callShard struct {
+	n atomic.Int64
+	_ [56]byte
+}
+
+// shardHint picks a counter for the calling goroutine from where its
+// stack lies: goroutines on other CPUs have stacks elsewhere, so they
+// mostly count on other cache lines, at the cost of a shift.
+func shardHint() int {
+	var here byte
+	return int(uintptr(unsafe.Pointer(&here))>>12) % ratioShards
+}
+
+// callCount is the calls counted so far.
+func (b *Ratio) callCount() int64 {
+	var n int64
+	for i := range b.calls {
+		n += b.calls[i].n.Load()
+	}
+	return n
 }
 
 // ratioSlot is one second of the window.
@@ -75,14 +115,24 @@ type ratioSlot struct {
 // NewRatio returns an empty Ratio budget. Invalid options give an error
 // that names the problem.
 func NewRatio(o RatioOptions) (*Ratio, error) {
-	if o.Ratio == 0 {
+	switch o.Ratio {
+	case 0:
 		o.Ratio = 0.1
+	case None:
+		o.Ratio = 0
+	default:
+		if !(o.Ratio > 0 && o.Ratio <= 10) {
+			return nil, fmt.Errorf("overload: Ratio %v is outside (0, 10]; use None for no ratio", o.Ratio)
+		}
 	}
 	if o.Window == 0 {
 		o.Window = 10 * time.Second
 	}
-	if o.MinPerSecond == 0 {
+	switch o.MinPerSecond {
+	case 0:
 		o.MinPerSecond = 2
+	case None:
+		o.MinPerSecond = 0
 	}
 	if o.Clock == nil {
 		o.Clock = clock.New()
@@ -90,26 +140,27 @@ func NewRatio(o RatioOptions) (*Ratio, error) {
 	switch {
 	case isnil.Is(o.Clock):
 		return nil, fmt.Errorf("overload: Clock (%T)(nil) is a nil pointer, which cannot tell the time (leave Clock nil for real time)", o.Clock)
-	case !(o.Ratio > 0 && o.Ratio <= 10):
-		return nil, fmt.Errorf("overload: Ratio %v is outside (0, 10]", o.Ratio)
 	case o.Window < time.Second || o.Window > time.Minute || o.Window%time.Second != 0:
 		return nil, fmt.Errorf("overload: Window %v is not a whole number of seconds in [1s, 60s]", o.Window)
 	case o.MinPerSecond < 0 || math.IsNaN(o.MinPerSecond) || math.IsInf(o.MinPerSecond, 0):
-		return nil, fmt.Errorf("overload: MinPerSecond %v must be a finite number, not negative", o.MinPerSecond)
+		return nil, fmt.Errorf("overload: MinPerSecond %v must be a finite number, not negative (None for no reserve)", o.MinPerSecond)
 	}
 	n := int(o.Window / time.Second)
-	b := &Ratio{ratio: o.Ratio, reserve: o.MinPerSecond * float64(n), clock: o.Clock, slots: make([]ratioSlot, n)}
+	b := &Ratio{ratio: o.Ratio, reserve: o.MinPerSecond * float64(n), clock: o.Clock, slots: make([]ratioSlot, n),
+		last: o.Clock.Now().Unix()}
 	if err := b.wait.init(o.MaxWaiting); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// Attempted counts a call at its first attempt; later attempts and
-// outcomes do not change a ratio budget.
+// Attempted counts a call at its first attempt, when Do tells it: a
+// first attempt that ended in success or in a failure worth retrying (see
+// retry.Budget), not a permanent answer or one the caller's context cut.
+// Later attempts and outcomes do not change a ratio budget.
 func (b *Ratio) Attempted(attempt int, failed, throttled bool) {
 	if attempt == 1 {
-		b.calls.Add(1)
+		b.calls[shardHint()].n.Add(1)
 	}
 }
 
@@ -137,7 +188,7 @@ func (b *Ratio) Waited() { b.wait.leave() }
 // allow decides at now, and counts the retry if it is allowed. It is a
 // function of the calls counted and of now alone.
 func (b *Ratio) allow(now time.Time) bool {
-	calls := b.calls.Load()
+	calls := b.callCount()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := int64(len(b.slots))
@@ -165,23 +216,23 @@ func (b *Ratio) unspend() {
 	}
 }
 
-// advance moves the ring on to second s, clearing the seconds that passed.
-// A second starts with the calls counted so far: calls made while no retry
-// was asked for are put in the earliest second they could belong to, so
-// they leave the window as early as they could.
+// advance moves the ring on to second s, where calls have been counted:
+// the calls counted since the window last moved are spread evenly over
+// the seconds from then to s, as a steady load makes them (the clock is
+// read only when a retry is asked for, not per call). A clock that went
+// back stays in its second.
 func (b *Ratio) advance(s, calls int64) {
-	n := int64(len(b.slots))
-	if !b.started || s-b.last >= n {
-		for i := range b.slots {
-			b.slots[i] = ratioSlot{callsBefore: calls}
-		}
-		b.started, b.last = true, s
+	if s <= b.last {
+		b.lastCalls = calls // made by now: in this second, or before
 		return
 	}
-	for t := b.last + 1; t <= s; t++ {
-		b.slots[t%n] = ratioSlot{callsBefore: calls}
+	n := int64(len(b.slots))
+	spread := s - b.last + 1 // the seconds from the last move's to s
+	added := calls - b.lastCalls
+	for t := max(b.last+1, s-n+1); t <= s; t++ {
+		b.slots[t%n] = ratioSlot{callsBefore: b.lastCalls + added*(t-b.last)/spread}
 	}
-	b.last = max(b.last, s) // a clock that went back stays in its second
+	b.last, b.lastCalls = s, calls
 }
 
 var errRatioSpent = fmt.Errorf("%w: retries reached the budget's ratio of calls", ErrBudgetExhausted)

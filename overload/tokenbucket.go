@@ -16,8 +16,9 @@ type TokenBucketOptions struct {
 	// attempts without a success (33 retries in all, with 3 attempts per
 	// call, for a downstream that fails every one).
 	MaxTokens int
-	// TokenRatio is what each success puts back, in tokens, with at most
-	// three decimals; it must be positive. Retries stop for good when
+	// TokenRatio is what each success puts back, in tokens; it must be
+	// positive, and digits past the third decimal are dropped, as gRFC
+	// A6 says (0.5466 puts back 0.546). Retries stop for good when
 	// more than about TokenRatio failures happen per success. Default:
 	// 0.1, gRPC's example: throttled above ~10 % failures.
 	TokenRatio float64
@@ -35,9 +36,10 @@ type TokenBucketOptions struct {
 }
 
 // TokenBucket is a retry budget in the manner of gRPC's retry throttling
-// (gRFC A6) and the AWS SDKs' retry quota: it starts full at MaxTokens;
-// every failed attempt takes 1 token (ThrottleCost for a throttling
-// error), every success puts back TokenRatio, never beyond MaxTokens; a
+// (gRFC A6): it starts full at MaxTokens; every failed attempt worth
+// retrying takes 1 token (ThrottleCost for a throttling error), every
+// success puts back TokenRatio, never beyond MaxTokens, and nothing else
+// moves it (a permanent answer, an attempt the caller's context cut); a
 // retry is allowed only while the bucket holds more than MaxTokens/2. A
 // denied retry is refused at once, never delayed. A call's first attempt
 // is never refused.
@@ -81,7 +83,10 @@ func NewTokenBucket(o TokenBucketOptions) (*TokenBucket, error) {
 	case o.ThrottleCost < 1 || o.ThrottleCost > o.MaxTokens:
 		return nil, fmt.Errorf("overload: ThrottleCost %d is outside [1, MaxTokens]", o.ThrottleCost)
 	}
-	refund := int64(math.Round(o.TokenRatio * 1000))
+	// A6 keeps three decimals and drops the rest (0.5466 counts as
+	// 0.546); the nudge keeps 0.57, which is 569.99... thousandths in
+	// binary, at 570.
+	refund := int64(math.Floor(o.TokenRatio*1000 + 1e-6))
 	if refund == 0 {
 		return nil, fmt.Errorf("overload: TokenRatio %v is below the 0.001 token a bucket counts", o.TokenRatio)
 	}

@@ -182,3 +182,69 @@ func TestTokenBucket_zeroValueSaysWhy(t *testing.T) {
 	assert.ErrorIs(t, err, boom)
 	assert.Contains(t, err.Error(), "a TokenBucket must be made with NewTokenBucket")
 }
+
+// TestTokenBucket_A6Sequences pins the bucket to gRFC A6's rules, step by
+// step ("Retry Throttling"): token_count starts at maxTokens; "every
+// failed RPC will decrement the token_count by 1", "every successful RPC
+// will increment the token_count by tokenRatio", never above maxTokens;
+// retries are throttled while token_count <= maxTokens/2; only retryable
+// failures count as failures. Events: f a retryable failure, s a
+// success. Attempts that A6 does not count (a non-retryable status, the
+// caller's deadline) are not told to the bucket at all: see
+// TestBudget_onlySuccessRefunds in package retry.
+func TestTokenBucket_A6Sequences(t *testing.T) {
+	type step struct {
+		event  byte    // 'f' or 's'
+		tokens float64 // after it
+		retry  bool    // whether a retry is allowed then
+	}
+	for _, tc := range []struct {
+		name       string
+		max        int
+		ratio      float64
+		steps      []step
+		startEmpty int // failures to apply first
+	}{
+		{"A6 example: 10 tokens, ratio 0.1", 10, 0.1, []step{
+			{'f', 9, true}, {'f', 8, true}, {'f', 7, true}, {'f', 6, true},
+			{'f', 5, false}, // at the threshold: throttled
+			{'s', 5.1, true}, {'f', 4.1, false}, {'s', 4.2, false},
+		}, 0},
+		{"ratio 0.5: half a token per success", 10, 0.5, []step{
+			{'f', 9, true}, {'f', 8, true}, {'s', 8.5, true}, {'f', 7.5, true},
+			{'f', 6.5, true}, {'f', 5.5, true}, {'f', 4.5, false}, {'s', 5, false}, {'s', 5.5, true},
+		}, 0},
+		{"never above maxTokens", 3, 1, []step{{'s', 3, true}, {'f', 2, true}, {'s', 3, true}, {'s', 3, true}}, 0},
+		{"never below zero", 2, 0.1, []step{{'f', 0, false}, {'s', 0.1, false}}, 2},
+		{"maxTokens 1: one failure throttles", 1, 0.25, []step{{'f', 0, false}, {'s', 0.25, false}, {'s', 0.5, false}, {'s', 0.75, true}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: tc.max, TokenRatio: tc.ratio})
+			require.NoError(t, err)
+			for range tc.startEmpty {
+				b.Attempted(1, true, false)
+			}
+			for i, st := range tc.steps {
+				b.Attempted(1, st.event == 'f', false)
+				assert.InDelta(t, st.tokens, b.Tokens(), 1e-9, "step %d (%c)", i, st.event)
+				assert.Equal(t, st.retry, b.Retry(0) == nil, "step %d (%c): retry allowed at %v tokens", i, st.event, b.Tokens())
+			}
+		})
+	}
+}
+
+// TestTokenBucket_tokenRatioKeepsThreeDecimals: A6 says tokenRatio has
+// "up to 3 decimal places"; more are dropped, not rounded.
+func TestTokenBucket_tokenRatioKeepsThreeDecimals(t *testing.T) {
+	for _, tc := range []struct{ ratio, back float64 }{
+		{0.5466, 0.546}, {0.1, 0.1}, {0.57, 0.57}, {0.999, 0.999}, {0.0019, 0.001}, {1.2345, 1.234},
+	} {
+		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 10, TokenRatio: tc.ratio})
+		require.NoError(t, err)
+		for range 3 {
+			b.Attempted(1, true, false)
+		}
+		b.Attempted(1, false, false)
+		assert.InDelta(t, 7+tc.back, b.Tokens(), 1e-9, "TokenRatio %v", tc.ratio)
+	}
+}

@@ -164,7 +164,11 @@ func timeline(title string, runs []*outageRun, colors []int) (*plot.Plot, error)
 	shade.Color = color.Gray{Y: 0xe8}
 	shade.LineStyle.Width = 0
 	p.Add(shade)
-	p.Legend.Add(fmt.Sprintf("outage (%s)", spanLabel(o.outage)), shade)
+	phase := o.phase
+	if phase == "" {
+		phase = "outage"
+	}
+	p.Legend.Add(fmt.Sprintf("%s (%s)", phase, spanLabel(o.outage)), shade)
 	offered, err := plotter.NewLine(plotter.XYs{{X: 0, Y: o.rate}, {X: o.duration.Seconds(), Y: o.rate}})
 	if err != nil {
 		return nil, err

@@ -174,6 +174,7 @@ const (
 	scenarioC
 	scenarioD
 	scenarioE
+	scenarioF
 )
 
 func stream(scenario, run, i int) uint64 {

@@ -14,6 +14,7 @@ import (
 var (
 	errTimeout = errors.New("downstream did not answer within the attempt timeout")
 	errFlaky   = errors.New("downstream failed at random")
+	errBlip    = errors.New("downstream reset the connection")
 )
 
 // downstream is a simulated service. An attempt reaches it after half
@@ -22,13 +23,16 @@ var (
 // the other half. The client gives up on an attempt after timeout, but a
 // request it gave up on still takes its turn in the queue, as a server
 // that does not know of the client's deadline does. During the outage
-// the downstream answers nothing, so every attempt times out. An attempt
-// served may still fail at random with probability failP.
+// the downstream answers nothing, so every attempt times out. During the
+// blip, each call's first attempt that reaches it fails at once (a reset
+// connection), and its later ones are served. An attempt served may still
+// fail at random with probability failP.
 type downstream struct {
 	s        *sim
 	latency  time.Duration // there and back
 	timeout  time.Duration // the client's, per attempt
 	outage   window        // no answer within it
+	blip     window        // each call's first attempt within it fails
 	capacity float64       // attempts per second it serves; 0: no limit
 	failP    float64       // probability that an attempt fails on its own
 	rng      *rand.Rand    // for failP
@@ -43,10 +47,16 @@ type window struct{ from, to time.Duration }
 func (w window) contains(t time.Duration) bool { return t >= w.from && t < w.to }
 func (w window) length() time.Duration         { return w.to - w.from }
 
-// attempt is one call of the downstream by p.
-func (d *downstream) attempt(p *proc) error {
+// attempt is one call of the downstream by p, for a call that has met
+// the blip already if *blipped.
+func (d *downstream) attempt(p *proc, blipped *bool) error {
 	now := d.s.Elapsed()
 	d.attempts.add(now, 1)
+	if d.blip.contains(now+d.latency/2) && !*blipped {
+		*blipped = true
+		p.Sleep(d.latency)
+		return errBlip
+	}
 	answer, err := d.serve(now + d.latency/2)
 	if answer > now+d.timeout {
 		p.Sleep(d.timeout)
@@ -143,7 +153,8 @@ func (l load) drive(s *sim, d *downstream, r *retry.Retrier, bin time.Duration) 
 			gen.Sleep(time.Duration(i)*interval - s.Elapsed())
 			s.Go(func(p *proc) {
 				start := s.Elapsed()
-				err := r.Do(context.Background(), func(context.Context) error { return d.attempt(p) })
+				var blipped bool
+				err := r.Do(context.Background(), func(context.Context) error { return d.attempt(p, &blipped) })
 				st.calls++
 				st.started.add(start, 1)
 				if err == nil {

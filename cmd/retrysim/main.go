@@ -13,10 +13,13 @@
 //	d  three nested Retriers of 3 attempts during an outage: leaf calls
 //	   per user call with the one-layer rule and without it.
 //	e  the outage of b with a circuit breaker (sony/gobreaker) as the gate.
+//	f  a blip: steady traffic, then one second in which every call's first
+//	   attempt fails; the share of those calls that succeed, and the
+//	   downstream load, for each budget.
 //
 // Usage:
 //
-//	retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|all] [-out DIR] [-doc FILE]
+//	retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|f|all] [-out DIR] [-doc FILE]
 //
 // The same flags give the same output, byte for byte: every simulated
 // goroutine runs in turn in virtual time, and every random draw comes
@@ -62,18 +65,23 @@ type config struct {
 	outage     outageParams
 	failures   failuresParams
 	nested     nestedParams
+	blip       blipParams
 }
 
 // defaultConfig is the run that the flags' defaults ask for.
 func defaultConfig(seed uint64) config {
 	return config{
-		seed: seed, scenarios: "abcde", out: filepath.Join("docs", "overload"),
+		seed: seed, scenarios: allScenarios, out: filepath.Join("docs", "overload"),
 		contention: contentionParams{clients: 100, runs: 100, seed: seed, base: 5 * time.Millisecond, cap: 2 * time.Second},
 		outage:     defaultOutage(seed),
 		failures:   defaultFailures(seed),
 		nested:     defaultNested(seed),
+		blip:       defaultBlip(seed),
 	}
 }
+
+// allScenarios are the letters of every scenario, in order.
+const allScenarios = "abcdef"
 
 func (c config) has(scenario byte) bool { return strings.IndexByte(c.scenarios, scenario) >= 0 }
 
@@ -87,7 +95,7 @@ func (c config) commandLine() string {
 		fmt.Fprintf(&b, " -runs %d -clients %d", c.contention.runs, c.contention.clients)
 	}
 	s := "all"
-	if c.scenarios != "abcde" {
+	if c.scenarios != allScenarios {
 		s = c.scenarios
 	}
 	fmt.Fprintf(&b, " -scenario %s -out %s", s, shellArg(c.out))
@@ -128,7 +136,7 @@ func docLink(out, doc string) string {
 	return "[" + rel + "](" + target + ")"
 }
 
-const usage = `usage: retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|all] [-out DIR] [-doc FILE]
+const usage = `usage: retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|f|all] [-out DIR] [-doc FILE]
 
 Runs overload scenarios against github.com/steadfast-go/retry in virtual
 time and writes PNG and SVG charts and results.md to DIR; with -doc, also
@@ -146,7 +154,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	seed := fs.Uint64("seed", 1, "seed of every random source")
 	runs := fs.Int("runs", 100, "runs of scenario a, in [1, 10000]")
 	clients := fs.Int("clients", 100, "clients of scenario a, in [1, 10000]")
-	scenario := fs.String("scenario", "all", "the scenario to run: a, b, c, d, e or all")
+	scenario := fs.String("scenario", "all", "the scenario to run: a, b, c, d, e, f or all")
 	out := fs.String("out", filepath.Join("docs", "overload"), "directory for the charts and results.md (made if missing)")
 	doc := fs.String("doc", "", "Markdown file whose retrysim blocks to rewrite with the results, and that results.md links to (none if empty)")
 	if err := fs.Parse(args); err != nil {
@@ -164,10 +172,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	case fs.NArg() > 0:
 		return cfg, fmt.Errorf("unexpected argument %q: retrysim takes flags only", fs.Arg(0))
 	case s == "all":
-	case len(s) == 1 && strings.Contains("abcde", s):
+	case len(s) == 1 && strings.Contains(allScenarios, s):
 		cfg.scenarios = s
 	default:
-		return cfg, fmt.Errorf("-scenario %q: want a, b, c, d, e or all", s)
+		return cfg, fmt.Errorf("-scenario %q: want a, b, c, d, e, f or all", s)
 	}
 	switch {
 	case *runs < 1 || *runs > 10000:
@@ -237,6 +245,11 @@ func simulate(cfg config) (*results, error) {
 			return nil, err
 		}
 	}
+	if cfg.has('f') {
+		if res.f, err = runBlips(cfg.blip); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.has('d') {
 		for _, nested := range []bool{false, true} {
 			d, err := runNested(cfg.nested, nested)
@@ -292,6 +305,12 @@ func write(res *results) ([]string, error) {
 	if g := res.byName(breaker); g != nil {
 		p, err := timeline("Downstream load, outage at 200 calls/s, circuit breaker", []*outageRun{res.byName(noBudget), g}, []int{0, 3})
 		if err := add("e-breaker", chartW, chartH, single(p), err); err != nil {
+			return files, err
+		}
+	}
+	if res.f != nil {
+		p, err := timeline(fmt.Sprintf("Downstream load, a 1 s blip at %.0f calls/s", cfg.blip.rate), res.f, []int{0, 1, 2})
+		if err := add("f-blip", chartW, chartH, single(p), err); err != nil {
 			return files, err
 		}
 	}

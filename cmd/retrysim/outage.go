@@ -32,6 +32,8 @@ type outageParams struct {
 	breakerTimeout time.Duration
 	// observer, if not nil, watches the shared Retrier (for the tests).
 	observer retry.Observer
+	// phase names the shaded window in charts: "outage" when "".
+	phase string
 }
 
 func defaultOutage(seed uint64) outageParams {
@@ -56,19 +58,16 @@ var (
 	noBudget = protection{"no budget", func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
 		return []retry.Option{retry.WithBudget(nil)}, nil, nil
 	}}
-	tokenBucket = protection{"token bucket (default)", func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
+	tokenBucket = protection{"token bucket (100 tokens)", func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
 		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{})
 		if err != nil {
 			return nil, nil, err
 		}
 		return []retry.Option{retry.WithBudget(b)}, b.Tokens, nil
 	}}
-	ratio = protection{"ratio budget (default)", func(s *sim, _ time.Duration) ([]retry.Option, func() float64, error) {
-		b, err := overload.NewRatio(overload.RatioOptions{Clock: s.Clock()})
-		if err != nil {
-			return nil, nil, err
-		}
-		return []retry.Option{retry.WithBudget(b)}, nil, nil
+	// ratio is New's default budget, on the Retrier's (the sim's) clock.
+	ratio = protection{"ratio budget (default)", func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
+		return nil, nil, nil
 	}}
 	breaker = protection{"gobreaker, no budget", func(s *sim, timeout time.Duration) ([]retry.Option, func() float64, error) {
 		return []retry.Option{retry.WithBudget(nil), retry.WithBreaker(newGate(s.Clock(), 5, timeout))}, nil, nil

@@ -19,6 +19,17 @@ type results struct {
 	c      [][]*failuresRun // [i][j]: budgets[j] at failure rate cfg.failures.sweep[i]
 	d      []*nestedRun
 	phases []time.Duration // e: how long calls failed after outages longer by k/breakerPhases of the breaker's cycle
+	f      []*outageRun    // blipVariants' runs
+}
+
+// blipByName finds a run of scenario f.
+func (r *results) blipByName(p protection) *outageRun {
+	for _, o := range r.f {
+		if o.name == p.name {
+			return o
+		}
+	}
+	return nil
 }
 
 // breakerPhases is how many outages of lengths spread over one cycle of
@@ -112,6 +123,14 @@ func (r *results) checks() []check {
 		worst := slices.Max(append([]time.Duration{g.calls.recovery(p.outage)}, r.phases...))
 		cs = append(cs, check{scenario: "e", bound: fmt.Sprintf("gobreaker: calls fail for at most %s after the outage (its open period, a probe's timeout and a second), over %d outage lengths", seconds(limit), max(len(r.phases), 1)),
 			measured: "at most " + seconds(worst), ok: worst <= limit})
+	}
+	if nb := r.blipByName(noBudget); nb != nil {
+		p := r.cfg.blip
+		for _, v := range []protection{noBudget, ratio} {
+			o := r.blipByName(v)
+			cs = append(cs, check{scenario: "f", bound: o.name + ": ≥ 99 % of the calls that meet the blip succeed",
+				measured: fmt.Sprintf("%.2f %%", 100*blipSuccess(o, p)), ok: blipSuccess(o, p) >= 0.99})
+		}
 	}
 	return cs
 }
@@ -283,6 +302,20 @@ func (r *results) markdownE() string {
 	return b.String()
 }
 
+func (r *results) markdownF() string {
+	var b strings.Builder
+	p := r.cfg.blip
+	fmt.Fprintf(&b, "%.0f calls/s on a healthy downstream for %s, then for 1 s (%s) each call's first attempt that reaches it fails at once and its retry is served, then healthy for %s; latency %s.\n\n",
+		p.rate, span(p.steady), spanLabel(p.blip()), span(p.after), span(p.latency))
+	b.WriteString("| Variant | Calls that met the blip and succeeded | Calls refused a retry | Attempts per call, blip and the second after | Attempts per call, whole run |\n| --- | ---: | ---: | ---: | ---: |\n")
+	for _, v := range blipVariants {
+		o := r.blipByName(v)
+		whole := float64(o.attempts.sum(window{0, p.duration()})) / float64(o.calls.calls)
+		fmt.Fprintf(&b, "| %s | %.2f %% | %d | %.3f | %.4f |\n", o.name, 100*blipSuccess(o, p), o.calls.outcomes[retry.OutcomeRefused], blipLoad(o, p), whole)
+	}
+	return b.String()
+}
+
 // span formats a parameter's duration: "5 ms", "2 s", "120 s".
 func span(d time.Duration) string {
 	if d < time.Second {
@@ -328,6 +361,9 @@ func (r *results) sections() []section {
 	}
 	if r.byName(breaker) != nil {
 		ss = append(ss, section{"e", "e. Outage: circuit breaker", r.markdownE})
+	}
+	if r.f != nil {
+		ss = append(ss, section{"f", "f. A blip after steady traffic", r.markdownF})
 	}
 	return append(ss, section{"checks", "Bounds", r.markdownChecks})
 }

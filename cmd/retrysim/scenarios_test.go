@@ -185,6 +185,7 @@ func TestSimulate_deterministic(t *testing.T) {
 	cfg.outage.duration, cfg.outage.outage = 10*time.Second, window{2 * time.Second, 6 * time.Second}
 	cfg.outage.rate, cfg.outage.capacity, cfg.failures.rate = 50, 62.5, 50
 	cfg.nested.users = 3
+	cfg.blip.rate, cfg.blip.steady, cfg.blip.after = 200, 11*time.Second, 2*time.Second
 	md := func(cfg config) string {
 		res, err := simulate(cfg)
 		require.NoError(t, err)
@@ -193,6 +194,29 @@ func TestSimulate_deterministic(t *testing.T) {
 	first := md(cfg)
 	assert.Equal(t, first, md(cfg))
 	cfg.seed = 8
-	cfg.contention.seed, cfg.outage.seed, cfg.failures.seed, cfg.nested.seed = 8, 8, 8, 8
+	cfg.contention.seed, cfg.outage.seed, cfg.failures.seed, cfg.nested.seed, cfg.blip.seed = 8, 8, 8, 8, 8
 	assert.NotEqual(t, first, md(cfg))
+}
+
+// TestBlip_defaultBudgetRetriesIt is scenario f, shortened: 15 s of
+// steady traffic (more than the ratio budget's 10 s window), the blip, 5 s
+// after. The default budget (the ratio budget) lets at least 99 % of the
+// calls that met the blip succeed, as no budget does, at 1.5 attempts per
+// call then; the old default, a token bucket of 100, did not.
+func TestBlip_defaultBudgetRetriesIt(t *testing.T) {
+	cfg := defaultConfig(1)
+	cfg.scenarios = "f"
+	cfg.blip.steady, cfg.blip.after = 15*time.Second, 5*time.Second
+	res, err := simulate(cfg)
+	require.NoError(t, err)
+	p := cfg.blip
+	none, bucket, rat := res.blipByName(noBudget), res.blipByName(tokenBucket), res.blipByName(ratio)
+	assert.Equal(t, 1.0, blipSuccess(none, p))
+	assert.GreaterOrEqual(t, blipSuccess(rat, p), 0.99, "the default budget retries a blip")
+	assert.Less(t, blipSuccess(bucket, p), 0.1, "a token bucket of 100 does not scale with the traffic")
+	assert.InDelta(t, 1.5, blipLoad(none, p), 0.05, "each call that met the blip made one retry")
+	assert.InDelta(t, blipLoad(none, p), blipLoad(rat, p), 0.02)
+	for _, c := range res.checks() {
+		assert.True(t, c.ok, c.bound)
+	}
 }
