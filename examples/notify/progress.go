@@ -41,7 +41,7 @@ func startProgress(e env, total int, r *runner) *progress {
 			select {
 			case <-tick.C:
 				s := r.stats.Snapshot()
-				p.bar.Describe(fmt.Sprintf("queue %3d, in flight %2d, waiting %2d", len(r.queue), s.InFlight, s.Waiting))
+				p.bar.Describe(fmt.Sprintf("queue %3d, in flight %2d, waiting %2d", r.queueLen(), s.InFlight, s.Waiting))
 				_ = p.bar.Set(int(r.done.Load()))
 			case <-p.stopc:
 				return

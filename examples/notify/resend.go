@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/retryslog"
@@ -61,8 +62,12 @@ func resend(ctx context.Context, cfg config, stdin io.Reader, stdout, stderr io.
 	defer stop()
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	defer base.CloseIdleConnections()
-	r := &runner{cfg: cfg, shared: shared, base: base, url: url + "/v1/push"}
+	r := &runner{cfg: cfg, shared: shared, base: base, url: url + "/v1/push", tl: newTimeline(time.Now(), b.storeClock)}
+	wake := r.tl.join()
+	r.tl.start()
+	<-wake
 	res := r.send(ctx, delivery{job: &j, n: 1})
+	r.tl.leave()
 	switch {
 	case res.unhandled != nil:
 		fmt.Fprintln(stderr, "notify -resend:", res.unhandled)

@@ -39,24 +39,39 @@ type runner struct {
 	url     string
 	stats   *retrystats.Stats
 	svc     *service
-	queue   chan delivery
-	again   chan delivery // redeliveries, back to the dispatcher
 	redeliv map[int]bool
-	started time.Time
-	// epoch is when the run's virtual time starts: a job's clock starts
-	// at the epoch plus the real time since started (see
-	// backends.epoch).
-	epoch time.Time
+	tl      *timeline // the run's virtual time
+
+	// The queue, fed by take: the generated jobs in order, and each
+	// redelivery once its visibility timeout has run out.
+	qmu     sync.Mutex
+	jobs    []*job
+	next    int        // the next generated job to queue
+	queue   []delivery // at most cfg.queue
+	pending []redelivery
 
 	mu      sync.Mutex
 	results []result
 	done    atomic.Int64 // deliveries finished
 
-	// gate lets -crash-at stop the process between jobs: each job holds
-	// it shared from its claim to its end, the crash takes it alone.
-	gate      sync.RWMutex
-	sends     atomic.Int64
-	crashOnce sync.Once
+	// -crash-at stops the process between jobs: once the sends reach
+	// it, workers take no new job, and the last to leave exits.
+	active   int // workers on the timeline
+	sends    int64
+	crashing bool
+}
+
+// visibilityTimeout is how long after a delivery whose acknowledgement
+// was lost the queue delivers the job again, as SQS does after a
+// message's visibility timeout: longer than the idempotency lease (30s),
+// so that with -at-least-once the redelivery of a job whose outcome is
+// unknown finds the lease run out.
+const visibilityTimeout = time.Minute
+
+// redelivery is a delivery the queue makes again at a time.
+type redelivery struct {
+	d  delivery
+	at time.Time
 }
 
 // delivery is one delivery of a job by the queue: n is 1, or 2 for a
@@ -102,8 +117,7 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 
 	stats := new(retrystats.Stats)
 	observers := []retry.Observer{stats, retryslog.New(logger, &retryslog.Options{RetryLevel: slog.LevelDebug})}
-	r := &runner{cfg: cfg, env: e, stats: stats, started: started, epoch: epoch}
-	r.queue = make(chan delivery, cfg.queue)
+	r := &runner{cfg: cfg, env: e, stats: stats, tl: newTimeline(epoch, b.storeClock)}
 
 	metricsURL := ""
 	if cfg.metrics != "" || e.registry != nil {
@@ -111,7 +125,7 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 		if reg == nil {
 			reg = prometheus.NewRegistry()
 		}
-		obs, err := newMetrics(reg, func() int { return len(r.queue) })
+		obs, err := newMetrics(reg, r.queueLen)
 		if err != nil {
 			return summary{}, err
 		}
@@ -144,14 +158,14 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 	r.base = base
 
 	jobs := generateJobs(cfg.seed, cfg.jobs, cfg.permanentRate)
+	r.jobs = jobs
 	r.redeliv = redelivered(cfg.seed, jobs, cfg.redeliverRate)
-	r.again = make(chan delivery, len(r.redeliv))
 	total := len(jobs) + len(r.redeliv)
 
 	fmt.Fprintf(e.stdout, "notify: %d jobs, %d workers, queue of %d, seed %d; transient failures %.0f%% of attempts, permanent %.0f%% of jobs, redelivered %.0f%%\n",
 		cfg.jobs, cfg.workers, cfg.queue, cfg.seed, 100*cfg.failRate, 100*cfg.permanentRate, 100*cfg.redeliverRate)
 	fmt.Fprintf(e.stdout, "  push service   %s (simulated, on loopback; retryhttp sends every attempt)\n", url)
-	fmt.Fprintf(e.stdout, "  time           virtual: each job runs on its own mock clock, so waits, latencies and timeouts take no real time\n")
+	fmt.Fprintf(e.stdout, "  time           virtual: the jobs run one at a time on one timeline, so waits, latencies and timeouts take no real time\n")
 	fmt.Fprintf(e.stdout, "  idempotency    %s\n", b.storeName)
 	fmt.Fprintf(e.stdout, "  dead letters   %s\n", b.sinkName)
 	if cfg.logPath == "-" {
@@ -166,15 +180,18 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 	p := startProgress(e, total, r)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go r.dispatch(ctx, jobs, total)
 	var wg sync.WaitGroup
+	r.active = cfg.workers
 	for range cfg.workers {
 		wg.Add(1)
+		wake := r.tl.join()
 		go func() {
 			defer wg.Done()
+			<-wake
 			r.work(ctx)
 		}()
 	}
+	r.tl.start()
 	wg.Wait()
 	p.stop()
 	if err := ctx.Err(); err != nil {
@@ -192,81 +209,107 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 	return s, nil
 }
 
-// dispatch feeds the queue: the generated jobs in order, and each
-// redelivery as soon as its first delivery has ended. It closes the queue
-// after total deliveries.
-func (r *runner) dispatch(ctx context.Context, jobs []*job, total int) {
-	defer close(r.queue)
-	var pending []delivery
-	next := 0
-	for sent := 0; sent < total; {
-		var d delivery
-		switch {
-		case len(pending) > 0:
-			d = pending[0]
-		case next < len(jobs):
-			d = delivery{job: jobs[next], n: 1}
-		default:
-			select {
-			case d = <-r.again:
-				pending = append(pending, d)
-				continue
-			case <-ctx.Done():
-				return
-			}
+// queueLen returns how many deliveries wait in the queue.
+func (r *runner) queueLen() int {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	return len(r.queue)
+}
+
+// take returns the next delivery from the queue, or false when there is
+// none left (or the run is stopping). A worker that finds the queue empty
+// with redeliveries to come sleeps until the first is due. Call it on the
+// timeline.
+func (r *runner) take(ctx context.Context) (delivery, bool) {
+	for {
+		if ctx.Err() != nil {
+			return delivery{}, false
 		}
-		select {
-		case r.queue <- d:
-			sent++
-			if len(pending) > 0 {
-				pending = pending[1:]
-			} else {
-				next++
-			}
-		case a := <-r.again:
-			pending = append(pending, a)
-		case <-ctx.Done():
+		r.qmu.Lock()
+		if r.crashing {
+			r.qmu.Unlock()
+			return delivery{}, false
+		}
+		r.refill()
+		if len(r.queue) > 0 {
+			d := r.queue[0]
+			r.queue = r.queue[1:]
+			r.refill()
+			r.qmu.Unlock()
+			return d, true
+		}
+		if len(r.pending) == 0 {
+			r.qmu.Unlock()
+			return delivery{}, false
+		}
+		at := r.pending[0].at
+		r.qmu.Unlock()
+		r.tl.sleepUntil(at)
+	}
+}
+
+// refill fills the queue up to its capacity: redeliveries that are due
+// first, then the generated jobs in order. r.qmu must be held.
+func (r *runner) refill() {
+	now := r.tl.Now()
+	for len(r.queue) < r.cfg.queue {
+		switch {
+		case len(r.pending) > 0 && !r.pending[0].at.After(now):
+			r.queue = append(r.queue, r.pending[0].d)
+			r.pending = r.pending[1:]
+		case r.next < len(r.jobs):
+			r.queue = append(r.queue, delivery{job: r.jobs[r.next], n: 1})
+			r.next++
+		default:
 			return
 		}
 	}
 }
 
-// work takes deliveries from the queue until it is closed.
+// work takes deliveries from the queue until there are none left, on the
+// timeline.
 func (r *runner) work(ctx context.Context) {
-	for d := range r.queue {
-		if ctx.Err() != nil {
+	defer r.leave()
+	for {
+		d, ok := r.take(ctx)
+		if !ok {
 			return
 		}
-		r.gate.RLock()
 		res := r.send(ctx, d)
-		r.gate.RUnlock()
 		r.mu.Lock()
 		r.results = append(r.results, res)
 		r.mu.Unlock()
 		r.done.Add(1)
+		r.qmu.Lock()
 		if d.n == 1 && r.redeliv[d.job.index] {
 			// The acknowledgement was lost: the queue delivers the job
-			// again, after this delivery has ended.
-			r.again <- delivery{job: d.job, n: 2}
+			// again once its visibility timeout has run out. Deliveries
+			// end in the timeline's order, so pending stays sorted.
+			r.pending = append(r.pending, redelivery{d: delivery{job: d.job, n: 2}, at: r.tl.Now().Add(visibilityTimeout)})
 		}
 		if res.unhandled == nil && res.done.Attempts > 0 && res.done.Outcome == retry.OutcomeSuccess {
-			if n := r.sends.Add(1); r.cfg.crashAt > 0 && n == int64(r.cfg.crashAt) {
-				r.crash(n)
+			if r.sends++; r.cfg.crashAt > 0 && r.sends == int64(r.cfg.crashAt) {
+				r.crashing = true
 			}
 		}
+		r.qmu.Unlock()
 	}
 }
 
-// crash ends the process between jobs: it stops new jobs, lets those in
-// flight end (so that none is left between its send and the store's
-// record of it), then exits without any cleanup.
-func (r *runner) crash(n int64) {
-	r.crashOnce.Do(func() {
-		r.gate.Lock()
+// leave takes a worker off the timeline. With -crash-at, the last worker
+// to leave ends the process: the jobs in flight have ended (so that none
+// is left between its send and the store's record of it), and it exits
+// without any cleanup.
+func (r *runner) leave() {
+	r.qmu.Lock()
+	r.active--
+	if r.crashing && r.active == 0 {
 		fmt.Fprintf(r.env.stdout, "\ncrash-at %d: %d sends made (the jobs in flight ended first, so that none is left between its send and the store's record of it);\n"+
-			"exiting abruptly with os.Exit(3): the queue, the counters and the unsent jobs are lost. Run again with the same flags, without -crash-at.\n", n, r.sends.Load())
+			"exiting abruptly with os.Exit(3): the queue, the counters and the unsent jobs are lost. Run again with the same flags, without -crash-at.\n", r.cfg.crashAt, r.sends)
 		os.Exit(3)
-	})
+	}
+	r.qmu.Unlock()
+	r.tl.leave()
 }
 
 // lastDone keeps the Done event of one call.
@@ -278,7 +321,8 @@ func (*lastDone) OnRetry(context.Context, retry.Scheduled)           {}
 func (l *lastDone) OnDone(_ context.Context, e retry.Done)           { l.d = e }
 
 // send makes one delivery of a job: one call of the shared policy,
-// through retryhttp, on the job's own virtual clock and random source.
+// through retryhttp, on the job's own mock clock (at the timeline's time)
+// and random source.
 //
 // In a service of your own, build one Transport from the shared Retrier
 // and send every request through it. Only the determinism of this
@@ -286,7 +330,7 @@ func (l *lastDone) OnDone(_ context.Context, e retry.Done)           { l.d = e }
 // Retrier.
 func (r *runner) send(ctx context.Context, d delivery) result {
 	res := result{delivery: d.n}
-	clk := newJobClock(r.epoch.Add(time.Since(r.started)))
+	clk := newJobClock(r.tl)
 	defer clk.Stop()
 	obs := &lastDone{}
 	jr, err := r.shared.With(

@@ -16,6 +16,7 @@ import (
 	"github.com/steadfast-go/retry/pgdeadletter"
 	"github.com/steadfast-go/retry/pgstore"
 	"github.com/steadfast-go/retry/redisstore"
+	"github.com/steadfast-go/retry/retrytest"
 )
 
 // backends are the idempotency store and the dead-letter sink of a run.
@@ -25,6 +26,9 @@ type backends struct {
 	storeName string // for the summary
 	sinkName  string
 	where     string // the deadletters flags that name the sink
+	// storeClock is the clock of the memory store (nil for the others,
+	// which keep time on their server): the run's timeline moves it.
+	storeClock *timelineClock
 	// records lists the sink's records; nil without a sink.
 	records interface {
 		List(context.Context, deadletter.Filter) ([]retry.DeadLetter, error)
@@ -95,7 +99,8 @@ func openBackends(ctx context.Context, c config, withSink bool) (*backends, erro
 		}
 		b.store, b.storeName = s, "PostgreSQL, table "+table
 	default:
-		b.store, b.storeName = memstore.New(nil), "memory (memstore): this process only"
+		b.storeClock = &timelineClock{Clock: retrytest.NewClock()}
+		b.store, b.storeName = memstore.New(&memstore.Options{Clock: b.storeClock}), "memory (memstore): this process only"
 	}
 	if !withSink {
 		ok = true

@@ -13,7 +13,8 @@ import (
 
 // summary is what a run did. Every figure depends only on the flags (the
 // seed among them) and on what earlier runs left in a shared store, not on
-// the scheduling or the machine: the same seed prints the same table.
+// the scheduling or the machine (the jobs run one at a time on the
+// timeline, see vclock.go): the same seed prints the same table.
 type summary struct {
 	Jobs, Deliveries, Redelivered int
 	Sent                          int64 // notifications the service delivered in this run
@@ -104,7 +105,7 @@ func (s summary) table() string {
 	row("permanent", s.Permanent, fmt.Sprintf("empty message %d, invalid user %d: not retried", s.EmptyMessage, s.UnknownUser))
 	row("exhausted", s.Exhausted, fmt.Sprintf("all %d attempts failed", maxAttempts))
 	row("deadline", s.Deadline, "the next wait would have ended past the job's deadline")
-	row("refused by the budget", s.Refused, "failures outpaced successes: no retry (which jobs depends on the workers' order)")
+	row("refused by the budget", s.Refused, "failures outpaced successes: no retry (which ones follows the timeline's order)")
 	row("dead-lettered", s.DeadLettered, fmt.Sprintf("the permanent, exhausted and refused ones; %d could not be stored", s.NotDeadLettered))
 	row("duplicates prevented", s.DuplicatesPrevented, "redeliveries the idempotency store answered: not sent again")
 	row("done by an earlier run", s.EarlierRun, "first deliveries the idempotency store answered (same seed, shared store)")

@@ -1,31 +1,163 @@
 package main
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"io"
 	"net/http"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/steadfast-go/retry/retrytest"
 )
 
-// Virtual time. Each job runs on its own mock clock (retrytest.Clock),
-// set to the real time when the job starts (later, when an earlier run's
-// virtual time ran past it: see backends.epoch), that moves only when
-//   - the Retrier has armed a wait: the clock moves on by it at once, so
-//     backoff and Retry-After waits cost no real time;
-//   - an answer comes back: virtualNetwork moves the clock on by the
+// Virtual time. Every job runs on one virtual timeline, the run's, that
+// starts at its epoch (see backends.epoch) and moves only when
+//   - the Retrier has armed a wait: the job sleeps until the wait's end;
+//   - an answer comes back: virtualNetwork makes the job sleep for the
 //     latency the service says the answer took, or, when that is longer
-//     than the attempt timeout, by the timeout, which then fires on the
-//     mock clock as it would on a real one.
+//     than the attempt timeout, for the timeout, which then fires on the
+//     mock clock as it would on a real one;
+//   - a worker waits for a redelivery (see runner.take).
 //
-// A job's duration is measured on its clock, so it depends only on the
-// seed: the same for every run, whatever the machine and the scheduling.
-// The waits the library computes, the attempt timeouts it sets and the
-// deadlines it checks are real; only the clock they run on is not.
+// One goroutine runs at a time (see timeline): the one whose wake-up is
+// earliest, ties going to the one that went to sleep first. So the jobs
+// reach the shared retry budget, the idempotency store and the service in
+// an order that depends only on the flags, never on the scheduling, and
+// the same seed gives the same summary whatever the machine. The waits
+// the library computes, the attempt timeouts it sets and the deadlines it
+// checks are real; only the clock they run on is not. Sleeping takes no
+// real time.
 
-// jobClock is one job's virtual clock and the goroutine that advances it.
+// timeline is the run's virtual time, and the baton that lets one
+// goroutine run at a time. A goroutine on the timeline runs until it
+// sleeps (sleepUntil) or leaves it (leave); then the sleeper with the
+// earliest wake-up, in the order (time, order of going to sleep), runs.
+type timeline struct {
+	mu     sync.Mutex
+	now    time.Time
+	seq    uint64
+	asleep sleepers
+}
+
+// timelineClock is the clock of the memory idempotency store, which
+// measures its leases and retention on it: the timeline's time. The store
+// only reads Now; the embedded clock, never moved, answers the rest.
+type timelineClock struct {
+	*retrytest.Clock
+	tl *timeline
+}
+
+// Now returns the timeline's time, or the embedded clock's before the
+// run has set the timeline.
+func (c *timelineClock) Now() time.Time {
+	if tl := c.tl; tl != nil {
+		return tl.Now()
+	}
+	return c.Clock.Now()
+}
+
+type sleeper struct {
+	at   time.Time
+	seq  uint64
+	wake chan struct{}
+}
+
+type sleepers []sleeper
+
+func (h sleepers) Len() int { return len(h) }
+func (h sleepers) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h sleepers) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *sleepers) Push(x any)   { *h = append(*h, x.(sleeper)) }
+func (h *sleepers) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// newTimeline starts a timeline at epoch; clock, if not nil, reads it
+// from then on.
+func newTimeline(epoch time.Time, clock *timelineClock) *timeline {
+	t := &timeline{now: epoch}
+	if clock != nil {
+		clock.tl = t
+	}
+	return t
+}
+
+// Now returns the timeline's time.
+func (t *timeline) Now() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.now
+}
+
+// join puts a goroutine that is not yet on the timeline to sleep until
+// now; it runs once it has received from the returned channel. Join
+// every goroutine before start.
+func (t *timeline) join() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.push(t.now)
+}
+
+// start wakes the first sleeper; call it once, after the joins.
+func (t *timeline) start() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next()
+}
+
+// sleepUntil lets the others run until the timeline reaches at (now, if
+// at is past).
+func (t *timeline) sleepUntil(at time.Time) {
+	t.mu.Lock()
+	wake := t.push(at)
+	t.next()
+	t.mu.Unlock()
+	<-wake
+}
+
+// leave takes the calling goroutine off the timeline.
+func (t *timeline) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next()
+}
+
+// push adds a sleeper; t.mu must be held.
+func (t *timeline) push(at time.Time) chan struct{} {
+	if at.Before(t.now) {
+		at = t.now
+	}
+	s := sleeper{at: at, seq: t.seq, wake: make(chan struct{})}
+	t.seq++
+	heap.Push(&t.asleep, s)
+	return s.wake
+}
+
+// next wakes the earliest sleeper, if any; t.mu must be held.
+func (t *timeline) next() {
+	if len(t.asleep) == 0 {
+		return
+	}
+	s := heap.Pop(&t.asleep).(sleeper)
+	if s.at.After(t.now) {
+		t.now = s.at
+	}
+	close(s.wake)
+}
+
+// jobClock is one job's mock clock (retrytest.Clock), kept at the
+// timeline's time while the job runs, and the goroutine that advances it.
 // Every advance goes through that one goroutine: clock.Mock's Add sets
 // the time it computed when it began only once it has fired the timers,
 // so two Adds at once (a wait's, which wakes the Retrier, and the next
@@ -33,24 +165,28 @@ import (
 // it when the job ends.
 type jobClock struct {
 	*retrytest.Clock
+	tl    *timeline
 	spend chan time.Duration // latencies, from virtualNetwork
 	spent chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
+	set   chan struct{} // closed when the last move's Set has returned
 }
 
-func newJobClock(now time.Time) *jobClock {
-	c := &jobClock{Clock: retrytest.NewClock(), spend: make(chan time.Duration), spent: make(chan struct{}),
+// newJobClock starts a job's clock at the timeline's time; call it on
+// the timeline.
+func newJobClock(tl *timeline) *jobClock {
+	c := &jobClock{Clock: retrytest.NewClock(), tl: tl, spend: make(chan time.Duration), spent: make(chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
-	c.Set(now)
+	c.move(tl.Now())
 	go func() {
 		defer close(c.done)
 		for {
 			select {
 			case d := <-c.Armed(): // the Retrier waits on its timer
-				c.Add(d)
+				c.sleep(d)
 			case d := <-c.spend:
-				c.Add(d)
+				c.sleep(d)
 				c.spent <- struct{}{}
 			case <-c.stop:
 				return
@@ -58,6 +194,36 @@ func newJobClock(now time.Time) *jobClock {
 		}
 	}()
 	return c
+}
+
+// sleep lets the other jobs run for d of virtual time, then moves the
+// clock on by d, which fires the timers due.
+func (c *jobClock) sleep(d time.Duration) {
+	at := c.Now().Add(d)
+	c.tl.sleepUntil(at)
+	c.move(at)
+}
+
+// move sets the clock to t, firing the timers due, and returns once the
+// clock reads t. clock.Mock's Set sleeps a millisecond of real time after
+// it has set the time, to let the goroutines it woke run; the jobs run one
+// at a time, so waiting for that on every move would add seconds to a
+// run. So the Set runs on its own goroutine, and the next move waits for
+// it to return (the other jobs have run meanwhile): two Sets at once could
+// move the clock back.
+func (c *jobClock) move(t time.Time) {
+	if c.set != nil {
+		<-c.set
+	}
+	set := make(chan struct{})
+	c.set = set
+	go func() {
+		defer close(set)
+		c.Set(t)
+	}()
+	for c.Now().Before(t) {
+		runtime.Gosched()
+	}
 }
 
 // Spend moves the clock on by d, and returns once it has.
