@@ -229,3 +229,18 @@ func TestSameSeedSameSummaryUnderTheBudget(t *testing.T) {
 		assert.Equal(t, runs[0].table(), s.table())
 	}
 }
+
+// TestEveryJobAccountedFor: with a deadline shorter than the service's
+// answers, every call is cut while its request is out (unknown); each
+// delivery is still counted in one row, the rows add up to the
+// deliveries, and every one not sent is a dead letter.
+func TestEveryJobAccountedFor(t *testing.T) {
+	t.Parallel()
+	s, out := runIn(t, testConfig(t, "-deadline", "10ms", "-redeliver-rate", "0"), env{})
+	require.Positive(t, s.Unknown)
+	assert.Equal(t, s.Deliveries, s.Succeeded+s.Permanent+s.Exhausted+s.Deadline+s.Refused+s.Unknown+s.DuplicatesPrevented+s.EarlierRun)
+	assert.Zero(t, s.Other)
+	assert.Equal(t, uint64(s.Deliveries-s.Succeeded-s.DuplicatesPrevented-s.EarlierRun), s.DeadLettered, "a job neither sent nor dead-lettered")
+	assert.Regexp(t, fmt.Sprintf(`accounted +%d / %d `, s.Deliveries, s.Deliveries), out)
+	assert.NotContains(t, out, "Nothing gave up")
+}

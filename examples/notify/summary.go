@@ -25,8 +25,11 @@ type summary struct {
 	Permanent                     int // deliveries that ended in a permanent failure
 	EmptyMessage, UnknownUser     int
 	Exhausted                     int // every attempt failed (or the time budget ran out)
-	Deadline                      int // the next wait would have passed the job's deadline
+	Deadline                      int // the next wait would have passed the job's deadline, or it passed during a wait
 	Refused                       int // the retry budget refused the next retry
+	Unknown                       int // the deadline passed while a request was out: sent or not, no one knows
+	Succeeded                     int // deliveries whose call succeeded in this run
+	Other                         int // deliveries that ended any other way (a bug, or a stopped run)
 	DeadLettered, NotDeadLettered uint64
 	DuplicatesPrevented           int // redeliveries the idempotency store answered
 	EarlierRun                    int // first deliveries the idempotency store answered: done by an earlier run
@@ -47,6 +50,8 @@ func (r *runner) summarize(jobs []*job) summary {
 	for _, res := range r.results {
 		if res.unhandled != nil {
 			s.unhandled = append(s.unhandled, res.unhandled)
+			s.Other++
+			continue
 		}
 		switch {
 		case res.replayed && res.delivery > 1:
@@ -63,6 +68,8 @@ func (r *runner) summarize(jobs []*job) summary {
 			s.RetriedJobs++
 		}
 		switch res.done.Outcome {
+		case retry.OutcomeSuccess:
+			s.Succeeded++
 		case retry.OutcomePermanent:
 			s.Permanent++
 			switch res.status {
@@ -77,6 +84,10 @@ func (r *runner) summarize(jobs []*job) summary {
 			s.Deadline++
 		case retry.OutcomeRefused:
 			s.Refused++
+		case retry.OutcomeUnknown:
+			s.Unknown++
+		default:
+			s.Other++
 		}
 	}
 	slices.Sort(durations)
@@ -104,23 +115,51 @@ func (s summary) table() string {
 	row("retried", s.RetriedJobs, fmt.Sprintf("deliveries that needed more than one attempt: %d retries, %d attempts in all", s.Retries, s.Attempts))
 	row("permanent", s.Permanent, fmt.Sprintf("empty message %d, invalid user %d: not retried", s.EmptyMessage, s.UnknownUser))
 	row("exhausted", s.Exhausted, fmt.Sprintf("all %d attempts failed", maxAttempts))
-	row("deadline", s.Deadline, "the next wait would have ended past the job's deadline")
+	row("deadline", s.Deadline, "the next wait would have ended past the job's deadline, or it passed during a wait")
 	row("refused by the budget", s.Refused, "failures outpaced successes: no retry (which ones follows the timeline's order)")
-	row("dead-lettered", s.DeadLettered, fmt.Sprintf("the permanent, exhausted and refused ones; %d could not be stored", s.NotDeadLettered))
+	row("unknown", s.Unknown, "the deadline passed while the request was out: pushed or not; at most once, not sent again")
+	row("dead-lettered", s.DeadLettered, fmt.Sprintf("the permanent, exhausted, deadline, refused and unknown ones; %d could not be stored", s.NotDeadLettered))
 	row("duplicates prevented", s.DuplicatesPrevented, "redeliveries the idempotency store answered: not sent again")
 	row("done by an earlier run", s.EarlierRun, "first deliveries the idempotency store answered (same seed, shared store)")
 	row("delivered twice", s.DeliveredTwice, "by the push service's own count")
+	row("accounted", fmt.Sprintf("%d / %d", s.accounted(), s.Deliveries), s.accounting())
 	row("job duration p50 / p99", s.P50.Round(time.Millisecond).String()+" / "+s.P99.Round(time.Millisecond).String(), "virtual time, from the first attempt to the end")
 	row("downstream calls per job", fmt.Sprintf("%.2f", perJob), fmt.Sprintf("%d requests to the push service", s.Requests))
 	return b.String()
 }
 
+// accounted is the deliveries the summary accounts for: each ended one
+// way, so it equals Deliveries.
+func (s summary) accounted() int {
+	return s.Succeeded + s.Permanent + s.Exhausted + s.Deadline + s.Refused + s.Unknown + s.DuplicatesPrevented + s.EarlierRun + s.Other
+}
+
+// accounting names the terms of accounted.
+func (s summary) accounting() string {
+	t := fmt.Sprintf("deliveries: %d succeeded + permanent + exhausted + deadline + refused + unknown + %d replayed", s.Succeeded, s.DuplicatesPrevented+s.EarlierRun)
+	if s.Other > 0 {
+		t += fmt.Sprintf(" + %d other", s.Other)
+	}
+	return t
+}
+
+// unsent is how many deliveries ended neither sent nor replayed.
+func (s summary) unsent() int {
+	return s.Deliveries - s.Succeeded - s.DuplicatesPrevented - s.EarlierRun
+}
+
 // printCommands says where the dead letters are and how to list and
 // redrive them with cmd/deadletters.
 func printCommands(w io.Writer, c config, b *backends, epoch time.Time, s summary) {
-	if s.DeadLettered == 0 {
+	switch {
+	case s.DeadLettered == 0 && s.unsent() == 0:
 		fmt.Fprintf(w, "\nNothing gave up: no dead letters.\n")
 		return
+	case uint64(s.unsent()) != s.DeadLettered:
+		fmt.Fprintf(w, "\n%d deliveries were not sent and %d are dead letters: the rest are handed back to the queue, unacknowledged, for a redelivery.\n", s.unsent(), s.DeadLettered)
+		if s.DeadLettered == 0 {
+			return
+		}
 	}
 	where := b.where
 	// The run's epoch (see backends.epoch) to the microsecond, as
