@@ -33,8 +33,8 @@ func TestContractServerClock(t *testing.T) {
 }
 
 // TestUnknownOutcome runs the unknown-outcome checks on PostgreSQL's
-// now(): a lease of 100ms, so each subtest takes a few tenths of a second.
+// now(): a lease of 300ms, so each subtest takes a second or two.
 func TestUnknownOutcome(t *testing.T) {
 	store, _, _ := newStore(t)
-	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) retry.IdempotencyStore { return store }, Lease: 100 * time.Millisecond})
+	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) retry.IdempotencyStore { return store }, Lease: 300 * time.Millisecond})
 }
