@@ -39,6 +39,7 @@ type config struct {
 	logPath         string // "-": standard error
 	logLevel        slog.Level
 	deliveries      string // the push service's record of deliveries; "" for none
+	serviceDedup    bool   // the push service deduplicates by the Idempotency-Key header
 	resend          bool
 }
 
@@ -81,6 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.logPath, "log", filepath.Join(os.TempDir(), "notify.log"), "where the retry log goes (slog, JSON); - for standard error")
 	level := fs.String("log-level", "debug", "lowest level logged: debug (retries), info, warn (permanent failures), error (exhausted)")
 	fs.StringVar(&c.deliveries, "deliveries", "", "append each job ID the push service delivers to `FILE`, a record that outlives a crash")
+	fs.BoolVar(&c.serviceDedup, "service-dedup", true, "the push service delivers at most once per Idempotency-Key header (the job ID), as Stripe's API does; -service-dedup=false delivers every request it accepts")
 	fs.BoolVar(&c.resend, "resend", false, "send the one job on standard input (a dead letter's payload) and exit: for deadletters redrive -exec")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {

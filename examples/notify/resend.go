@@ -49,7 +49,7 @@ func resend(ctx context.Context, cfg config, stdin io.Reader, stdout, stderr io.
 	// the dead letter's ID, not the original run's sequence.
 	h := fnv.New64a()
 	h.Write([]byte(os.Getenv("DEADLETTER_ID")))
-	svc, err := newService(cfg.seed^h.Sum64(), cfg.failRate, cfg.deliveries)
+	svc, err := newService(cfg.seed^h.Sum64(), cfg.failRate, cfg.serviceDedup, cfg.deliveries)
 	if err != nil {
 		fmt.Fprintln(stderr, "notify -resend:", err)
 		return 1

@@ -143,7 +143,7 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 	if r.shared, err = newRetrier(deps{store: b.store, sink: b.sink, observers: observers, noBudget: r.cfg.noBudget}); err != nil {
 		return summary{}, err
 	}
-	if r.svc, err = newService(cfg.seed, cfg.failRate, cfg.deliveries); err != nil {
+	if r.svc, err = newService(cfg.seed, cfg.failRate, cfg.serviceDedup, cfg.deliveries); err != nil {
 		return summary{}, err
 	}
 	url, stopService, err := r.svc.start()
@@ -164,7 +164,11 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 
 	fmt.Fprintf(e.stdout, "notify: %d jobs, %d workers, queue of %d, seed %d; transient failures %.0f%% of attempts, permanent %.0f%% of jobs, redelivered %.0f%%\n",
 		cfg.jobs, cfg.workers, cfg.queue, cfg.seed, 100*cfg.failRate, 100*cfg.permanentRate, 100*cfg.redeliverRate)
-	fmt.Fprintf(e.stdout, "  push service   %s (simulated, on loopback; retryhttp sends every attempt)\n", url)
+	dedup := "delivers at most once per Idempotency-Key"
+	if !cfg.serviceDedup {
+		dedup = "no deduplication: delivers every request it accepts"
+	}
+	fmt.Fprintf(e.stdout, "  push service   %s (simulated, on loopback; retryhttp sends every attempt; %s)\n", url, dedup)
 	fmt.Fprintf(e.stdout, "  time           virtual: the jobs run one at a time on one timeline, so waits, latencies and timeouts take no real time\n")
 	fmt.Fprintf(e.stdout, "  idempotency    %s\n", b.storeName)
 	fmt.Fprintf(e.stdout, "  dead letters   %s\n", b.sinkName)
@@ -360,7 +364,9 @@ func (r *runner) send(ctx context.Context, d delivery) result {
 		return res
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(retryhttp.IdempotencyKeyHeader, d.job.ID) // the service may dedupe too
+	// The service deduplicates by this header (-service-dedup): the job
+	// ID, the same on every attempt and every delivery of the job.
+	req.Header.Set(retryhttp.IdempotencyKeyHeader, d.job.ID)
 
 	start := clk.Now()
 	resp, err := tr.RoundTrip(req)

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/steadfast-go/retry/retryhttp"
 )
 
 // latencyHeader carries the simulated latency of an answer: the service
@@ -31,27 +33,45 @@ const timeoutLatency = time.Minute
 // validUser is the form of a user ID the service knows.
 var validUser = regexp.MustCompile(`^u[0-9]{8}$`)
 
+// replayedHeader marks an answer the service gave from a request's
+// Idempotency-Key, not by delivering, as Stripe's Idempotent-Replayed does.
+const replayedHeader = "Idempotent-Replayed"
+
 // service is the simulated third-party push service. Whether an attempt
 // fails, how, and how long it takes are a pure function of the seed, the
 // job ID and the attempt's number for that job (the requests the service
 // has seen with that ID), never of the order in which workers send, so a
 // run is the same whatever the scheduling.
+//
+// With dedup (the default; -service-dedup=false turns it off) it honours
+// the Idempotency-Key header as Stripe's API does: a request whose key it
+// has delivered before is answered as that one was (200, with
+// Idempotent-Replayed: true) and not delivered again. It keeps the keys
+// in memory, for the process's life: unlike Stripe's, its memory does not
+// outlive a crash (-crash-at), where the idempotency store alone keeps a
+// rerun from sending twice. A request the service fails before looking
+// at it (the transient failures) records no key, so its retry delivers.
 type service struct {
 	seed     uint64
 	failRate float64
+	dedup    bool
 
 	mu        sync.Mutex
-	attempts  map[string]int // requests seen per job ID
-	delivered map[string]int // notifications delivered per job ID
-	log       *os.File       // the record of deliveries; nil for none
+	attempts  map[string]int  // requests seen per job ID
+	delivered map[string]int  // notifications delivered per job ID
+	keys      map[string]bool // Idempotency-Keys of the delivered requests, with dedup
+	log       *os.File        // the record of deliveries; nil for none
 
 	requests   atomic.Int64
 	deliveries atomic.Int64
 	duplicates atomic.Int64 // deliveries of a job delivered before
+	deduped    atomic.Int64 // requests answered from their key, not delivered
 }
 
-func newService(seed uint64, failRate float64, logPath string) (*service, error) {
-	s := &service{seed: seed, failRate: failRate, attempts: map[string]int{}, delivered: map[string]int{}}
+// newService returns the push service; dedup makes it deduplicate by the
+// Idempotency-Key header, logPath (if not "") is its record of deliveries.
+func newService(seed uint64, failRate float64, dedup bool, logPath string) (*service, error) {
+	s := &service{seed: seed, failRate: failRate, dedup: dedup, attempts: map[string]int{}, delivered: map[string]int{}, keys: map[string]bool{}}
 	if logPath != "" {
 		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
@@ -107,16 +127,29 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(w, http.StatusBadRequest, latency, "empty message")
 	case !validUser.MatchString(j.UserID):
 		answer(w, http.StatusNotFound, latency, "unknown user")
+	case !s.deliver(j.ID, r.Header.Get(retryhttp.IdempotencyKeyHeader)):
+		w.Header().Set(replayedHeader, "true")
+		answer(w, http.StatusOK, latency, "sent")
 	default:
-		s.deliver(j.ID)
 		answer(w, http.StatusOK, latency, "sent")
 	}
 }
 
-// deliver records that the notification of job id reached its user.
-func (s *service) deliver(id string) {
+// deliver delivers the notification of job id, unless the service
+// dedups and key (the request's Idempotency-Key; "" for none) was
+// delivered before; it reports whether it delivered. delivered counts
+// real deliveries only, so a job's count above 1 is a notification its
+// user got twice.
+func (s *service) deliver(id, key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.dedup && key != "" {
+		if s.keys[key] {
+			s.deduped.Add(1)
+			return false
+		}
+		s.keys[key] = true
+	}
 	s.delivered[id]++
 	s.deliveries.Add(1)
 	if s.delivered[id] > 1 {
@@ -129,6 +162,7 @@ func (s *service) deliver(id string) {
 			fmt.Fprintln(os.Stderr, "notify: the deliveries record:", err)
 		}
 	}
+	return true
 }
 
 func answer(w http.ResponseWriter, code int, latency time.Duration, status string) {

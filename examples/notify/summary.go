@@ -19,6 +19,7 @@ type summary struct {
 	Jobs, Deliveries, Redelivered int
 	Sent                          int64 // notifications the service delivered in this run
 	DeliveredTwice                int64 // deliveries of a job the service had delivered before, in this run
+	Deduplicated                  int64 // requests the service answered from their Idempotency-Key, not delivering
 	Requests                      int64 // requests the service saw: downstream calls
 	RetriedJobs                   int   // deliveries that needed more than one attempt
 	Attempts, Retries             uint64
@@ -42,7 +43,7 @@ func (r *runner) summarize(jobs []*job) summary {
 	snap := r.stats.Snapshot()
 	s := summary{
 		Jobs: len(jobs), Redelivered: len(r.redeliv), Deliveries: len(r.results),
-		Sent: r.svc.deliveries.Load(), DeliveredTwice: r.svc.duplicates.Load(), Requests: r.svc.requests.Load(),
+		Sent: r.svc.deliveries.Load(), DeliveredTwice: r.svc.duplicates.Load(), Deduplicated: r.svc.deduped.Load(), Requests: r.svc.requests.Load(),
 		Attempts: snap.Attempts, Retries: snap.Retries,
 		DeadLettered: snap.DeadLettersRecorded, NotDeadLettered: snap.DeadLettersFailed,
 	}
@@ -108,7 +109,7 @@ func percentile(d []time.Duration, p int) time.Duration {
 // with the same flags.
 func (s summary) table() string {
 	var b strings.Builder
-	row := func(name string, v any, note string) { fmt.Fprintf(&b, "  %-25s%14v   %s\n", name, v, note) }
+	row := func(name string, v any, note string) { fmt.Fprintf(&b, "  %-28s%14v   %s\n", name, v, note) }
 	perJob := float64(s.Requests) / float64(s.Jobs)
 	row("jobs", s.Jobs, fmt.Sprintf("%d deliveries: the queue delivered %d jobs twice", s.Deliveries, s.Redelivered))
 	row("sent", s.Sent, "notifications the push service delivered")
@@ -121,6 +122,7 @@ func (s summary) table() string {
 	row("dead-lettered", s.DeadLettered, fmt.Sprintf("the permanent, exhausted, deadline, refused and unknown ones; %d could not be stored", s.NotDeadLettered))
 	row("duplicates prevented", s.DuplicatesPrevented, "redeliveries the idempotency store answered: not sent again")
 	row("done by an earlier run", s.EarlierRun, "first deliveries the idempotency store answered (same seed, shared store)")
+	row("deduplicated by the service", s.Deduplicated, "requests whose Idempotency-Key the push service had delivered: answered, not delivered again")
 	row("delivered twice", s.DeliveredTwice, "by the push service's own count")
 	row("accounted", fmt.Sprintf("%d / %d", s.accounted(), s.Deliveries), s.accounting())
 	row("job duration p50 / p99", s.P50.Round(time.Millisecond).String()+" / "+s.P99.Round(time.Millisecond).String(), "virtual time, from the first attempt to the end")
