@@ -27,7 +27,11 @@ type config struct {
 	failRate, permanentRate, redeliverRate float64
 	// noBudget runs without the shared retry budget: every job may make
 	// all its attempts, whatever the others see.
-	noBudget        bool
+	noBudget bool
+	// atLeastOnce sets IdempotencyOptions.AtLeastOnce: a redelivery of a
+	// job whose outcome is unknown sends it again once its lease (30s)
+	// has run out, instead of replaying the unknown outcome.
+	atLeastOnce     bool
 	seed            uint64
 	deadline        time.Duration // per job, on its virtual clock
 	crashAt         int           // exit after this many sends; 0: never
@@ -70,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.permanentRate, "permanent-rate", 0.02, "share of jobs that fail permanently: empty message or invalid user ID (0 to 1)")
 	fs.Float64Var(&c.redeliverRate, "redeliver-rate", 0.05, "share of jobs the queue delivers twice, as after a lost acknowledgement (0 to 1)")
 	fs.BoolVar(&c.noBudget, "no-budget", false, "no shared retry budget: every job makes all its attempts (the summary is then the same for a seed at any -fail-rate)")
+	fs.BoolVar(&c.atLeastOnce, "at-least-once", false, "IdempotencyOptions.AtLeastOnce: a redelivery of a job whose outcome is unknown (its deadline passed while the request was out) sends it again once the idempotency lease has run out, instead of replaying the unknown outcome; memory store only")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the jobs, the failures and the jitter: the same seed gives the same summary")
 	fs.DurationVar(&c.deadline, "deadline", defaultDeadline, "each job's context deadline, on its virtual clock")
 	fs.IntVar(&c.crashAt, "crash-at", 0, "exit abruptly (os.Exit) after this many sends, to rerun with the same seed; needs -redis or -postgres")
@@ -125,6 +130,8 @@ func (c *config) validate() error {
 		return usagef("-crash-at %d: must not be negative (0: never)", c.crashAt)
 	case c.crashAt > 0 && c.redis == "" && c.postgres == "":
 		return usagef("-crash-at needs -redis or -postgres: the memory idempotency store dies with the process, so a rerun could not know what was sent")
+	case c.atLeastOnce && (c.redis != "" || c.postgres != ""):
+		return usagef("-at-least-once goes with the memory store only: Redis and PostgreSQL measure the idempotency lease (30s) in real time, which a run of a few seconds does not run out, so a redelivery a virtual minute later would still find the lease held")
 	case c.fresh && c.redis == "" && c.postgres == "":
 		return usagef("-fresh goes with -redis or -postgres: the memory store starts empty anyway")
 	case !namespaceRE.MatchString(c.namespace):

@@ -111,6 +111,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-crash-at", "10"}, "-crash-at needs -redis or -postgres"},
 		{[]string{"-crash-at", "-1"}, "-crash-at -1"},
 		{[]string{"-fresh"}, "-fresh"},
+		{[]string{"-at-least-once", "-redis", "127.0.0.1:6379"}, "-at-least-once goes with the memory store"},
+		{[]string{"-at-least-once", "-postgres", "postgres://u:secret@host:5432/db"}, "-at-least-once goes with the memory store"},
 		{[]string{"-redis", "localhost"}, "-redis"},
 		{[]string{"-metrics", "9090"}, "-metrics"},
 		{[]string{"-postgres", "postgres://u:secret@host:notaport/db"}, "-postgres"},
@@ -243,4 +245,49 @@ func TestEveryJobAccountedFor(t *testing.T) {
 	assert.Equal(t, uint64(s.Deliveries-s.Succeeded-s.DuplicatesPrevented-s.EarlierRun), s.DeadLettered, "a job neither sent nor dead-lettered")
 	assert.Regexp(t, fmt.Sprintf(`accounted +%d / %d `, s.Deliveries, s.Deliveries), out)
 	assert.NotContains(t, out, "Nothing gave up")
+}
+
+// TestAtLeastOnceNeedsTheServiceDedup: with -at-least-once, a redelivery
+// of a job whose deadline cut its request (which the service had
+// delivered) sends it again once the lease has run out. Without the
+// service's dedup the user gets it twice; with it (the default) the
+// service answers those repeats from their Idempotency-Key, and the two
+// runs are the same run but for who counts the repeats.
+func TestAtLeastOnceNeedsTheServiceDedup(t *testing.T) {
+	t.Parallel()
+	args := []string{"-jobs", "200", "-at-least-once", "-deadline", "100ms", "-redeliver-rate", "1", "-fail-rate", "0"}
+	off, _ := runIn(t, testConfig(t, append(args, "-service-dedup=false")...), env{})
+	on, out := runIn(t, testConfig(t, args...), env{})
+
+	require.Positive(t, off.Unknown)
+	assert.Positive(t, off.DeliveredTwice, "no job was sent again: the test shows nothing")
+	assert.Zero(t, off.Deduplicated)
+
+	assert.Zero(t, on.DeliveredTwice, "the service's dedup let a job be delivered twice")
+	assert.Positive(t, on.Deduplicated)
+	assert.Equal(t, off.DeliveredTwice, on.Deduplicated, "each repeat the service answered is one it delivered without dedup")
+	assert.Equal(t, off.Sent, on.Sent+on.Deduplicated)
+	assert.Equal(t, off.Requests, on.Requests)
+	assert.Less(t, on.DuplicatesPrevented, on.Redelivered, "every redelivery was replayed: AtLeastOnce had no effect")
+	assert.Regexp(t, fmt.Sprintf(`deduplicated by the service +%d `, on.Deduplicated), out)
+	assert.Regexp(t, `delivered twice +0 `, out)
+	assert.Contains(t, out, "at least once")
+}
+
+// TestAtMostOnceNeedsNoServiceDedup: by default (at most once) the
+// idempotency store replays the unknown outcome of a job whose deadline
+// cut its request, so -deadline 100ms delivers nothing twice, with the
+// service's dedup or without it, and the service never sees a repeat of a
+// key it delivered.
+func TestAtMostOnceNeedsNoServiceDedup(t *testing.T) {
+	t.Parallel()
+	args := []string{"-jobs", "200", "-deadline", "100ms", "-redeliver-rate", "1", "-fail-rate", "0"}
+	for _, dedup := range []string{"-service-dedup=true", "-service-dedup=false"} {
+		s, out := runIn(t, testConfig(t, append(args, dedup)...), env{})
+		require.Positive(t, s.Unknown, dedup)
+		assert.Zero(t, s.DeliveredTwice, dedup)
+		assert.Zero(t, s.Deduplicated, dedup)
+		assert.Equal(t, s.Redelivered, s.DuplicatesPrevented, "%s: a redelivery of a sent or unknown job ran again", dedup)
+		assert.Contains(t, out, "at most once", dedup)
+	}
 }

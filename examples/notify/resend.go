@@ -40,7 +40,7 @@ func resend(ctx context.Context, cfg config, stdin io.Reader, stdout, stderr io.
 	}
 	defer b.close()
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-	shared, err := newRetrier(deps{store: b.store, observers: []retry.Observer{retryslog.New(logger, &retryslog.Options{RetryLevel: slog.LevelDebug})}})
+	shared, err := newRetrier(deps{store: b.store, atLeastOnce: cfg.atLeastOnce, observers: []retry.Observer{retryslog.New(logger, &retryslog.Options{RetryLevel: slog.LevelDebug})}})
 	if err != nil {
 		fmt.Fprintln(stderr, "notify -resend:", err)
 		return 1

@@ -39,6 +39,9 @@ type deps struct {
 	observers []retry.Observer
 	budget    retry.Budget // nil: the push service's token bucket (see newRetrier)
 	noBudget  bool         // no budget at all
+	// atLeastOnce lets a later call run a job whose outcome is unknown
+	// again, once its claim's lease has run out (IdempotencyOptions).
+	atLeastOnce bool
 }
 
 // newRetrier builds the one Retrier every job shares: the whole policy is
@@ -58,8 +61,12 @@ func newRetrier(d deps) (*retry.Retrier, error) {
 		retry.WithMaxDelay(maxWait),
 		retry.WithAttemptTimeout(attemptTimeout),
 		// The send log: one key per job ID, claimed before the first
-		// attempt, completed when the service has the notification.
-		retry.WithIdempotency(d.store, nil),
+		// attempt, completed when the service has the notification. A
+		// call cut while its request was out ends unknown: by default
+		// that is stored and replayed (at most once); with AtLeastOnce
+		// a redelivery after the lease sends again, and the push service
+		// must deduplicate by the Idempotency-Key header.
+		retry.WithIdempotency(d.store, &retry.IdempotencyOptions{AtLeastOnce: d.atLeastOnce}),
 		// The retry budget of the push service, shared by every job
 		// (Retrier.With keeps it): retries are allowed while failures
 		// do not outpace half the successes, so an outage of the service

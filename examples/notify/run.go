@@ -140,7 +140,7 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 		}
 	}
 
-	if r.shared, err = newRetrier(deps{store: b.store, sink: b.sink, observers: observers, noBudget: r.cfg.noBudget}); err != nil {
+	if r.shared, err = newRetrier(deps{store: b.store, sink: b.sink, observers: observers, noBudget: r.cfg.noBudget, atLeastOnce: r.cfg.atLeastOnce}); err != nil {
 		return summary{}, err
 	}
 	if r.svc, err = newService(cfg.seed, cfg.failRate, cfg.serviceDedup, cfg.deliveries); err != nil {
@@ -170,7 +170,11 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 	}
 	fmt.Fprintf(e.stdout, "  push service   %s (simulated, on loopback; retryhttp sends every attempt; %s)\n", url, dedup)
 	fmt.Fprintf(e.stdout, "  time           virtual: the jobs run one at a time on one timeline, so waits, latencies and timeouts take no real time\n")
-	fmt.Fprintf(e.stdout, "  idempotency    %s\n", b.storeName)
+	once := "at most once: an unknown outcome is stored and replayed"
+	if cfg.atLeastOnce {
+		once = "at least once: a job whose outcome is unknown is sent again after its lease"
+	}
+	fmt.Fprintf(e.stdout, "  idempotency    %s; %s\n", b.storeName, once)
 	fmt.Fprintf(e.stdout, "  dead letters   %s\n", b.sinkName)
 	if cfg.logPath == "-" {
 		fmt.Fprintf(e.stdout, "  log            standard error (slog JSON, level %v)\n", cfg.logLevel)

@@ -36,7 +36,8 @@ type summary struct {
 	EarlierRun                    int // first deliveries the idempotency store answered: done by an earlier run
 	P50, P99                      time.Duration
 
-	unhandled []error
+	atLeastOnce bool // -at-least-once: an unknown outcome is not replayed
+	unhandled   []error
 }
 
 func (r *runner) summarize(jobs []*job) summary {
@@ -46,6 +47,7 @@ func (r *runner) summarize(jobs []*job) summary {
 		Sent: r.svc.deliveries.Load(), DeliveredTwice: r.svc.duplicates.Load(), Deduplicated: r.svc.deduped.Load(), Requests: r.svc.requests.Load(),
 		Attempts: snap.Attempts, Retries: snap.Retries,
 		DeadLettered: snap.DeadLettersRecorded, NotDeadLettered: snap.DeadLettersFailed,
+		atLeastOnce: r.cfg.atLeastOnce,
 	}
 	var durations []time.Duration
 	for _, res := range r.results {
@@ -118,7 +120,11 @@ func (s summary) table() string {
 	row("exhausted", s.Exhausted, fmt.Sprintf("all %d attempts failed", maxAttempts))
 	row("deadline", s.Deadline, "the next wait would have ended past the job's deadline, or it passed during a wait")
 	row("refused by the budget", s.Refused, "failures outpaced successes: no retry (which ones follows the timeline's order)")
-	row("unknown", s.Unknown, "the deadline passed while the request was out: pushed or not; at most once, not sent again")
+	once := "at most once, not sent again"
+	if s.atLeastOnce {
+		once = "at least once, a redelivery after the lease sends it again"
+	}
+	row("unknown", s.Unknown, "the deadline passed while the request was out: pushed or not; "+once)
 	row("dead-lettered", s.DeadLettered, fmt.Sprintf("the permanent, exhausted, deadline, refused and unknown ones; %d could not be stored", s.NotDeadLettered))
 	row("duplicates prevented", s.DuplicatesPrevented, "redeliveries the idempotency store answered: not sent again")
 	row("done by an earlier run", s.EarlierRun, "first deliveries the idempotency store answered (same seed, shared store)")
