@@ -5,15 +5,19 @@
 //	go run ./examples/notify                  # 2,000 jobs, no services needed
 //	go run ./examples/notify -fail-rate 0.6   # a bad day
 //	go run ./examples/notify -redis 127.0.0.1:6379 -crash-at 500   # then run it again
+//	go run ./examples/notify -deadline 100ms -at-least-once -service-dedup=false   # jobs delivered twice
 //
 // Jobs are generated from -seed and sent by -workers workers from a bounded
 // queue, through a simulated push service on a loopback HTTP server that
 // fails transiently (timeouts, 502, 503, 429 with Retry-After) and
-// permanently (empty message: 400, invalid user ID: 404). One shared
-// policy (newRetrier) classifies the failures, retries with exponential
-// backoff and full jitter through retryhttp, makes each send idempotent
-// with a send log keyed by job ID (memstore, redisstore or pgstore), puts
-// every job that gives up in a dead-letter store (a JSON Lines file or
+// permanently (empty message: 400, invalid user ID: 404). One shared policy
+// (newRetrier) classifies the failures, retries with exponential backoff
+// and full jitter through retryhttp, makes each send idempotent with a send
+// log keyed by job ID (memstore, redisstore or pgstore), sends the job ID
+// as the Idempotency-Key header, by which the service deduplicates as
+// Stripe's API does (-service-dedup=false turns that off; -at-least-once,
+// which sends a job whose outcome is unknown again, shows why it must),
+// puts every job that gives up in a dead-letter store (a JSON Lines file or
 // pgdeadletter), counts with retrystats and retryprom, and logs with
 // retryslog, without message text or user IDs. Time is virtual (see
 // vclock.go): the same seed prints the same summary, in a few seconds.
