@@ -26,7 +26,9 @@
 // deadline or its [WithMaxElapsed] budget: when the next wait would end at
 // or after either, it returns at once. (The one wait that is not between
 // attempts: with [WithIdempotency], recording a success's outcome is
-// retried for up to one lease after fn returned, whatever the context.)
+// retried while the claim's lease surely lasts, whatever the context.)
+// A call whose context ends while fn runs ends with [OutcomeUnknown]:
+// fn may have acted, and [WithIdempotency] keeps its key.
 //
 // Beyond that, each concern has its place:
 //

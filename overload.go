@@ -104,7 +104,7 @@ func WithBreaker(b Breaker) Option {
 
 // WithNestedRetries lets this Retrier retry an error that another Retrier
 // already gave up on: an [*Error] of [OutcomeExhausted],
-// [OutcomeMaxElapsed] or [OutcomeRefused] in fn's error. By default such
+// [OutcomeMaxElapsed], [OutcomeRefused] or [OutcomeUnknown] in fn's error. By default such
 // an error ends the call at once, with the inner call's Outcome, so that
 // only one layer of a stack of Retriers retries: three nested layers of 3
 // attempts reach the leaf 3 times, not 27 ("retry only at the layer
