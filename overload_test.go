@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrystats"
 )
@@ -496,5 +498,32 @@ func TestBudget_serverDelayOnARefusedError(t *testing.T) {
 		assert.Equal(t, 1, calls)
 		assert.Zero(t, b.attempted, "a permanent answer is not heard")
 		assert.Zero(t, b.retries)
+	})
+}
+
+// TestBudget_notAskedToLookAgainAtAHeldKey: with FailWhileHeld, an attempt
+// that found the key held did not reach the downstream, so the wait before
+// the next look asks no budget: even an empty budget lets 20 callers wait
+// for the holder, and they replay its outcome.
+func TestBudget_notAskedToLookAgainAtAHeldKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(nil)
+		cl, err := store.Claim(t.Context(), "k", "", time.Minute)
+		require.NoError(t, err)
+		empty, err := overload.NewRatio(overload.RatioOptions{Ratio: overload.None, MinPerSecond: overload.None})
+		require.NoError(t, err)
+		r := mustNew(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}),
+			retry.WithBudget(empty), retry.WithMaxAttempts(math.MaxInt), retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter))
+		var wg sync.WaitGroup
+		var calls atomic.Int32
+		for range 20 {
+			wg.Go(func() {
+				assert.NoError(t, r.Do(t.Context(), func(context.Context) error { calls.Add(1); return nil }))
+			})
+		}
+		time.Sleep(time.Second)
+		require.NoError(t, store.Complete(t.Context(), "k", cl.Token, retry.StoredOutcome{}, time.Hour))
+		wg.Wait()
+		assert.Zero(t, calls.Load(), "every caller replays the holder's success")
 	})
 }

@@ -381,7 +381,10 @@ func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, 
 			var zero T
 			return finish(&c, hooks, zero, c.stopFor(verdict))
 		}
-		if cfg.guarded {
+		// A wait after an attempt that did not call fn (another caller
+		// holds the key) is a look at the store, not a retry of the
+		// downstream: no budget or breaker is asked for it.
+		if cfg.guarded && c.ran {
 			if err = c.mayRetry(d); err != nil {
 				var zero T
 				return finish(&c, hooks, zero, err)
