@@ -35,8 +35,9 @@ type Budget interface {
 	Attempted(attempt int, failed, throttled bool)
 	// Retry asks, after a failed attempt that called fn, for leave to wait
 	// d and attempt again (not after an attempt that found an idempotency
-	// key held, which only looks at the store again). A non-nil error refuses it: Do stops at once, without the
-	// wait, with an [*Error] of [OutcomeRefused] that matches both this
+	// key held, which only looks at the store again). A non-nil error
+	// refuses it: Do stops at once, without the wait, with an [*Error]
+	// of [OutcomeRefused] that matches both this
 	// error and the last attempt's. A call's first attempt is never asked
 	// for, and a server's delay does not bypass the budget.
 	Retry(d time.Duration) error
