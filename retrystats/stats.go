@@ -185,31 +185,36 @@ type Snapshot struct {
 
 // Calls returns the number of calls that ended: the sum of the outcomes.
 func (s Snapshot) Calls() uint64 {
-	return s.Success + s.Permanent + s.Exhausted + s.MaxElapsed + s.Deadline + s.Canceled + s.Refused + s.Unknown
+	var n uint64
+	for _, c := range s.outcomes() {
+		n += *c
+	}
+	return n
 }
 
 // Outcome returns the number of calls that ended with o, or 0 for an
 // unknown outcome.
 func (s Snapshot) Outcome(o retry.Outcome) uint64 {
-	switch o {
-	case retry.OutcomeSuccess:
-		return s.Success
-	case retry.OutcomePermanent:
-		return s.Permanent
-	case retry.OutcomeExhausted:
-		return s.Exhausted
-	case retry.OutcomeMaxElapsed:
-		return s.MaxElapsed
-	case retry.OutcomeDeadline:
-		return s.Deadline
-	case retry.OutcomeCanceled:
-		return s.Canceled
-	case retry.OutcomeRefused:
-		return s.Refused
-	case retry.OutcomeUnknown:
-		return s.Unknown
-	default:
+	if int(o) >= numOutcomes {
 		return 0
+	}
+	return *s.outcomes()[o]
+}
+
+// outcomes returns the outcome fields of s, indexed by retry.Outcome, for
+// Snapshot to fill from Stats' counters and for Calls and Outcome to read.
+// An Outcome added to retry without a field here fails to compile: the
+// literal would be shorter than numOutcomes.
+func (s *Snapshot) outcomes() [numOutcomes]*uint64 {
+	return [...]*uint64{
+		retry.OutcomeSuccess:    &s.Success,
+		retry.OutcomePermanent:  &s.Permanent,
+		retry.OutcomeExhausted:  &s.Exhausted,
+		retry.OutcomeMaxElapsed: &s.MaxElapsed,
+		retry.OutcomeDeadline:   &s.Deadline,
+		retry.OutcomeCanceled:   &s.Canceled,
+		retry.OutcomeRefused:    &s.Refused,
+		retry.OutcomeUnknown:    &s.Unknown,
 	}
 }
 
@@ -218,25 +223,19 @@ func (s Snapshot) Outcome(o retry.Outcome) uint64 {
 func (s *Stats) Snapshot() Snapshot {
 	// Ends are read before starts, so that InFlight is never negative.
 	// Go's atomics are sequentially consistent.
-	snap := Snapshot{
-		Success:             s.calls[retry.OutcomeSuccess].Load(),
-		Permanent:           s.calls[retry.OutcomePermanent].Load(),
-		Exhausted:           s.calls[retry.OutcomeExhausted].Load(),
-		MaxElapsed:          s.calls[retry.OutcomeMaxElapsed].Load(),
-		Deadline:            s.calls[retry.OutcomeDeadline].Load(),
-		Canceled:            s.calls[retry.OutcomeCanceled].Load(),
-		Refused:             s.calls[retry.OutcomeRefused].Load(),
-		Unknown:             s.calls[retry.OutcomeUnknown].Load(),
-		BudgetDenied:        s.denied.Load(),
-		CircuitOpen:         s.open.Load(),
-		NoAttempt:           s.noAttempt.Load(),
-		Waiting:             s.waiting.Load(),
-		DeadLettersRecorded: s.dlRecorded.Load(),
-		DeadLettersFailed:   s.dlFailed.Load(),
-		AttemptBounds:       attemptBounds,
-		DurationBounds:      durationBounds,
-		DurationSum:         time.Duration(s.durationSum.Load()),
+	var snap Snapshot
+	for o, c := range snap.outcomes() {
+		*c = s.calls[o].Load()
 	}
+	snap.BudgetDenied = s.denied.Load()
+	snap.CircuitOpen = s.open.Load()
+	snap.NoAttempt = s.noAttempt.Load()
+	snap.Waiting = s.waiting.Load()
+	snap.DeadLettersRecorded = s.dlRecorded.Load()
+	snap.DeadLettersFailed = s.dlFailed.Load()
+	snap.AttemptBounds = attemptBounds
+	snap.DurationBounds = durationBounds
+	snap.DurationSum = time.Duration(s.durationSum.Load())
 	for i := range s.perCall {
 		snap.AttemptsPerCall[i] = s.perCall[i].Load()
 	}

@@ -294,3 +294,33 @@ func TestStats_refusals(t *testing.T) {
 	assert.Equal(t, uint64(1), s.Retries)
 	assert.Equal(t, uint64(1), s.NoAttempt, "the breaker's refusal came before any attempt")
 }
+
+// TestSnapshot_outcome: Outcome(o) is the named field of o, for every
+// outcome, in a snapshot Stats made and in one built by hand; Calls is
+// their sum, and an outcome beyond the known ones counts 0.
+func TestSnapshot_outcome(t *testing.T) {
+	t.Parallel()
+	stats := new(retrystats.Stats)
+	for o := retry.OutcomeSuccess; o <= retry.OutcomeUnknown; o++ {
+		for range int(o) + 1 {
+			stats.OnDone(t.Context(), retry.Done{Outcome: o, Attempts: 1})
+		}
+	}
+	stats.OnDone(t.Context(), retry.Done{Outcome: retry.OutcomeUnknown + 1, Attempts: 1})
+	byHand := retrystats.Snapshot{Success: 1, Permanent: 2, Exhausted: 3, MaxElapsed: 4, Deadline: 5, Canceled: 6, Refused: 7, Unknown: 8}
+	for name, s := range map[string]retrystats.Snapshot{"stats": stats.Snapshot(), "by hand": byHand} {
+		fields := map[retry.Outcome]uint64{
+			retry.OutcomeSuccess: s.Success, retry.OutcomePermanent: s.Permanent,
+			retry.OutcomeExhausted: s.Exhausted, retry.OutcomeMaxElapsed: s.MaxElapsed,
+			retry.OutcomeDeadline: s.Deadline, retry.OutcomeCanceled: s.Canceled,
+			retry.OutcomeRefused: s.Refused, retry.OutcomeUnknown: s.Unknown,
+		}
+		for o := retry.OutcomeSuccess; o <= retry.OutcomeUnknown; o++ {
+			assert.Equal(t, uint64(o)+1, s.Outcome(o), "%s: Outcome(%s)", name, o)
+			assert.Equal(t, fields[o], s.Outcome(o), "%s: Outcome(%s) is its field", name, o)
+		}
+		assert.Zero(t, s.Outcome(retry.OutcomeUnknown+1), name)
+		assert.Zero(t, s.Outcome(255), name)
+		assert.Equal(t, uint64(36), s.Calls(), name)
+	}
+}
