@@ -1,13 +1,15 @@
 // Package retrymetrics holds what the metrics observers of
 // github.com/steadfast-go/retry share, so that they count alike: the rule
 // that keeps the calls-in-flight and waits-in-progress gauges, the bounded
-// table of operation names, the histogram buckets, and the checks of the
-// settings they have in common (MaxOperations, DurationBuckets). The
-// retry package's Stats, retryprom and retryotel use it; an Observer of
-// your own may too.
+// table of operation names, the histogram buckets, and the checks their
+// constructors begin with ([Prepare]: what they are built on must not be
+// nil; the settings they have in common, MaxOperations and
+// DurationBuckets). The retry package's Stats, retryprom and retryotel
+// use it; an Observer of your own may too.
 //
-// It imports only the standard library, so that the retry package can
-// use it: its functions take the fields of retry's events, not the events.
+// It imports only the standard library (and the retry module's nil check,
+// itself standard library only), so that the retry package can use it:
+// its functions take the fields of retry's events, not the events.
 // Nothing in it keeps global state; every function is safe for concurrent
 // use, and so is a [Table].
 package retrymetrics

@@ -50,7 +50,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -123,18 +122,11 @@ type series struct {
 // nil pointer, such as a nil *sdkmetric.MeterProvider) or bad options, or
 // is the meter's error for an instrument it could not make.
 func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
-	if mp == nil {
-		return nil, fmt.Errorf("%w: retryotel.New: the meter provider is nil; pass otel.GetMeterProvider() for the global one", retry.ErrInvalidOption)
-	}
-	if isNil(mp) {
-		return nil, fmt.Errorf("%w: retryotel.New: the meter provider is nil (a nil %T); pass otel.GetMeterProvider() for the global one", retry.ErrInvalidOption, mp)
-	}
 	o := &Observer{}
-	ops, err := retrymetrics.NewTable(opts.MaxOperations, o.newSeries)
-	if err != nil {
-		return nil, fmt.Errorf("%w: retryotel.New: %w", retry.ErrInvalidOption, err)
-	}
-	buckets, err := retrymetrics.DurationBuckets(opts.DurationBuckets)
+	ops, buckets, err := retrymetrics.Prepare(retrymetrics.Setup{
+		On: mp, OnName: "the meter provider", OnHint: "pass otel.GetMeterProvider() for the global one",
+		MaxOperations: opts.MaxOperations, DurationBuckets: opts.DurationBuckets,
+	}, o.newSeries)
 	if err != nil {
 		return nil, fmt.Errorf("%w: retryotel.New: %w", retry.ErrInvalidOption, err)
 	}
@@ -164,18 +156,6 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	}
 	o.ops = ops
 	return o, nil
-}
-
-// isNil reports whether v holds a nil pointer or func, whose methods
-// would panic when New calls them (as a nil *sdkmetric.MeterProvider's
-// do). It is the rule of the retry module's internal/isnil, which other
-// modules cannot import.
-func isNil(v any) bool {
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // newSeries builds the options of an operation, and adds 0 to each of

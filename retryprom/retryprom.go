@@ -60,7 +60,6 @@ package retryprom
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -138,18 +137,11 @@ type series struct {
 // already has metrics of these names) if registration fails; then nothing
 // is registered.
 func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
-	if reg == nil {
-		return nil, fmt.Errorf("%w: retryprom.New: the registerer is nil", retry.ErrInvalidOption)
-	}
-	if isNil(reg) {
-		return nil, fmt.Errorf("%w: retryprom.New: the registerer is nil (a nil %T)", retry.ErrInvalidOption, reg)
-	}
 	o := &Observer{}
-	ops, err := retrymetrics.NewTable(opts.MaxOperations, o.newSeries)
-	if err != nil {
-		return nil, fmt.Errorf("%w: retryprom.New: %w", retry.ErrInvalidOption, err)
-	}
-	buckets, err := retrymetrics.DurationBuckets(opts.DurationBuckets)
+	ops, buckets, err := retrymetrics.Prepare(retrymetrics.Setup{
+		On: reg, OnName: "the registerer",
+		MaxOperations: opts.MaxOperations, DurationBuckets: opts.DurationBuckets,
+	}, o.newSeries)
 	if err != nil {
 		return nil, fmt.Errorf("%w: retryprom.New: %w", retry.ErrInvalidOption, err)
 	}
@@ -182,18 +174,6 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	}
 	o.ops = ops
 	return o, nil
-}
-
-// isNil reports whether v holds a nil pointer or func, whose methods
-// would panic when Register calls them (as a nil *prometheus.Registry's
-// do). It is the rule of the retry module's internal/isnil, which other
-// modules cannot import.
-func isNil(v any) bool {
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // validName says whether s is a metric name that every Prometheus version

@@ -1,0 +1,63 @@
+package retrymetrics
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/steadfast-go/retry/internal/isnil"
+)
+
+// Setup is what the constructors of the metrics observers are given and
+// check alike: what they are built on, and the settings their Options
+// share. retryprom and retryotel pass it to [Prepare].
+type Setup struct {
+	// On is what the observer is built on: a Prometheus registerer, an
+	// OpenTelemetry meter provider. It must not be nil, nor an interface
+	// holding a nil pointer or func, whose methods would panic.
+	On any
+	// OnName names On in the error for a nil one: "the registerer".
+	OnName string
+	// OnHint, when set, ends the error for a nil On: "pass
+	// otel.GetMeterProvider() for the global one".
+	OnHint string
+	// MaxOperations is the MaxOperations setting; see [NewTable].
+	MaxOperations int
+	// DurationBuckets is the DurationBuckets setting; see
+	// [DurationBuckets].
+	DurationBuckets []float64
+}
+
+// Prepare checks s and returns the operation table, made with newValue as
+// [NewTable] makes it, and the bounds of the call-duration histogram, as
+// [DurationBuckets] gives them. It checks, in this order: s.On ("the
+// registerer is nil", or "the registerer is nil (a nil
+// *prometheus.Registry)" for a nil pointer held in the interface),
+// s.MaxOperations, s.DurationBuckets. The error names the setting and
+// what is wrong with it; callers wrap it with their own sentinel and name
+// (retryprom and retryotel: "%w: retryprom.New: %w" with
+// retry.ErrInvalidOption).
+func Prepare[T any](s Setup, newValue func(label string) T) (*Table[T], []float64, error) {
+	if isnil.Is(s.On) {
+		name := s.OnName
+		if name == "" {
+			name = "the argument"
+		}
+		msg := name + " is nil"
+		if s.On != nil {
+			msg += fmt.Sprintf(" (a nil %T)", s.On)
+		}
+		if s.OnHint != "" {
+			msg += "; " + s.OnHint
+		}
+		return nil, nil, errors.New(msg)
+	}
+	ops, err := NewTable(s.MaxOperations, newValue)
+	if err != nil {
+		return nil, nil, err
+	}
+	buckets, err := DurationBuckets(s.DurationBuckets)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ops, buckets, nil
+}
