@@ -13,7 +13,9 @@ import (
 // MemorySink keeps dead letters in memory, in the order they were put,
 // one per ID: like a [FileSink], it keeps the first record put with an ID
 // and ignores later ones. It is meant for tests and examples: it is not
-// durable, and it never forgets a record. It implements [Source]. A
+// durable, and it forgets a record only when [MemorySink.Purge] deletes
+// it. It implements [Source], and lists and purges with a [Filter] as the
+// other sinks do, so that it can stand in for them in tests. A
 // MemorySink is safe for concurrent use. The zero MemorySink is an empty
 // sink ready to use, as is the one [NewMemorySink] returns. A MemorySink
 // must not be copied after first use.
@@ -32,8 +34,10 @@ func NewMemorySink() *MemorySink {
 // payload whole). When a record with dl.ID is already stored,
 // Put keeps that one, stores nothing and returns nil, as a FileSink's
 // reader does: a Put retried after a timeout leaves one record, which
-// [Redrive] replays once. dl.ID must not be empty (Do always sets it);
-// Put also fails when ctx is already done.
+// [Redrive] replays once. dl.ID must not be empty (Do always sets it),
+// and dl.Reason must be a failure outcome, as the other sinks require:
+// Put refuses others with an error wrapping retry.ErrInvalidOption. Put
+// also fails when ctx is already done.
 func (m *MemorySink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -41,6 +45,11 @@ func (m *MemorySink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	if dl.ID == "" {
 		// Records are kept by ID: a second one without would be lost.
 		return fmt.Errorf("%w: MemorySink.Put: the dead letter has no ID", retry.ErrInvalidOption)
+	}
+	if !failure(dl.Reason) {
+		// A FileSink or a PostgreSQL sink refuses it: so does the sink
+		// that stands in for them in tests.
+		return fmt.Errorf("%w: MemorySink.Put: dead letter %s: its reason, outcome %d, is not a failure outcome", retry.ErrInvalidOption, dl.ID, uint8(dl.Reason))
 	}
 	dl = cloneDeadLetter(Clip(dl))
 	m.mu.Lock()
@@ -105,6 +114,68 @@ func (m *MemorySink) MarkRedriven(ctx context.Context, id string) (bool, error) 
 	}
 	m.recs[i].Redriven = time.Now()
 	return true, nil
+}
+
+// List returns copies of the records f selects, oldest first (by GaveUp,
+// then ID) and at most f.Limit of them when it is set, with Redriven set
+// for the records marked as redriven: what [Filter.Select] returns of
+// [MemorySink.Records], as [FileSink.List] does of its file.
+func (m *MemorySink) List(ctx context.Context, f Filter) ([]retry.DeadLetter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	sel, err := f.Select(m.recs)
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	for i, dl := range sel {
+		sel[i] = cloneDeadLetter(dl)
+	}
+	return sel, nil
+}
+
+// Purge deletes the records f selects (the oldest f.Limit of them when
+// Limit is set), the ones [MemorySink.List] returns, and returns how many
+// it deleted. The zero Filter selects every record. A purged record is
+// unknown: MarkRedriven reports false for it, and a Put with its ID
+// stores a new record.
+func (m *MemorySink) Purge(ctx context.Context, f Filter) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sel, err := f.Select(m.recs)
+	if err != nil || len(sel) == 0 {
+		return 0, err
+	}
+	drop := make(map[string]bool, len(sel))
+	for _, dl := range sel {
+		drop[dl.ID] = true
+	}
+	m.recs = slices.DeleteFunc(m.recs, func(dl retry.DeadLetter) bool { return drop[dl.ID] })
+	if m.byID == nil { // a zero MemorySink's records
+		m.byID = make(map[string]int, len(m.recs))
+	}
+	clear(m.byID)
+	for i, dl := range m.recs {
+		m.byID[dl.ID] = i
+	}
+	return len(sel), nil
+}
+
+// failure reports whether o is an outcome a dead letter can have, the
+// test Filter.Validate makes of its reasons.
+func failure(o retry.Outcome) bool {
+	return o != retry.OutcomeSuccess && o <= retry.OutcomeUnknown
 }
 
 // cloneDeadLetter copies the slices of dl, so that a stored record shares

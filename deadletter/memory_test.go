@@ -15,7 +15,7 @@ func TestMemorySinkCopies(t *testing.T) {
 	t.Parallel()
 	sink := deadletter.NewMemorySink()
 	payload := []byte("abc")
-	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "1", Payload: payload}))
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "1", Payload: payload, Reason: retry.OutcomeExhausted}))
 	payload[0] = 'X'
 	got := sink.Records()
 	require.Len(t, got, 1)
@@ -30,8 +30,8 @@ func TestMemorySinkCopies(t *testing.T) {
 func TestMemorySinkMarksOnce(t *testing.T) {
 	t.Parallel()
 	sink := deadletter.NewMemorySink()
-	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "1"}))
-	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "2"}))
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "1", Reason: retry.OutcomeExhausted}))
+	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: "2", Reason: retry.OutcomeExhausted}))
 	ok, err := sink.MarkRedriven(t.Context(), "1")
 	require.NoError(t, err)
 	assert.True(t, ok)
