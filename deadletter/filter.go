@@ -20,7 +20,8 @@ const (
 	Redriven              // marked as redriven
 )
 
-// Filter selects dead letters for [FileSink.List] and [FileSink.Purge],
+// Filter selects dead letters for [FileSink.List] and [FileSink.Purge]
+// (and [MemorySink.List] and [MemorySink.Purge]),
 // and for the List and Purge of the PostgreSQL sink (module
 // pgdeadletter). Each field that is set narrows the selection; the zero
 // Filter selects every record.
