@@ -5,7 +5,8 @@
 // is fixed, and [Filter] to select records for listing and purging. The
 // PostgreSQL sink is module pgdeadletter. Every sink bounds the error
 // texts of what it stores ([Clip]: 4096 bytes a text, 64 KiB a record)
-// and keeps the payload whole.
+// and keeps the payload whole. Package deadlettertest checks that a sink
+// of your own keeps the contract they keep.
 package deadletter
 
 import (

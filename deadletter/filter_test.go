@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -51,74 +50,6 @@ func ids(recs []retry.DeadLetter) []string {
 	return out
 }
 
-func TestFilterSelectAndFileList(t *testing.T) {
-	t.Parallel()
-	s, path, t0 := seedFile(t)
-	all, err := s.List(t.Context(), deadletter.Filter{})
-	require.NoError(t, err)
-	require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5"}, ids(all), "oldest first, whatever the order written")
-	unordered, err := deadletter.ReadFile(path)
-	require.NoError(t, err)
-
-	cases := []struct {
-		name string
-		f    deadletter.Filter
-		want []string
-	}{
-		{"name", deadletter.Filter{Name: "charge"}, []string{"r0", "r1", "r4"}},
-		{"unknown name", deadletter.Filter{Name: "nope"}, []string{}},
-		{"one reason", deadletter.Filter{Reasons: []retry.Outcome{retry.OutcomeExhausted}}, []string{"r0", "r2", "r4"}},
-		{"two reasons", deadletter.Filter{Reasons: []retry.Outcome{retry.OutcomeDeadline, retry.OutcomePermanent}}, []string{"r1", "r3"}},
-		{"since is inclusive", deadletter.Filter{Since: t0.Add(4 * time.Hour)}, []string{"r4", "r5"}},
-		{"until is exclusive", deadletter.Filter{Until: t0.Add(2 * time.Hour)}, []string{"r0", "r1"}},
-		{"range", deadletter.Filter{Since: t0.Add(time.Hour), Until: t0.Add(3 * time.Hour)}, []string{"r1", "r2"}},
-		{"pending", deadletter.Filter{State: deadletter.Pending}, []string{"r0", "r1", "r2", "r3", "r5"}},
-		{"redriven", deadletter.Filter{State: deadletter.Redriven}, []string{"r4"}},
-		{"ids", deadletter.Filter{IDs: []string{"r5", "r2", "zz"}}, []string{"r2", "r5"}},
-		{"empty ids select nothing", deadletter.Filter{IDs: []string{}}, []string{}},
-		{"empty reasons select nothing", deadletter.Filter{Reasons: []retry.Outcome{}}, []string{}},
-		{"limit keeps the oldest", deadletter.Filter{Limit: 2}, []string{"r0", "r1"}},
-		{"all together", deadletter.Filter{Name: "charge", Reasons: []retry.Outcome{retry.OutcomeExhausted}, State: deadletter.Pending, Since: t0.Add(-time.Hour)}, []string{"r0"}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := s.List(t.Context(), c.f)
-			require.NoError(t, err)
-			assert.Equal(t, c.want, ids(got), "List")
-			sel, err := c.f.Select(unordered)
-			require.NoError(t, err)
-			assert.Equal(t, c.want, ids(sel), "Select")
-			for _, dl := range unordered {
-				if c.f.Limit == 0 {
-					assert.Equal(t, slices.Contains(c.want, dl.ID), c.f.Match(dl), "Match(%s)", dl.ID)
-				}
-			}
-		})
-	}
-}
-
-func TestFilterRejectsNonsense(t *testing.T) {
-	t.Parallel()
-	s, _ := openFileSink(t, nil)
-	now := time.Now()
-	for name, f := range map[string]deadletter.Filter{
-		"negative limit":    {Limit: -1},
-		"since after until": {Since: now, Until: now.Add(-time.Hour)},
-		"empty range":       {Since: now, Until: now},
-		"success reason":    {Reasons: []retry.Outcome{retry.OutcomeSuccess}},
-		"unknown reason":    {Reasons: []retry.Outcome{99}},
-		"unknown state":     {State: 7},
-	} {
-		assert.ErrorIs(t, f.Validate(), retry.ErrInvalidOption, name)
-		_, err := f.Select(nil)
-		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
-		_, err = s.List(t.Context(), f)
-		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
-		_, err = s.Purge(t.Context(), f)
-		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
-	}
-}
-
 func TestFileSinkListReportsTornLines(t *testing.T) {
 	t.Parallel()
 	s, path, _ := seedFile(t)
@@ -139,6 +70,11 @@ func appendRaw(t *testing.T, path, s string) {
 	require.NoError(t, f.Close())
 }
 
+// TestFileSinkPurge checks what a purge does to the file: lines kept byte
+// for byte, torn ones too, the markers of purged records dropped, the
+// file's mode kept, no temporary file left, later Puts in the new file.
+// Which records a purge deletes is the contract suite's
+// (TestFileSinkContract, the Purge case), as for every sink.
 func TestFileSinkPurge(t *testing.T) {
 	t.Parallel()
 	s, path, t0 := seedFile(t)
@@ -154,24 +90,21 @@ func TestFileSinkPurge(t *testing.T) {
 		}
 		return ids(recs)
 	}
+	purge := func(f deadletter.Filter, want int) {
+		t.Helper()
+		n, err := s.Purge(ctx, f)
+		require.NoError(t, err)
+		require.Equal(t, want, n, "Purge(%+v)", f)
+	}
 
-	n, err := s.Purge(ctx, deadletter.Filter{IDs: []string{}})
-	require.NoError(t, err)
-	assert.Zero(t, n, "an empty selection of IDs purges nothing")
+	purge(deadletter.Filter{IDs: []string{}}, 0)
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "nothing selected, nothing rewritten")
 
-	n, err = s.Purge(ctx, deadletter.Filter{IDs: []string{"r3", "missing"}})
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	assert.Equal(t, []string{"r0", "r1", "r2", "r4", "r5"}, left())
-
+	purge(deadletter.Filter{IDs: []string{"r3", "missing"}}, 1)
 	// Purging the redriven record drops its redrive marker too.
-	n, err = s.Purge(ctx, deadletter.Filter{State: deadletter.Redriven})
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	assert.Equal(t, []string{"r0", "r1", "r2", "r5"}, left())
+	purge(deadletter.Filter{State: deadletter.Redriven}, 1)
 	after, err = os.ReadFile(path)
 	require.NoError(t, err)
 	assert.NotContains(t, string(after), `"r4"`)
@@ -180,30 +113,15 @@ func TestFileSinkPurge(t *testing.T) {
 	for line := range bytes.Lines(after) {
 		assert.Contains(t, string(before), string(line), "kept lines are unchanged")
 	}
-	ok, err := s.MarkRedriven(ctx, "r4")
-	require.NoError(t, err)
-	assert.False(t, ok, "a purged record cannot be marked")
 
 	// The sink appends to the new file.
 	require.NoError(t, s.Put(ctx, record("r6", "ship", retry.OutcomeExhausted, t0.Add(6*time.Hour))))
 	assert.Equal(t, []string{"r0", "r1", "r2", "r5", "r6"}, left())
-	ok, err = s.MarkRedriven(ctx, "r6")
+	ok, err := s.MarkRedriven(ctx, "r6")
 	require.NoError(t, err)
 	assert.True(t, ok)
 
-	n, err = s.Purge(ctx, deadletter.Filter{Name: "charge", Until: t0.Add(time.Hour)})
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	assert.Equal(t, []string{"r1", "r2", "r5", "r6"}, left())
-
-	n, err = s.Purge(ctx, deadletter.Filter{Limit: 2})
-	require.NoError(t, err)
-	assert.Equal(t, 2, n, "the two oldest")
-	assert.Equal(t, []string{"r5", "r6"}, left())
-
-	n, err = s.Purge(ctx, deadletter.Filter{})
-	require.NoError(t, err)
-	assert.Equal(t, 2, n)
+	purge(deadletter.Filter{}, 5)
 	assert.Empty(t, left())
 	after, err = os.ReadFile(path)
 	require.NoError(t, err)

@@ -6,33 +6,10 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
-	"github.com/steadfast-go/retry/pgdeadletter"
 	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// seed stores six records an hour apart, t0 being the oldest, and marks
-// r4 for redrive.
-func seed(t *testing.T, s *pgdeadletter.Sink) time.Time {
-	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	recs := []retry.DeadLetter{
-		record("r0", "charge", retry.OutcomeExhausted, t0),
-		record("r1", "charge", retry.OutcomePermanent, t0.Add(1*time.Hour)),
-		record("r2", "email", retry.OutcomeExhausted, t0.Add(2*time.Hour)),
-		record("r3", "email", retry.OutcomeDeadline, t0.Add(3*time.Hour)),
-		record("r4", "charge", retry.OutcomeExhausted, t0.Add(4*time.Hour)),
-		record("r5", "ship", retry.OutcomeMaxElapsed, t0.Add(5*time.Hour)),
-	}
-	// Put out of order: List orders by GaveUp.
-	for _, i := range []int{3, 0, 5, 1, 4, 2} {
-		require.NoError(t, s.Put(t.Context(), recs[i]))
-	}
-	ok, err := s.MarkRedriven(t.Context(), "r4")
-	require.NoError(t, err)
-	require.True(t, ok)
-	return t0
-}
 
 func ids(recs []retry.DeadLetter) []string {
 	out := []string{}
@@ -40,106 +17,6 @@ func ids(recs []retry.DeadLetter) []string {
 		out = append(out, dl.ID)
 	}
 	return out
-}
-
-func TestListFilters(t *testing.T) {
-	s := pgdltest.Sink(t, pgdltest.Pool(t))
-	t0 := seed(t, s)
-	all, err := s.List(t.Context(), deadletter.Filter{})
-	require.NoError(t, err)
-	require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5"}, ids(all))
-
-	cases := []struct {
-		name string
-		f    deadletter.Filter
-		want []string
-	}{
-		{"name", deadletter.Filter{Name: "charge"}, []string{"r0", "r1", "r4"}},
-		{"unknown name", deadletter.Filter{Name: "nope"}, []string{}},
-		{"one reason", deadletter.Filter{Reasons: []retry.Outcome{retry.OutcomeExhausted}}, []string{"r0", "r2", "r4"}},
-		{"two reasons", deadletter.Filter{Reasons: []retry.Outcome{retry.OutcomeDeadline, retry.OutcomePermanent}}, []string{"r1", "r3"}},
-		{"since is inclusive", deadletter.Filter{Since: t0.Add(4 * time.Hour)}, []string{"r4", "r5"}},
-		{"until is exclusive", deadletter.Filter{Until: t0.Add(2 * time.Hour)}, []string{"r0", "r1"}},
-		{"range", deadletter.Filter{Since: t0.Add(time.Hour), Until: t0.Add(3 * time.Hour)}, []string{"r1", "r2"}},
-		{"pending", deadletter.Filter{State: deadletter.Pending}, []string{"r0", "r1", "r2", "r3", "r5"}},
-		{"redriven", deadletter.Filter{State: deadletter.Redriven}, []string{"r4"}},
-		{"ids", deadletter.Filter{IDs: []string{"r5", "r2", "zz"}}, []string{"r2", "r5"}},
-		{"empty ids select nothing", deadletter.Filter{IDs: []string{}}, []string{}},
-		{"empty reasons select nothing", deadletter.Filter{Reasons: []retry.Outcome{}}, []string{}},
-		{"limit keeps the oldest", deadletter.Filter{Limit: 2}, []string{"r0", "r1"}},
-		{"all together", deadletter.Filter{Name: "charge", Reasons: []retry.Outcome{retry.OutcomeExhausted}, State: deadletter.Pending, Since: t0.Add(-time.Hour)}, []string{"r0"}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := s.List(t.Context(), c.f)
-			require.NoError(t, err)
-			assert.Equal(t, c.want, ids(got), "List")
-			sel, err := c.f.Select(all)
-			require.NoError(t, err)
-			assert.Equal(t, c.want, ids(sel), "Select agrees with List")
-		})
-	}
-}
-
-func TestFilterRejectsNonsense(t *testing.T) {
-	s := pgdltest.Sink(t, pgdltest.Pool(t))
-	now := time.Now()
-	for name, f := range map[string]deadletter.Filter{
-		"negative limit":    {Limit: -1},
-		"since after until": {Since: now, Until: now.Add(-time.Hour)},
-		"empty range":       {Since: now, Until: now},
-		"success reason":    {Reasons: []retry.Outcome{retry.OutcomeSuccess}},
-		"unknown reason":    {Reasons: []retry.Outcome{99}},
-		"unknown state":     {State: 7},
-	} {
-		_, err := s.List(t.Context(), f)
-		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
-		_, err = s.Purge(t.Context(), f)
-		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
-		_, err = f.Select(nil)
-		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
-	}
-}
-
-func TestPurge(t *testing.T) {
-	s := pgdltest.Sink(t, pgdltest.Pool(t))
-	t0 := seed(t, s)
-	ctx := t.Context()
-	left := func() []string {
-		recs, err := s.List(ctx, deadletter.Filter{})
-		require.NoError(t, err)
-		return ids(recs)
-	}
-
-	n, err := s.Purge(ctx, deadletter.Filter{IDs: []string{}})
-	require.NoError(t, err)
-	assert.Zero(t, n, "an empty selection of IDs purges nothing")
-	assert.Len(t, left(), 6)
-
-	n, err = s.Purge(ctx, deadletter.Filter{IDs: []string{"r3", "missing"}})
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	assert.Equal(t, []string{"r0", "r1", "r2", "r4", "r5"}, left())
-
-	n, err = s.Purge(ctx, deadletter.Filter{State: deadletter.Redriven})
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	assert.Equal(t, []string{"r0", "r1", "r2", "r5"}, left())
-
-	n, err = s.Purge(ctx, deadletter.Filter{Name: "charge", Until: t0.Add(time.Hour)})
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	assert.Equal(t, []string{"r1", "r2", "r5"}, left())
-
-	n, err = s.Purge(ctx, deadletter.Filter{Limit: 2})
-	require.NoError(t, err)
-	assert.Equal(t, 2, n, "the two oldest")
-	assert.Equal(t, []string{"r5"}, left())
-
-	n, err = s.Purge(ctx, deadletter.Filter{})
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	assert.Empty(t, left())
 }
 
 // TestListAgreesWithSelectAtTheEdges runs List and Purge with bounds on
