@@ -34,7 +34,8 @@ func TestWithWaitArmed_isCalledForZeroWaitsWithoutATimer(t *testing.T) {
 	})
 }
 
-// TestReadmeMockClockRecipe runs the README's recipe as written, for
+// TestReadmeMockClockRecipe runs the recipe of docs/testing.md (once in
+// the README) as written, for
 // schedules with non-zero, zero and mixed waits.
 func TestReadmeMockClockRecipe(t *testing.T) {
 	schedules := map[string][]retry.Option{
@@ -50,7 +51,7 @@ func TestReadmeMockClockRecipe(t *testing.T) {
 				ctx := t.Context()
 				fn, calls := failing(2, errTransient)
 
-				// The recipe, from README.md "Testing your retrying code".
+				// The recipe, from docs/testing.md "Testing your retrying code".
 				mock := clock.NewMock()
 				armed := make(chan time.Duration)
 				r, _ := retry.New(append([]retry.Option{retry.WithClock(mock), retry.WithWaitArmed(func(d time.Duration) { armed <- d })}, extra...)...)

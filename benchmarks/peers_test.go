@@ -19,8 +19,8 @@ import (
 	"github.com/steadfast-go/retry"
 )
 
-// These tests pin what each library does, so that the README's
-// comparison states only observed behaviour. Each runs in a synctest
+// These tests pin what each library does, so that the
+// comparison in docs/comparison.md states only observed behaviour. Each runs in a synctest
 // bubble: every library sleeps on the runtime's timers, which the bubble
 // fakes, so a 10s wait takes no real time and elapsed times are exact.
 

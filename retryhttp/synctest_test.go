@@ -32,7 +32,7 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// TestUnderSynctestWithAnInProcessTransport is the README's second recipe
+// TestUnderSynctestWithAnInProcessTransport is docs/http.md's second recipe
 // for testing an HTTP caller: real waits of the real clock, made instant
 // and exact by the bubble's fake time.
 func TestUnderSynctestWithAnInProcessTransport(t *testing.T) {

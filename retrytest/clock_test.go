@@ -14,7 +14,7 @@ import (
 	"github.com/steadfast-go/retry/retrytest"
 )
 
-// The README's recipe, as written, for schedules with zero waits too: every
+// The recipe of docs/testing.md, as written, for schedules with zero waits too: every
 // wait arrives on Armed, a zero one as 0, so the loop never hangs.
 func TestClock_recipeWorksForEverySchedule(t *testing.T) {
 	defer goleak.VerifyNone(t)
