@@ -19,6 +19,7 @@ import (
 
 type checkConfig struct {
 	repo, rev, version string
+	baseline           string // the commit after which commit messages are checked, before the first tag
 	unpublished        []string
 	keep               bool
 }
@@ -33,6 +34,8 @@ func check(cfg checkConfig, out io.Writer) error {
 		return err
 	}
 	version, problems := lint(t, mods, cfg.version)
+	commits, commitProblems := lintCommits(cfg.repo, t.commit, cfg.baseline)
+	problems = append(problems, commitProblems...)
 	var published []*mod
 	for _, m := range mods {
 		if m.published {
@@ -51,6 +54,9 @@ func check(cfg checkConfig, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "release check: %d modules at %s, from commit %s (%s); not released: %s\n",
 		len(published), shown, short(t.commit), cfg.rev, strings.Join(kept, ", "))
+	if commits != "" {
+		fmt.Fprintf(out, "  %s\n", commits)
+	}
 	for _, p := range problems {
 		fmt.Fprintf(out, "  problem: %s\n", p)
 	}

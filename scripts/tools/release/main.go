@@ -15,7 +15,9 @@
 // package, and runs go install of each command at the version and at
 // @latest, then the command with -h. It first checks the go.mod and go.work
 // files: one release version, no pseudo-versions, no replace or exclude
-// directives, a go.work that lists every module.
+// directives, a go.work that lists every module; and the subject of every
+// commit since the last release tag (before the first tag, since
+// commitBaseline): "area: what changed", at most 72 characters.
 //
 // set-version rewrites, in the working tree, every requirement between
 // the repository's modules and the go.work replacements to VERSION.
@@ -65,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if fs.Parse(args[1:]) != nil {
 			return 2
 		}
-		err = check(checkConfig{repo: *repo, rev: *rev, version: *version, unpublished: splitList(*unpublished), keep: *keep}, stdout)
+		err = check(checkConfig{repo: *repo, rev: *rev, version: *version, baseline: commitBaseline, unpublished: splitList(*unpublished), keep: *keep}, stdout)
 	case "set-version":
 		if fs.Parse(args[1:]) != nil {
 			return 2
