@@ -15,7 +15,7 @@ import (
 // outcome, two round trips and two commits. ns/op of the parallel run is
 // the inverse of throughput.
 func BenchmarkClaimComplete(b *testing.B) {
-	store, _, _ := newStore(b)
+	store, _, _ := newStore(b, nil)
 	ctx := context.Background()
 	rec := retry.StoredOutcome{Value: []byte(`{"id":12345,"status":"ok"}`)}
 	var n atomic.Int64 // keys stay fresh across the runs of each sub-benchmark
@@ -54,7 +54,7 @@ func claimComplete(b *testing.B, ctx context.Context, store interface {
 // BenchmarkClaimCompleted measures a replay: a Claim that finds the
 // stored outcome (the path every duplicate call takes).
 func BenchmarkClaimCompleted(b *testing.B) {
-	store, _, _ := newStore(b)
+	store, _, _ := newStore(b, nil)
 	ctx := context.Background()
 	c, err := store.Claim(ctx, "k", "fp", time.Minute)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 func TestContract(t *testing.T) {
 	mock := clock.NewMock()
 	mock.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store, _, _ := newStore(t, pgstore.WithClock(mock))
+	store, _, _ := newStore(t, &pgstore.Options{Clock: mock})
 	storetest.TestIdempotencyStore(t, storetest.Harness{
 		New:     func(*testing.T) retry.IdempotencyStore { return store },
 		Advance: func(_ *testing.T, d time.Duration) { mock.Add(d) },
@@ -24,7 +24,7 @@ func TestContract(t *testing.T) {
 // TestContractServerClock runs it again on PostgreSQL's now(), with
 // leases short enough that letting them run out costs a few milliseconds.
 func TestContractServerClock(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	storetest.TestIdempotencyStore(t, storetest.Harness{
 		New:     func(*testing.T) retry.IdempotencyStore { return store },
 		Advance: func(_ *testing.T, d time.Duration) { time.Sleep(d) },
@@ -35,6 +35,6 @@ func TestContractServerClock(t *testing.T) {
 // TestUnknownOutcome runs the unknown-outcome checks on PostgreSQL's
 // now(): a lease of 300ms, so each subtest takes a second or two.
 func TestUnknownOutcome(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) retry.IdempotencyStore { return store }, Lease: 300 * time.Millisecond})
 }

@@ -44,7 +44,7 @@ func (e effects) count(ctx context.Context, key string) (int, error) {
 // keys: each key's INSERT into the side-effect table happens once, and
 // every caller gets the value of the call that ran.
 func TestExactlyOnceDo(t *testing.T) {
-	store, pool, _ := newStore(t)
+	store, pool, _ := newStore(t, nil)
 	fx := newEffects(t, pool)
 	storetest.TestExactlyOnce(t, storetest.ExactlyOnce{
 		Store:      store,
@@ -56,7 +56,7 @@ func TestExactlyOnceDo(t *testing.T) {
 }
 
 func TestDoKeyReuse(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "order-7")
 	r, err := retry.New(retry.WithIdempotency(store, nil), retry.WithPayload([]byte(`{"amount":100}`)))
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func TestDoKeyReuse(t *testing.T) {
 
 // TestDoStoreDown points the store at a closed port: Do fails closed.
 func TestDoStoreDown(t *testing.T) {
-	store, err := pgstore.New(downPool(t))
+	store, err := pgstore.New(downPool(t), nil)
 	require.NoError(t, err)
 	called := false
 	err = retry.Do(context.Background(), func(context.Context) error {

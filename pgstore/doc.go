@@ -10,7 +10,7 @@
 // only while that token still holds it.
 //
 // Leases and retention are measured on the server's clock (now()) unless
-// [WithClock] injects one. Expired rows are claimable at once; [Store.Cleanup]
+// [Options.Clock] injects one. Expired rows are claimable at once; [Store.Cleanup]
 // deletes them to keep the table small. Any positive time.Duration is a
 // valid lease or retention, math.MaxInt64 (the usual "forever", about 292
 // years) too: it is added to the time exactly, in whole microseconds
@@ -20,7 +20,7 @@
 //
 //	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 //	...
-//	store, err := pgstore.New(pool, pgstore.WithTable("billing_idempotency"))
+//	store, err := pgstore.New(pool, &pgstore.Options{Table: "billing_idempotency"})
 //	...
 //	if err := store.Migrate(ctx); err != nil { ... }
 //
@@ -31,5 +31,7 @@
 // underscores) that is not a reserved key word of PostgreSQL ("user",
 // "select", "order"…: psql reads those as something else unless quoted),
 // at most 48 bytes for the table and 63 for the schema. Other names are
-// refused with an error wrapping [retry.ErrInvalidOption].
+// refused with an error wrapping [retry.ErrInvalidOption]. [New] takes
+// its settings as an [*Options], whose fields document their defaults; a
+// nil *Options gives them all.
 package pgstore

@@ -19,7 +19,7 @@ func Example() {
 	}
 	defer pool.Close()
 
-	store, err := pgstore.New(pool, pgstore.WithTable("billing_idempotency"))
+	store, err := pgstore.New(pool, &pgstore.Options{Table: "billing_idempotency"})
 	if err != nil {
 		log.Fatal(err) // a nil pool or a bad table name
 	}

@@ -18,7 +18,7 @@ import (
 // statement goes through a fault proxy to the test server.
 func proxiedStore(t *testing.T) (*pgstore.Store, *storetest.FaultProxy) {
 	t.Helper()
-	_, direct, table := newStore(t)
+	_, direct, table := newStore(t, nil)
 	cfg := direct.Config()
 	if cfg.ConnConfig.Host == "" || cfg.ConnConfig.Host[0] == '/' {
 		t.Skip("the fault proxy needs PostgreSQL on TCP, not on a Unix socket")
@@ -34,7 +34,7 @@ func proxiedStore(t *testing.T) (*pgstore.Store, *storetest.FaultProxy) {
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	store, err := pgstore.New(pool, pgstore.WithTable(table))
+	store, err := pgstore.New(pool, &pgstore.Options{Table: table})
 	require.NoError(t, err)
 	return store, proxy
 }
@@ -61,7 +61,7 @@ func TestExactlyOnceUnderConnectionCuts(t *testing.T) {
 // retry.ErrOutcomeNotRecorded, with the store's timeout in it, and
 // DoValue still returns fn's value.
 func TestOutcomeAfterTableLock(t *testing.T) {
-	store, pool, _ := newStore(t)
+	store, pool, _ := newStore(t, nil)
 	var tx pgx.Tx
 	storetest.TestOutcomeAfterFault(t, storetest.OutcomeFault{
 		Store: store,

@@ -24,7 +24,7 @@ const forever = time.Duration(math.MaxInt64)
 // so the expiry landed 292 years in the past and a second caller
 // acquired the key.
 func TestForeverLeaseAndRetention(t *testing.T) {
-	store, pool, table := newStore(t)
+	store, pool, table := newStore(t, nil)
 	ctx := context.Background()
 	for _, d := range []time.Duration{forever, forever - 1, forever - 998, forever - 999, forever - 1000} {
 		key := "k" + d.String()
@@ -53,7 +53,7 @@ func TestForeverLeaseAndRetention(t *testing.T) {
 // TestForeverRetentionThroughDo runs the same key twice with a "forever"
 // retention: fn runs once. It ran twice when the outcome expired at once.
 func TestForeverRetentionThroughDo(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	r, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-1", Retention: forever, Lease: forever}))
 	require.NoError(t, err)
 	var runs atomic.Int32
@@ -70,7 +70,7 @@ func TestForeverOnInjectedClock(t *testing.T) {
 	mock := clock.NewMock()
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	mock.Set(start)
-	store, pool, table := newStore(t, pgstore.WithClock(mock))
+	store, pool, table := newStore(t, &pgstore.Options{Clock: mock})
 	ctx := context.Background()
 	expiry := func(key string) time.Time {
 		var at time.Time

@@ -97,12 +97,13 @@ func dropTable(tb testing.TB, pool *pgxpool.Pool, table string) {
 	})
 }
 
-// newStore returns a migrated store on a fresh table, dropped at the end.
-func newStore(tb testing.TB, opts ...pgstore.Option) (*pgstore.Store, *pgxpool.Pool, string) {
+// newStore returns a migrated store on a fresh table, dropped at the end,
+// with opts (which may be nil) but for the table.
+func newStore(tb testing.TB, opts *pgstore.Options) (*pgstore.Store, *pgxpool.Pool, string) {
 	tb.Helper()
 	pool := newPool(tb)
 	table := tableName(tb)
-	store, err := pgstore.New(pool, append([]pgstore.Option{pgstore.WithTable(table)}, opts...)...)
+	store, err := pgstore.New(pool, withTable(opts, table))
 	require.NoError(tb, err)
 	dropTable(tb, pool, table)
 	require.NoError(tb, store.Migrate(context.Background()))
@@ -124,4 +125,14 @@ func downPool(tb testing.TB) *pgxpool.Pool {
 	require.NoError(tb, err)
 	tb.Cleanup(pool.Close)
 	return pool
+}
+
+// withTable returns a copy of opts (which may be nil) with table set.
+func withTable(opts *pgstore.Options, table string) *pgstore.Options {
+	o := pgstore.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Table = table
+	return &o
 }

@@ -31,9 +31,9 @@ func TestMigrateSerializesEverySpelling(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema))
 	url, _ := testURL()
 	migrating := pgschematest.AppPool(t, url, table)
-	plain, err := pgstore.New(migrating, pgstore.WithTable(table))
+	plain, err := pgstore.New(migrating, &pgstore.Options{Table: table})
 	require.NoError(t, err)
-	qualified, err := pgstore.New(migrating, pgstore.WithTable(schema+"."+table))
+	qualified, err := pgstore.New(migrating, &pgstore.Options{Table: schema + "." + table})
 	require.NoError(t, err)
 
 	hold, err := pool.Begin(ctx)
@@ -71,7 +71,7 @@ func TestMigrateConcurrentSpellings(t *testing.T) {
 		dropTable(t, pool, table)
 		var wg sync.WaitGroup
 		for _, name := range []string{table, schema + "." + table, table, schema + "." + table} {
-			s, err := pgstore.New(pool, pgstore.WithTable(name))
+			s, err := pgstore.New(pool, &pgstore.Options{Table: name})
 			require.NoError(t, err)
 			wg.Go(func() { assert.NoError(t, s.Migrate(ctx), name) })
 		}

@@ -34,7 +34,7 @@ func TestChildDo(t *testing.T) {
 	if os.Getenv(childEnv) != "do" {
 		t.Skip("runs only as a child process of TestExactlyOnceAcrossProcesses")
 	}
-	store, pool := childStore(t)
+	store, pool := childStore(t, nil)
 	fx := effects{pool: pool, table: os.Getenv(effectsEnv)}
 	results := os.Getenv(resultsEnv)
 	keys, err := strconv.Atoi(os.Getenv(keysEnv))
@@ -87,7 +87,7 @@ func TestChildDo(t *testing.T) {
 // process gets the same value.
 func TestExactlyOnceAcrossProcesses(t *testing.T) {
 	const processes, keys = 4, 50
-	_, pool, table := newStore(t)
+	_, pool, table := newStore(t, nil)
 	fx := newEffects(t, pool)
 	results := table + "_results"
 	dropTable(t, pool, results)

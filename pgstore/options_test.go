@@ -22,40 +22,73 @@ func TestNewRejectsBadInput(t *testing.T) {
 	tests := []struct {
 		name string
 		pool *pgxpool.Pool
-		opts []pgstore.Option
+		opts *pgstore.Options
 		want string
 	}{
 		{"nil pool", nil, nil, "pool is nil"},
-		{"nil option", pool, []pgstore.Option{nil}, "option 0 is nil"},
-		{"nil clock", pool, []pgstore.Option{pgstore.WithClock(nil)}, "WithClock(nil)"},
-		{"nil clock pointer", pool, []pgstore.Option{pgstore.WithClock((*clock.Mock)(nil))}, "WithClock((*clock.Mock)(nil)): the clock must not be nil"},
-		{"empty table", pool, []pgstore.Option{pgstore.WithTable("")}, "table name is empty"},
-		{"injection", pool, []pgstore.Option{pgstore.WithTable("x; DROP TABLE users")}, "must be a lower-case letter"},
-		{"quote", pool, []pgstore.Option{pgstore.WithTable(`x"y`)}, "must be a lower-case letter"},
-		{"upper case", pool, []pgstore.Option{pgstore.WithTable("Idem")}, "lower-case"},
-		{"leading digit", pool, []pgstore.Option{pgstore.WithTable("1idem")}, "must be a lower-case letter"},
-		{"empty schema", pool, []pgstore.Option{pgstore.WithTable(".idem")}, "schema name is empty"},
-		{"two dots", pool, []pgstore.Option{pgstore.WithTable("a.b.c")}, "table name must be"},
-		{"too long", pool, []pgstore.Option{pgstore.WithTable(strings.Repeat("a", pgstore.MaxTableName+1))}, "at most 48"},
-		{"schema too long", pool, []pgstore.Option{pgstore.WithTable(strings.Repeat("s", 64) + ".t")}, "schema name is 64 bytes"},
+		{"nil pool with options", nil, &pgstore.Options{Table: "idem"}, "pool is nil"},
+		{"nil clock pointer", pool, &pgstore.Options{Clock: (*clock.Mock)(nil)}, "Options.Clock (*clock.Mock)(nil) is a nil pointer"},
+		{"empty table", pool, &pgstore.Options{Table: "app."}, "table name is empty"},
+		{"injection", pool, &pgstore.Options{Table: "x; DROP TABLE users"}, "must be a lower-case letter"},
+		{"quote", pool, &pgstore.Options{Table: `x"y`}, "must be a lower-case letter"},
+		{"upper case", pool, &pgstore.Options{Table: "Idem"}, "lower-case"},
+		{"leading digit", pool, &pgstore.Options{Table: "1idem"}, "must be a lower-case letter"},
+		{"empty schema", pool, &pgstore.Options{Table: ".idem"}, "schema name is empty"},
+		{"two dots", pool, &pgstore.Options{Table: "a.b.c"}, "table name must be"},
+		{"too long", pool, &pgstore.Options{Table: strings.Repeat("a", pgstore.MaxTableName+1)}, "at most 48"},
+		{"schema too long", pool, &pgstore.Options{Table: strings.Repeat("s", 64) + ".t"}, "schema name is 64 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store, err := pgstore.New(tt.pool, tt.opts...)
+			store, err := pgstore.New(tt.pool, tt.opts)
 			assert.Nil(t, store)
 			require.ErrorIs(t, err, retry.ErrInvalidOption)
 			assert.ErrorContains(t, err, tt.want)
+			if tt.pool != nil {
+				assert.ErrorContains(t, err, "Options.", "the error names the field")
+			}
 		})
 	}
 }
 
-// TestTableNameRule runs the names that pgdeadletter's tests run too.
+// TestNewWithNilOptions: a nil *Options and the zero Options both give
+// the default table and the server's clock.
+func TestNewWithNilOptions(t *testing.T) {
+	pool := downPool(t)
+	for name, opts := range map[string]*pgstore.Options{"nil": nil, "zero": {}} {
+		store, err := pgstore.New(pool, opts)
+		require.NoError(t, err, name)
+		assert.Equal(t, `"retry_idempotency"`, store.Table(), name)
+		assert.Equal(t, `"`+pgstore.DefaultTable+`"`, store.Table(), name)
+	}
+	// The caller's Options are read, not kept or changed.
+	opts := &pgstore.Options{Table: "a"}
+	store, err := pgstore.New(pool, opts)
+	require.NoError(t, err)
+	opts.Table = "b"
+	assert.Equal(t, `"a"`, store.Table())
+}
+
+// TestTableNameRule runs the names that pgdeadletter's tests run too
+// (pgschematest.TestTableNames there). Options.Table "" means
+// DefaultTable, so the one name of the rule's that cannot reach it here is
+// the empty one, which gives the default table instead.
 func TestTableNameRule(t *testing.T) {
 	pool := downPool(t)
-	pgschematest.TestTableNames(t, func(name string) error {
-		_, err := pgstore.New(pool, pgstore.WithTable(name))
-		return err
-	})
+	for _, name := range pgschematest.Valid() {
+		_, err := pgstore.New(pool, &pgstore.Options{Table: name})
+		assert.NoError(t, err, "table name %q", name)
+	}
+	for _, name := range pgschematest.Invalid() {
+		store, err := pgstore.New(pool, &pgstore.Options{Table: name})
+		if name == "" {
+			require.NoError(t, err)
+			assert.Equal(t, `"`+pgstore.DefaultTable+`"`, store.Table())
+			continue
+		}
+		assert.ErrorIs(t, err, retry.ErrInvalidOption, "table name %q", name)
+		assert.ErrorContains(t, err, "Options.Table", "table name %q", name)
+	}
 }
 
 func TestTableNames(t *testing.T) {
@@ -67,22 +100,18 @@ func TestTableNames(t *testing.T) {
 		"app.idem":              `"app"."idem"`,
 		strings.Repeat("a", 48): `"` + strings.Repeat("a", 48) + `"`,
 	} {
-		var opts []pgstore.Option
-		if name != "" {
-			opts = append(opts, pgstore.WithTable(name))
-		}
-		store, err := pgstore.New(pool, opts...)
+		store, err := pgstore.New(pool, &pgstore.Options{Table: name})
 		require.NoError(t, err, name)
 		assert.Equal(t, want, store.Table(), name)
 		assert.Contains(t, store.Schema(), "CREATE TABLE IF NOT EXISTS "+want+" (", name)
 	}
-	store, err := pgstore.New(pool, pgstore.WithTable("app.idem"))
+	store, err := pgstore.New(pool, &pgstore.Options{Table: "app.idem"})
 	require.NoError(t, err)
 	assert.Contains(t, store.Schema(), `CREATE INDEX IF NOT EXISTS "idem_expires_at_idx" ON "app"."idem" (expires_at);`)
 	// The longest table name leaves room for the index name's suffix.
 	assert.Equal(t, pgschema.MaxTableName, pgstore.MaxTableName)
 	long := strings.Repeat("a", pgstore.MaxTableName)
-	store, err = pgstore.New(pool, pgstore.WithTable(long))
+	store, err = pgstore.New(pool, &pgstore.Options{Table: long})
 	require.NoError(t, err)
 	index := long + "_expires_at_idx"
 	assert.Len(t, index, 63)
@@ -94,7 +123,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	pool := newPool(t)
 	table := tableName(t)
 	dropTable(t, pool, table)
-	store, err := pgstore.New(pool, pgstore.WithTable(table))
+	store, err := pgstore.New(pool, &pgstore.Options{Table: table})
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -128,10 +157,10 @@ func TestSchemaNamespacing(t *testing.T) {
 		_, err := pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 		assert.NoError(t, err)
 	})
-	scoped, err := pgstore.New(pool, pgstore.WithTable(schema+".idem"))
+	scoped, err := pgstore.New(pool, &pgstore.Options{Table: schema + ".idem"})
 	require.NoError(t, err)
 	require.NoError(t, scoped.Migrate(ctx))
-	other, _, _ := newStore(t)
+	other, _, _ := newStore(t, nil)
 
 	a, err := scoped.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)

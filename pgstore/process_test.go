@@ -63,9 +63,9 @@ func waitLine(t *testing.T, sc *bufio.Scanner, want string) {
 }
 
 // childStore opens the store a child process was given, and its pool.
-func childStore(t *testing.T, opts ...pgstore.Option) (*pgstore.Store, *pgxpool.Pool) {
+func childStore(t *testing.T, opts *pgstore.Options) (*pgstore.Store, *pgxpool.Pool) {
 	pool := newPool(t)
-	store, err := pgstore.New(pool, append([]pgstore.Option{pgstore.WithTable(os.Getenv(tableEnv))}, opts...)...)
+	store, err := pgstore.New(pool, withTable(opts, os.Getenv(tableEnv)))
 	require.NoError(t, err)
 	return store, pool
 }
@@ -86,7 +86,7 @@ func TestChildHoldClaim(t *testing.T) {
 	if os.Getenv(childEnv) != "hold" {
 		t.Skip("runs only as a child process of TestKilledHolder")
 	}
-	store, _ := childStore(t, pgstore.WithClock(sharedClock(t)))
+	store, _ := childStore(t, &pgstore.Options{Clock: sharedClock(t)})
 	err := retry.Do(context.Background(), func(context.Context) error {
 		os.Stdout.WriteString("\nclaimed\n")
 		time.Sleep(time.Hour) // killed long before
@@ -101,7 +101,7 @@ func TestChildHoldClaim(t *testing.T) {
 // the lease on mock clocks set to the same instant, so nothing waits for
 // it.
 func TestKilledHolder(t *testing.T) {
-	_, pool, table := newStore(t)
+	_, pool, table := newStore(t, nil)
 	start := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	child, _, out := startChild(t, "TestChildHoldClaim", "hold",
 		tableEnv+"="+table, clockEnv+"="+start.Format(time.RFC3339Nano))
@@ -113,7 +113,7 @@ func TestKilledHolder(t *testing.T) {
 
 	mock := clock.NewMock()
 	mock.Set(start)
-	store, err := pgstore.New(pool, pgstore.WithTable(table), pgstore.WithClock(mock))
+	store, err := pgstore.New(pool, &pgstore.Options{Table: table, Clock: mock})
 	require.NoError(t, err)
 	r, err := retry.New(
 		retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-1", FailWhileHeld: true, Lease: time.Minute}),

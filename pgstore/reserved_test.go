@@ -16,8 +16,8 @@ import (
 // test server: every key word it reports as reserved (pg_get_keywords()
 // catcode R or T) is refused, and every other key word that the rule
 // accepts names the same table unquoted as quoted, as schema and as
-// table, in SELECT and INSERT. WithTable("user") and
-// WithTable("select") were accepted, though unquoted "FROM user" is the
+// table, in SELECT and INSERT. Options{Table: "user"} and
+// Options{Table: "select"} were accepted, though unquoted "FROM user" is the
 // current user and "FROM select" a syntax error.
 func TestReservedWordsAgainstServer(t *testing.T) {
 	pool := newPool(t)

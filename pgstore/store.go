@@ -37,27 +37,31 @@ type Store struct {
 var _ retry.IdempotencyStore = (*Store)(nil)
 
 // New returns a Store that keeps its records in pool's database. pool must
-// not be nil. An invalid option gives an error that wraps
-// [retry.ErrInvalidOption] and names the problem. New does not touch the
-// database; call [Store.Migrate] to create the table.
-func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
-	var c config
-	WithTable(DefaultTable)(&c)
+// not be nil; opts may be nil, for the defaults (see [Options]). An
+// invalid option gives an error that wraps [retry.ErrInvalidOption] and
+// names the problem. New does not touch the database; call
+// [Store.Migrate] to create the table.
+func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
-		c.fail("the pool is nil; build one with pgxpool.New")
+		return nil, invalid("the pool is nil; build one with pgxpool.New")
 	}
-	for i, o := range opts {
-		if o == nil {
-			c.fail("option %d is nil", i)
-			continue
-		}
-		o(&c)
+	var o Options
+	if opts != nil {
+		o = *opts
 	}
-	if c.err != nil {
-		return nil, c.err
+	name := o.Table
+	if name == "" {
+		name = DefaultTable
 	}
-	name := c.table.Quoted()
-	return &Store{pool: pool, clock: c.clock, table: c.table, name: name, q: buildQueries(name)}, nil
+	table, err := pgschema.ParseTable(name)
+	if err != nil {
+		return nil, invalid("Options.Table %q: %v", name, err)
+	}
+	if o.Clock != nil && isNilPointer(o.Clock) {
+		return nil, invalid("Options.Clock (%T)(nil) is a nil pointer, which cannot tell the time (leave Clock nil for the server's clock)", o.Clock)
+	}
+	quoted := table.Quoted()
+	return &Store{pool: pool, clock: o.Clock, table: table, name: quoted, q: buildQueries(quoted)}, nil
 }
 
 // Table returns the quoted, possibly schema-qualified name of the store's

@@ -14,7 +14,7 @@ import (
 )
 
 func TestClaimCompleteReplay(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	ctx := context.Background()
 
 	c, err := store.Claim(ctx, "k", "fp1", time.Minute)
@@ -44,7 +44,7 @@ func TestClaimCompleteReplay(t *testing.T) {
 }
 
 func TestPermanentFailureRecord(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	ctx := context.Background()
 	c, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestPermanentFailureRecord(t *testing.T) {
 }
 
 func TestFencing(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	ctx := context.Background()
 	c, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
@@ -74,7 +74,7 @@ func TestFencing(t *testing.T) {
 }
 
 func TestReleaseFreesKey(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	ctx := context.Background()
 	c, err := store.Claim(ctx, "k", "fp1", time.Minute)
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func TestReleaseFreesKey(t *testing.T) {
 func TestLeaseExpiryTakeover(t *testing.T) {
 	mock := clock.NewMock()
 	mock.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	store, _, _ := newStore(t, pgstore.WithClock(mock))
+	store, _, _ := newStore(t, &pgstore.Options{Clock: mock})
 	ctx := context.Background()
 
 	a, err := store.Claim(ctx, "k", "fp-a", 5*time.Minute)
@@ -124,7 +124,7 @@ func TestLeaseExpiryTakeover(t *testing.T) {
 
 func TestRenewExtendsLease(t *testing.T) {
 	mock := clock.NewMock()
-	store, _, _ := newStore(t, pgstore.WithClock(mock))
+	store, _, _ := newStore(t, &pgstore.Options{Clock: mock})
 	ctx := context.Background()
 
 	a, err := store.Claim(ctx, "k", "fp", time.Minute)
@@ -146,7 +146,7 @@ func TestRenewExtendsLease(t *testing.T) {
 
 func TestRetentionExpiry(t *testing.T) {
 	mock := clock.NewMock()
-	store, _, _ := newStore(t, pgstore.WithClock(mock))
+	store, _, _ := newStore(t, &pgstore.Options{Clock: mock})
 	ctx := context.Background()
 
 	a, err := store.Claim(ctx, "k", "fp-a", time.Minute)
@@ -171,7 +171,7 @@ func TestRetentionExpiry(t *testing.T) {
 // TestServerClock checks expiry on PostgreSQL's now(), with leases so
 // short that a brief poll sees them end.
 func TestServerClock(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	ctx := context.Background()
 
 	a, err := store.Claim(ctx, "lease", "fp", time.Hour)
@@ -212,7 +212,7 @@ func pollAcquired(t *testing.T, store *pgstore.Store, key string) retry.Claim {
 }
 
 func TestAnyBytesInKeyAndFingerprint(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	ctx := context.Background()
 	key, fp := "tenant\x00order\xff\xfe", "\x00\x01sha256\xc3\x28"
 
@@ -237,7 +237,7 @@ func TestAnyBytesInKeyAndFingerprint(t *testing.T) {
 // claim per key is acquired, and every other one sees the key held or
 // completed with its fingerprint.
 func TestConcurrentClaims(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	ctx := context.Background()
 	const goroutines, keys = 16, 50
 	var (
@@ -280,7 +280,7 @@ func TestConcurrentClaims(t *testing.T) {
 
 func TestCleanupDeletesExpiredRows(t *testing.T) {
 	mock := clock.NewMock()
-	store, pool, _ := newStore(t, pgstore.WithClock(mock))
+	store, pool, _ := newStore(t, &pgstore.Options{Clock: mock})
 	ctx := context.Background()
 	claim := func(key string, lease time.Duration) retry.Claim {
 		c, err := store.Claim(ctx, key, "fp", lease)
@@ -318,7 +318,7 @@ func TestCleanupDeletesExpiredRows(t *testing.T) {
 }
 
 func TestCleanupBatches(t *testing.T) {
-	store, pool, table := newStore(t)
+	store, pool, table := newStore(t, nil)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `INSERT INTO `+table+` (key, fingerprint, completed, expires_at)
 		SELECT ('k' || i)::bytea, 'fp', true, now() - interval '1 second' FROM generate_series(1, 2500) i`)
@@ -329,7 +329,7 @@ func TestCleanupBatches(t *testing.T) {
 }
 
 func TestInvalidDurations(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	ctx := context.Background()
 	_, err := store.Claim(ctx, "k", "fp", 0)
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
@@ -342,7 +342,7 @@ func TestInvalidDurations(t *testing.T) {
 
 func TestStoreDown(t *testing.T) {
 	pool := downPool(t)
-	store, err := pgstore.New(pool)
+	store, err := pgstore.New(pool, nil)
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = store.Claim(ctx, "k", "fp", time.Minute)
@@ -362,7 +362,7 @@ func TestStoreDown(t *testing.T) {
 func TestLeaseNeverCutShort(t *testing.T) {
 	mock := clock.NewMock()
 	mock.Set(time.Date(2026, 1, 2, 3, 4, 5, 1, time.UTC))
-	store, _, _ := newStore(t, pgstore.WithClock(mock))
+	store, _, _ := newStore(t, &pgstore.Options{Clock: mock})
 	ctx := context.Background()
 
 	_, err := store.Claim(ctx, "k", "fp", time.Minute)

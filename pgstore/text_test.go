@@ -16,7 +16,7 @@ import (
 // a text column cannot hold: the bytes become U+FFFD instead of Complete
 // failing with SQLSTATE 22021, which lost the outcome.
 func TestCompleteUnstorableErrorText(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	ctx := context.Background()
 	for msg, want := range map[string]string{
 		"bad\x00byte":          "bad\uFFFDbyte",
@@ -38,7 +38,7 @@ func TestCompleteUnstorableErrorText(t *testing.T) {
 // second call replays it. Before, Complete failed on every try for the
 // whole lease and the second call ran fn again.
 func TestDoUnstorableErrorText(t *testing.T) {
-	store, _, _ := newStore(t)
+	store, _, _ := newStore(t, nil)
 	r, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "order-1", Lease: 100 * time.Millisecond}))
 	require.NoError(t, err)
 	var runs atomic.Int32

@@ -85,7 +85,7 @@ func openBackends(ctx context.Context, c config, withSink bool) (*backends, erro
 		b.store, b.storeName = s, fmt.Sprintf("Redis %s, keys %s*", c.redis, prefix)
 	case pool != nil:
 		table := c.namespace + "_idempotency"
-		s, err := pgstore.New(pool, pgstore.WithTable(table))
+		s, err := pgstore.New(pool, &pgstore.Options{Table: table})
 		if err != nil {
 			return nil, err
 		}
