@@ -96,7 +96,7 @@ func newClusterStore(t *testing.T) (*redisstore.Store, *redis.ClusterClient, str
 		})
 		assert.NoError(t, err)
 	})
-	s, err := redisstore.New(c, redisstore.WithPrefix(prefix))
+	s, err := redisstore.New(c, &redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	return s, c, prefix
 }

@@ -142,7 +142,7 @@ func TestDoFailsClosedWhenRedisIsDown(t *testing.T) {
 	// its own retries of the refused connection.
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
-	s, err := redisstore.New(c)
+	s, err := redisstore.New(c, nil)
 	require.NoError(t, err)
 
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "k")

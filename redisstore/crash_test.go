@@ -51,7 +51,7 @@ func runHelperProcess(role string) int {
 	}
 	addr, _ := redisAddr()
 	c := redis.NewClient(&redis.Options{Addr: addr})
-	s, err := redisstore.New(c, redisstore.WithPrefix(os.Getenv(helperPrefixEnv)))
+	s, err := redisstore.New(c, &redisstore.Options{Prefix: os.Getenv(helperPrefixEnv)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -18,7 +18,7 @@ func Example() {
 		ContextTimeoutEnabled: true, // so that WithIdempotencyStoreTimeout bounds each call
 	})
 	defer client.Close()
-	store, err := redisstore.New(client, redisstore.WithPrefix("payments:idem:"))
+	store, err := redisstore.New(client, &redisstore.Options{Prefix: "payments:idem:"})
 	if err != nil {
 		panic(err)
 	}

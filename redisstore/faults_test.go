@@ -22,7 +22,7 @@ func proxiedStore(t *testing.T) (*redisstore.Store, *storetest.FaultProxy) {
 	proxy := storetest.NewFaultProxy(t, addr, storetest.FaultProxyOptions{Seed: 1})
 	c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
-	s, err := redisstore.New(c, redisstore.WithPrefix(prefix))
+	s, err := redisstore.New(c, &redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	return s, proxy
 }

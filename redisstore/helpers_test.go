@@ -101,11 +101,11 @@ func deleteKeys(tb testing.TB, c *redis.Client, prefix string) {
 
 // newStore returns a store on the test server under a fresh prefix, the
 // client and the prefix.
-func newStore(tb testing.TB, opts ...redisstore.Option) (*redisstore.Store, *redis.Client, string) {
+func newStore(tb testing.TB) (*redisstore.Store, *redis.Client, string) {
 	tb.Helper()
 	c := newClient(tb)
 	prefix := testPrefix(tb, c)
-	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
+	s, err := redisstore.New(c, &redisstore.Options{Prefix: prefix})
 	require.NoError(tb, err)
 	return s, c, prefix
 }

@@ -76,7 +76,7 @@ func newCountedStore(tb testing.TB, poolSize int) (*redisstore.Store, *roundTrip
 	tb.Cleanup(func() { _ = c.Close() })
 	rt := &roundTrips{}
 	c.AddHook(rt)
-	s, err := redisstore.New(c, redisstore.WithPrefix(testPrefix(tb, c)))
+	s, err := redisstore.New(c, &redisstore.Options{Prefix: testPrefix(tb, c)})
 	require.NoError(tb, err)
 
 	ctx := context.Background()

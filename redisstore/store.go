@@ -40,25 +40,19 @@ type Store struct {
 var _ retry.IdempotencyStore = (*Store)(nil)
 
 // New returns a Store that keeps its keys on client, which may be a
-// *redis.Client, *redis.ClusterClient or *redis.Ring. New makes no call to
-// Redis. A nil client or an invalid option gives an error that wraps
+// *redis.Client, *redis.ClusterClient or *redis.Ring. opts may be nil,
+// for the defaults (see [Options]). New makes no call to Redis. A nil
+// client or an invalid option gives an error that wraps
 // retry.ErrInvalidOption and names the problem.
-func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 	if isNil(client) {
-		return nil, fmt.Errorf("%w: redisstore: the Redis client is nil", retry.ErrInvalidOption)
+		return nil, invalid("the Redis client is nil")
 	}
-	c := config{prefix: DefaultPrefix}
-	for i, o := range opts {
-		if o == nil {
-			c.fail("option %d is nil", i)
-			continue
-		}
-		o(&c)
+	prefix, err := opts.prefix()
+	if err != nil {
+		return nil, err
 	}
-	if c.err != nil {
-		return nil, c.err
-	}
-	return &Store{client: client, prefix: c.prefix, scripts: newScripts()}, nil
+	return &Store{client: client, prefix: prefix, scripts: newScripts()}, nil
 }
 
 // isNil reports whether client is nil, as an interface or as one of

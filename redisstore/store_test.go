@@ -26,21 +26,21 @@ func TestNewRejectsBadInput(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	cases := map[string]struct {
 		client redis.UniversalClient
-		opts   []redisstore.Option
+		opts   *redisstore.Options
 		msg    string
 	}{
-		"nil client":         {client: nil, msg: "the Redis client is nil"},
-		"nil *redis.Client":  {client: nilClient, msg: "the Redis client is nil"},
-		"nil ClusterClient":  {client: (*redis.ClusterClient)(nil), msg: "the Redis client is nil"},
-		"nil option":         {client: client, opts: []redisstore.Option{redisstore.WithPrefix("a:"), nil}, msg: "option 1 is nil"},
-		"nil option, nil cl": {client: nil, opts: []redisstore.Option{nil}, msg: "the Redis client is nil"},
-		"hash tag in prefix": {client: client, opts: []redisstore.Option{redisstore.WithPrefix("{payments}:idem:")}, msg: `WithPrefix("{payments}:idem:"): the prefix must not contain '{' or '}'`},
-		"open brace":         {client: client, opts: []redisstore.Option{redisstore.WithPrefix("a{")}, msg: "must not contain '{' or '}'"},
-		"close brace":        {client: client, opts: []redisstore.Option{redisstore.WithPrefix("}a")}, msg: "must not contain '{' or '}'"},
+		"nil client":            {client: nil, msg: "the Redis client is nil"},
+		"nil *redis.Client":     {client: nilClient, msg: "the Redis client is nil"},
+		"nil ClusterClient":     {client: (*redis.ClusterClient)(nil), msg: "the Redis client is nil"},
+		"nil client, bad opts":  {client: nil, opts: &redisstore.Options{Prefix: "{a}"}, msg: "the Redis client is nil"},
+		"hash tag in prefix":    {client: client, opts: &redisstore.Options{Prefix: "{payments}:idem:"}, msg: `Options.Prefix "{payments}:idem:": the prefix must not contain '{' or '}'`},
+		"open brace":            {client: client, opts: &redisstore.Options{Prefix: "a{"}, msg: "must not contain '{' or '}'"},
+		"close brace":           {client: client, opts: &redisstore.Options{Prefix: "}a"}, msg: "must not contain '{' or '}'"},
+		"NoPrefix and a prefix": {client: client, opts: &redisstore.Options{Prefix: "a:", NoPrefix: true}, msg: `Options.NoPrefix is set with Options.Prefix "a:"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			s, err := redisstore.New(tc.client, tc.opts...)
+			s, err := redisstore.New(tc.client, tc.opts)
 			assert.Nil(t, s)
 			require.ErrorIs(t, err, retry.ErrInvalidOption)
 			assert.Contains(t, err.Error(), tc.msg)
@@ -448,9 +448,9 @@ func TestPrefixesKeepStoresApart(t *testing.T) {
 	c := newClient(t)
 	ctx := context.Background()
 	base := testPrefix(t, c)
-	a, err := redisstore.New(c, redisstore.WithPrefix(base+"a:"))
+	a, err := redisstore.New(c, &redisstore.Options{Prefix: base + "a:"})
 	require.NoError(t, err)
-	b, err := redisstore.New(c, redisstore.WithPrefix(base+"b:"))
+	b, err := redisstore.New(c, &redisstore.Options{Prefix: base + "b:"})
 	require.NoError(t, err)
 
 	ca, err := a.Claim(ctx, "k", fp, long)
@@ -466,20 +466,44 @@ func TestPrefixesKeepStoresApart(t *testing.T) {
 	}
 }
 
+// TestDefaultPrefix: a nil *Options, the zero Options and Prefix "" all
+// store key k under DefaultPrefix+k.
 func TestDefaultPrefix(t *testing.T) {
 	c := newClient(t)
 	ctx := context.Background()
-	s, err := redisstore.New(c)
+	for name, opts := range map[string]*redisstore.Options{"nil": nil, "zero": {}} {
+		s, err := redisstore.New(c, opts)
+		require.NoError(t, err, name)
+		key := testPrefix(t, c) // unique, and the cleanup removes DefaultPrefix+key too
+		t.Cleanup(func() { c.Del(context.Background(), redisstore.DefaultPrefix+key) })
+
+		cl, err := s.Claim(ctx, key, fp, long)
+		require.NoError(t, err, name)
+		require.Equal(t, retry.ClaimAcquired, cl.Status, name)
+		n, err := c.Exists(ctx, redisstore.DefaultPrefix+key).Result()
+		require.NoError(t, err, name)
+		assert.Equal(t, int64(1), n, name)
+	}
+}
+
+// TestNoPrefix: Options.NoPrefix stores key k under k itself.
+func TestNoPrefix(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	s, err := redisstore.New(c, &redisstore.Options{NoPrefix: true})
 	require.NoError(t, err)
-	key := testPrefix(t, c) // unique, and the cleanup removes DefaultPrefix+key too
-	t.Cleanup(func() { c.Del(context.Background(), redisstore.DefaultPrefix+key) })
+	key := testPrefix(t, c) + "bare" // unique, and the cleanup removes it
 
 	cl, err := s.Claim(ctx, key, fp, long)
 	require.NoError(t, err)
 	require.Equal(t, retry.ClaimAcquired, cl.Status)
-	n, err := c.Exists(ctx, redisstore.DefaultPrefix+key).Result()
+	n, err := c.Exists(ctx, key).Result()
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), n)
+	assert.Equal(t, int64(1), n, "the Redis key is the idempotency key")
+	n, err = c.Exists(ctx, redisstore.DefaultPrefix+key).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing under DefaultPrefix")
+	require.NoError(t, s.Release(ctx, key, cl.Token))
 }
 
 func TestForeignValueIsAnErrorNotAClaim(t *testing.T) {
@@ -502,7 +526,7 @@ func TestForeignValueIsAnErrorNotAClaim(t *testing.T) {
 func TestUnreachableServerGivesErrors(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
-	s, err := redisstore.New(c)
+	s, err := redisstore.New(c, nil)
 	require.NoError(t, err)
 	ctx := context.Background()
 

@@ -32,7 +32,7 @@ func TestDoFailsClosedWhenRedisHangs(t *testing.T) {
 		DialTimeout: time.Minute, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
 	})
 	t.Cleanup(func() { _ = c.Close() })
-	s, err := redisstore.New(c)
+	s, err := redisstore.New(c, nil)
 	require.NoError(t, err)
 
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "k")

@@ -78,7 +78,7 @@ func openBackends(ctx context.Context, c config, withSink bool) (*backends, erro
 				return nil, fmt.Errorf("-fresh: %w", err)
 			}
 		}
-		s, err := redisstore.New(client, redisstore.WithPrefix(prefix))
+		s, err := redisstore.New(client, &redisstore.Options{Prefix: prefix})
 		if err != nil {
 			return nil, err
 		}
