@@ -32,7 +32,7 @@ var httpSetups = []httpSetup{
 	{"Steadfast", func(tb testing.TB, base *http.Transport) *http.Client {
 		r, err := retry.New(retry.WithBudget(nil), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter))
 		require.NoError(tb, err)
-		tr, err := retryhttp.NewTransport(base, r)
+		tr, err := retryhttp.NewTransport(r, &retryhttp.Options{Base: base})
 		require.NoError(tb, err)
 		return &http.Client{Transport: tr}
 	}},

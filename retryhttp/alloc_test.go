@@ -40,7 +40,7 @@ func TestAllocs(t *testing.T) {
 		"zero Retrier": nil,
 	} {
 		ours := allocs(func(b http.RoundTripper) http.RoundTripper {
-			tr, err := retryhttp.NewTransport(b, r)
+			tr, err := retryhttp.NewTransport(r, &retryhttp.Options{Base: b})
 			require.NoError(t, err)
 			return tr
 		})
@@ -72,7 +72,7 @@ func TestAllocs_putWithAnInMemoryBody(t *testing.T) {
 	}
 	plain := allocs(func(b http.RoundTripper) http.RoundTripper { return b })
 	ours := allocs(func(b http.RoundTripper) http.RoundTripper {
-		tr, err := retryhttp.NewTransport(b, fast(t, 3))
+		tr, err := retryhttp.NewTransport(fast(t, 3), &retryhttp.Options{Base: b})
 		require.NoError(t, err)
 		return tr
 	})

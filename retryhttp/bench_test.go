@@ -46,7 +46,7 @@ func BenchmarkGET(b *testing.B) {
 			defer base.CloseIdleConnections()
 			c := &http.Client{Transport: base}
 			if name == "retryhttp" {
-				tr, err := retryhttp.NewTransport(base, fast(b, 3))
+				tr, err := retryhttp.NewTransport(fast(b, 3), &retryhttp.Options{Base: base})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -79,7 +79,7 @@ func BenchmarkOverhead(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			var rt http.RoundTripper = stub{}
 			if name == "retryhttp" {
-				tr, err := retryhttp.NewTransport(rt, fast(b, 3))
+				tr, err := retryhttp.NewTransport(fast(b, 3), &retryhttp.Options{Base: rt})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -107,7 +107,7 @@ func BenchmarkGETInterleaved(b *testing.B) {
 	plainBase, oursBase := &http.Transport{}, &http.Transport{}
 	defer plainBase.CloseIdleConnections()
 	defer oursBase.CloseIdleConnections()
-	tr, err := retryhttp.NewTransport(oursBase, fast(b, 3))
+	tr, err := retryhttp.NewTransport(fast(b, 3), &retryhttp.Options{Base: oursBase})
 	if err != nil {
 		b.Fatal(err)
 	}

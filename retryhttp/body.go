@@ -143,8 +143,8 @@ func (c *call) hold(ctx context.Context, resp *http.Response) {
 var errDrainCut = errors.New("retryhttp: the attempt timed out while its response's body was read ahead; the rest of the body is lost")
 
 // errReadAheadCut ends the body of a response whose read ahead took
-// longer than the Transport's bound (WithReadAheadTimeout).
-var errReadAheadCut = errors.New("retryhttp: the response's body was not read ahead within the read-ahead timeout (WithReadAheadTimeout); the rest of the body is lost")
+// longer than the Transport's bound (Options.ReadAheadTimeout).
+var errReadAheadCut = errors.New("retryhttp: the response's body was not read ahead within the read-ahead timeout (Options.ReadAheadTimeout); the rest of the body is lost")
 
 // keep holds the response of an attempt with a permanent status, which
 // is the last: its body is left unread, for the caller.

@@ -37,15 +37,15 @@ func TestEveryAttemptSendsTheSameBody(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, statuses(503, 502, 200))
-			opts := []retryhttp.Option{}
+			var opts *retryhttp.Options
 			if strings.Contains(name, "exactly") {
-				opts = append(opts, retryhttp.WithBodyLimit(int64(len(payload))))
+				opts = &retryhttp.Options{BodyLimit: int64(len(payload))}
 			}
 			req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body())
 			if strings.Contains(name, "buffered") {
 				require.Nil(t, req.GetBody)
 			}
-			resp, _, err := do(t, e.client(fast(t, 3), opts...), req)
+			resp, _, err := do(t, e.client(fast(t, 3), opts), req)
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 			assert.Equal(t, []string{payload, payload, payload}, e.seenBodies())
@@ -56,7 +56,7 @@ func TestEveryAttemptSendsTheSameBody(t *testing.T) {
 func TestBufferedBodyClosesTheCallersBody(t *testing.T) {
 	e := newEnv(t, statuses(503, 200))
 	body := &closeCounter{Reader: strings.NewReader("abc")}
-	resp, _, err := do(t, e.client(fast(t, 3)), newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body))
+	resp, _, err := do(t, e.client(fast(t, 3), nil), newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body))
 	require.NoError(t, err)
 	assert.Equal(t, 2, retryhttp.Attempts(resp))
 	assert.Equal(t, int32(1), body.closed.Load())
@@ -69,7 +69,7 @@ func TestBodyOverTheLimitIsSentOnceAndNotRetried(t *testing.T) {
 		for _, body := range []io.Reader{onlyReader{strings.NewReader(payload)}, io.LimitReader(strings.NewReader(payload), 100)} {
 			e.requests.Store(0)
 			req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body)
-			resp, _, err := do(t, e.client(fast(t, 3), retryhttp.WithBodyLimit(99)), req)
+			resp, _, err := do(t, e.client(fast(t, 3), &retryhttp.Options{BodyLimit: 99}), req)
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 			assert.Equal(t, 1, retryhttp.Attempts(resp))
@@ -81,7 +81,7 @@ func TestBodyOverTheLimitIsSentOnceAndNotRetried(t *testing.T) {
 		e := newEnv(t, hangUp)
 		req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, onlyReader{strings.NewReader(payload)})
 		req.ContentLength = int64(len(payload)) // known: not even read ahead
-		_, err := e.client(fast(t, 3), retryhttp.WithBodyLimit(10)).Do(req)
+		_, err := e.client(fast(t, 3), &retryhttp.Options{BodyLimit: 10}).Do(req)
 		require.ErrorIs(t, err, retryhttp.ErrBodyNotReplayable)
 		assert.ErrorIs(t, err, io.EOF, "the attempt's own error is kept")
 		assert.Contains(t, err.Error(), "not retried: the request body is longer than the 10-byte body limit and the request has no GetBody")
@@ -89,10 +89,10 @@ func TestBodyOverTheLimitIsSentOnceAndNotRetried(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, 1, re.Attempts)
 	})
-	t.Run("WithBodyLimit(0) never copies", func(t *testing.T) {
+	t.Run("NoBodyCopy never copies", func(t *testing.T) {
 		e := newEnv(t, statuses(503, 200))
 		req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, onlyReader{strings.NewReader("a")})
-		resp, _, err := do(t, e.client(fast(t, 3), retryhttp.WithBodyLimit(0)), req)
+		resp, _, err := do(t, e.client(fast(t, 3), &retryhttp.Options{BodyLimit: retryhttp.NoBodyCopy}), req)
 		require.NoError(t, err)
 		assert.Equal(t, 1, retryhttp.Attempts(resp))
 		assert.Equal(t, []string{"a"}, e.seenBodies())
@@ -105,7 +105,7 @@ func TestADeclaredContentLengthIsOnlyAHint(t *testing.T) {
 		body := &closeCounter{Reader: strings.NewReader("x")}
 		req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body)
 		req.ContentLength = math.MaxInt64
-		c := e.client(fast(t, 3), retryhttp.WithBodyLimit(math.MaxInt64))
+		c := e.client(fast(t, 3), &retryhttp.Options{BodyLimit: math.MaxInt64})
 		var err error
 		require.NotPanics(t, func() { _, err = c.Do(req) })
 		require.ErrorContains(t, err, "retryhttp: the request's ContentLength is 9223372036854775807 but its body has 1 bytes; nothing was sent")
@@ -116,7 +116,7 @@ func TestADeclaredContentLengthIsOnlyAHint(t *testing.T) {
 		e := newEnv(t, statuses(200))
 		req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, onlyReader{strings.NewReader("x")})
 		req.ContentLength = 64 << 20
-		c := e.client(fast(t, 3), retryhttp.WithBodyLimit(1<<30))
+		c := e.client(fast(t, 3), &retryhttp.Options{BodyLimit: 1 << 30})
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		_, err := c.Do(req)
@@ -129,7 +129,7 @@ func TestADeclaredContentLengthIsOnlyAHint(t *testing.T) {
 			e := newEnv(t, statuses(200))
 			req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, onlyReader{strings.NewReader("abc")})
 			req.ContentLength = declared
-			_, err := e.client(fast(t, 3)).Do(req)
+			_, err := e.client(fast(t, 3), nil).Do(req)
 			require.ErrorContains(t, err, "ContentLength is "+strconv.FormatInt(declared, 10)+" but its body has 3 bytes")
 			assert.Equal(t, int64(0), e.requests.Load())
 		})
@@ -139,7 +139,7 @@ func TestADeclaredContentLengthIsOnlyAHint(t *testing.T) {
 		e := newEnv(t, statuses(503, 200))
 		req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, onlyReader{strings.NewReader(payload)})
 		req.ContentLength = int64(len(payload))
-		resp, _, err := do(t, e.client(fast(t, 3)), req)
+		resp, _, err := do(t, e.client(fast(t, 3), nil), req)
 		require.NoError(t, err)
 		assert.Equal(t, 2, retryhttp.Attempts(resp))
 		assert.Equal(t, []string{payload, payload}, e.seenBodies())
@@ -151,7 +151,7 @@ func TestGetBodyFailureStopsTheRequest(t *testing.T) {
 	req := newRequest(t, context.Background(), http.MethodPut, e.srv.URL, strings.NewReader("x"))
 	boom := errors.New("boom")
 	req.GetBody = func() (io.ReadCloser, error) { return nil, boom }
-	_, err := e.client(fast(t, 3)).Do(req)
+	_, err := e.client(fast(t, 3), nil).Do(req)
 	require.ErrorIs(t, err, boom)
 	require.ErrorIs(t, err, retryhttp.ErrBodyNotReplayable)
 	var se *retryhttp.StatusError
@@ -168,7 +168,7 @@ func TestRequestBodyReadErrorSendsNothing(t *testing.T) {
 	e := newEnv(t, statuses(200))
 	boom := errors.New("disk gone")
 	body := &closeCounter{Reader: io.MultiReader(strings.NewReader("ab"), failingReader{boom})}
-	_, err := e.client(fast(t, 3)).Do(newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body))
+	_, err := e.client(fast(t, 3), nil).Do(newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body))
 	require.ErrorIs(t, err, boom)
 	assert.Equal(t, int64(0), e.requests.Load())
 	assert.Equal(t, int32(1), body.closed.Load(), "RoundTrip closes the body on errors too")
@@ -181,7 +181,7 @@ func TestIntermediateResponsesAreDrainedAndTheirConnectionReused(t *testing.T) {
 		}
 		io.WriteString(w, strings.Repeat("busy ", 2000)) // 10 kB: under DrainLimit
 	})
-	c := e.client(fast(t, 3))
+	c := e.client(fast(t, 3), nil)
 	for i := range 5 {
 		e.requests.Store(0)
 		resp, _, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
@@ -199,7 +199,7 @@ func TestAnIntermediateBodyOverTheDrainLimitIsClosed(t *testing.T) {
 			io.WriteString(w, strings.Repeat("x", 4*retryhttp.DrainLimit))
 		}
 	})
-	resp, _, err := do(t, e.client(fast(t, 3)), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+	resp, _, err := do(t, e.client(fast(t, 3), nil), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, int64(2), e.newConns.Load(), "reading on would have been unbounded: that connection is dropped")
@@ -213,7 +213,7 @@ func TestExhaustedAttemptsReturnTheLastResponse(t *testing.T) {
 				w.WriteHeader(http.StatusBadGateway)
 				io.WriteString(w, strconv.Itoa(n)+strings.Repeat(".", size))
 			})
-			resp, body, err := do(t, e.client(fast(t, 3)), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+			resp, body, err := do(t, e.client(fast(t, 3), nil), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 			require.NoError(t, err, "as http.Client, any status is a response")
 			assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 			assert.Equal(t, "3", resp.Header.Get("X-Attempt"))
@@ -229,7 +229,7 @@ func TestExhaustedAttemptsReturnTheLastResponse(t *testing.T) {
 func TestFirstTrySuccessReturnsNetHTTPsResponse(t *testing.T) {
 	e := newEnv(t, statuses(200))
 	req := newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil)
-	resp, err := e.client(fast(t, 3)).Do(req)
+	resp, err := e.client(fast(t, 3), nil).Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, 1, retryhttp.Attempts(resp))

@@ -41,7 +41,7 @@ func TestRequestBodyReadErrorIsNotRetried(t *testing.T) {
 
 func requestBodyReadError(t *testing.T, cl int64) {
 	e := newEnv(t, statuses(http.StatusOK))
-	tr, err := retryhttp.NewTransport(e.base, fast(t, 3))
+	tr, err := retryhttp.NewTransport(fast(t, 3), &retryhttp.Options{Base: e.base})
 	require.NoError(t, err)
 	req := newRequest(t, context.Background(), http.MethodPost, e.srv.URL, nil)
 	req.Header.Set(retryhttp.IdempotencyKeyHeader, "k")

@@ -36,7 +36,7 @@ func TestDeadLetterNotRecordedIsAnError(t *testing.T) {
 				bodies = append(bodies, b)
 				return &http.Response{StatusCode: tc.code, Header: http.Header{}, Body: b, Request: r}, nil
 			})
-			tr, err := retryhttp.NewTransport(base, fast(t, 2, retry.WithDeadLetter(failing, nil)), retryhttp.WithPermanentStatuses(http.StatusNotFound))
+			tr, err := retryhttp.NewTransport(fast(t, 2, retry.WithDeadLetter(failing, nil)), &retryhttp.Options{Base: base, PermanentStatuses: []int{http.StatusNotFound}})
 			require.NoError(t, err)
 
 			resp, err := (&http.Client{Transport: tr}).Get("http://api.test/users/8812?token=s3cret")
@@ -63,7 +63,7 @@ func TestDeadLetterNotRecordedIsAnError(t *testing.T) {
 func TestDeadLetterRecordedKeepsTheResponse(t *testing.T) {
 	e := newEnv(t, statuses(http.StatusServiceUnavailable))
 	sink := deadletter.NewMemorySink()
-	resp, body, err := do(t, e.client(fast(t, 2, retry.WithDeadLetter(sink, nil))), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+	resp, body, err := do(t, e.client(fast(t, 2, retry.WithDeadLetter(sink, nil)), nil), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, "response 2", body)

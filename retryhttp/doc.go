@@ -5,7 +5,7 @@
 // Retrier's max delay.
 //
 //	r, _ := retry.New(retry.WithMaxAttempts(4))
-//	client, _ := retryhttp.NewClient(r)
+//	client, _ := retryhttp.NewClient(r, nil) // or &retryhttp.Options{...}
 //	resp, err := client.Get("https://api.example.com/v1/items")
 //
 // # What is retried
@@ -20,20 +20,20 @@
 //   - the request is idempotent and the attempt failed later (a timeout, a
 //     reset, an early EOF, the Retrier's attempt timeout) or got a
 //     retryable status: 408, 429, 500, 502, 503 or 504 by default
-//     ([WithStatuses]). Every other status is final.
+//     ([Options.Statuses]). Every other status is final.
 //
-// A status of [WithPermanentStatuses] (none by default), such as a 404
+// A status of [Options.PermanentStatuses] (none by default), such as a 404
 // for a user that does not exist, is never retried, whatever the method,
 // and ends the call as a permanent failure: observers, dead letters and an
 // idempotency store see a failed call. Every other final status is a
 // success to the Retrier.
 //
 // A request is idempotent when its method is GET, HEAD, OPTIONS, TRACE, PUT
-// or DELETE ([WithMethods] changes the set; an empty method is GET, as
+// or DELETE ([Options.Methods] changes the set; an empty method is GET, as
 // net/http sends it, here as in names and keys), or when it carries an
 // Idempotency-Key header of its own (the IETF httpapi draft; or the
-// header of [WithIdempotencyKeyHeader]), which lets a server recognize a
-// repeat. [WithIdempotencyKeys] gives every other request (POST, PATCH,
+// header of [Options.IdempotencyKeyHeader]), which lets a server recognize a
+// repeat. [Options.IdempotencyKeys] gives every other request (POST, PATCH,
 // ...) a key, the same on every attempt: its context key (see
 // Idempotency keys downstream), else a generated one. Certificate errors,
 // malformed requests and errors of the request's own body are never
@@ -53,19 +53,19 @@
 // # Idempotency keys downstream
 //
 // Every attempt of a keyed request carries its key in the Idempotency-Key
-// header ([WithIdempotencyKeyHeader] names another), so that a server
+// header ([Options.IdempotencyKeyHeader] names another), so that a server
 // that dedupes on it, as Stripe's does, can tell a repeat: the request's
 // own header when it has one, which it keeps; else the key in the
 // request's context ([retry.ContextWithIdempotencyKey]), the caller's key
 // for the work, which the Transport sends as given; else, with
-// [WithIdempotencyKeys], a generated one. It is the caller's key, never
+// [Options.IdempotencyKeys], a generated one. It is the caller's key, never
 // the store key below (scoped by a hash of the target): a caller who
 // redelivers the same job with the same context key (after a deadline cut
 // a request the server had already acted on, say) reaches the server with
 // the same key, and the server dedupes. A generated key is new for each
 // RoundTrip, so only a context key or the request's own closes that gap.
 // A context key alone makes a POST (or any method not retried by itself)
-// retryable only with WithIdempotencyKeys, which says the server honours
+// retryable only with IdempotencyKeys, which says the server honours
 // keys; without it the header is sent, and the request is still sent
 // once. A job that sends several requests with one context key sends
 // that key on each: give each request its own header (derived from the
@@ -80,7 +80,7 @@
 // Every attempt sends the same bytes: through the request's GetBody when it
 // has one (http.NewRequest sets it for *bytes.Buffer, *bytes.Reader and
 // *strings.Reader bodies), otherwise from a copy of at most
-// [DefaultBodyLimit] bytes ([WithBodyLimit]) read before the first attempt.
+// [DefaultBodyLimit] bytes ([Options.BodyLimit]) read before the first attempt.
 // A larger body without GetBody is streamed once and not retried; if that
 // attempt fails, the error matches [ErrBodyNotReplayable]. A declared
 // ContentLength is not trusted for memory: the copy grows as the body is
@@ -129,7 +129,7 @@
 // up to its response headers, and an attempt cut by it there fails with an
 // error that says so. Reading ahead the body of a retryable status (up to
 // [DrainLimit]) has a bound of its own, [DefaultReadAheadTimeout] (1s)
-// from the response's headers ([WithReadAheadTimeout]), also without an
+// from the response's headers ([Options.ReadAheadTimeout]), also without an
 // attempt timeout or a deadline, and is cut sooner by the attempt
 // timeout when that ends first: when either runs out, the status stands
 // (the next attempt follows, or the caller gets that response, whose body
@@ -164,11 +164,11 @@
 // matching [retry.ErrOutcomeNotRecorded]: the request was sent and
 // answered, so do not send it again blindly. Such a Retrier refuses a
 // request without a key ([retry.ErrInvalidOption], nothing sent).
-// [WithIdempotencyKeys] generates keys only for the methods that are not
-// idempotent, so a GET (or any method of [WithMethods]) without its own
+// [Options.IdempotencyKeys] generates keys only for the methods that are not
+// idempotent, so a GET (or any method of [Options.Methods]) without its own
 // Idempotency-Key header or context key is refused: give such a Retrier
 // only to a Transport whose requests all carry a key, or make every
-// method get one with WithIdempotencyKeys and WithMethods() (no method
+// method get one with IdempotencyKeys and Methods: []string{} (no method
 // retried without a key).
 //
 // # Observability
@@ -178,7 +178,7 @@
 // "charge"), so that dead letters can be told apart and redriven by
 // operation; otherwise under the operation name "METHOD host" (such as
 // "GET api.example.com"; "GET" for an empty method); never the URL's path
-// or query, which can hold identifiers. [WithOperationName] wins over
+// or query, which can hold identifiers. [Options.OperationName] wins over
 // both. The errors of
 // this package hold no header value, URL path or query; nor does the
 // error of a malformed response, whose net/http text would quote the

@@ -15,19 +15,19 @@ import (
 	"github.com/steadfast-go/retry/retryhttp"
 )
 
-// What doc.go says of a Retrier with a store: WithIdempotencyKeys keys
+// What doc.go says of a Retrier with a store: IdempotencyKeys keys
 // only the methods that are not idempotent, so a GET without a key is
-// refused, unless WithMethods() leaves no method retried without one.
+// refused, unless Methods: []string{} leaves no method retried without one.
 func TestStoreRefusesUnkeyedGETUnlessEveryMethodGetsAKey(t *testing.T) {
 	e := newEnv(t, statuses(http.StatusOK))
 	r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 	require.NoError(t, err)
 
-	_, _, err = do(t, e.client(r, retryhttp.WithIdempotencyKeys()), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+	_, _, err = do(t, e.client(r, &retryhttp.Options{IdempotencyKeys: true}), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Zero(t, e.requests.Load(), "nothing sent")
 
-	resp, _, err := do(t, e.client(r, retryhttp.WithIdempotencyKeys(), retryhttp.WithMethods()), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+	resp, _, err := do(t, e.client(r, &retryhttp.Options{IdempotencyKeys: true, Methods: []string{}}), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.NotEmpty(t, resp.Request.Header.Get(retryhttp.IdempotencyKeyHeader))
@@ -39,7 +39,7 @@ func TestStoreRefusesUnkeyedGETUnlessEveryMethodGetsAKey(t *testing.T) {
 func TestDocFailuresBeforeAnAttemptAndUnretriedStatuses(t *testing.T) {
 	e := newEnv(t, statuses(http.StatusServiceUnavailable))
 	obs := &recorder{}
-	c := e.client(fast(t, 3, retry.WithObserver(obs)))
+	c := e.client(fast(t, 3, retry.WithObserver(obs)), nil)
 
 	req := newRequest(t, context.Background(), http.MethodPost, e.srv.URL, strings.NewReader("pay"))
 	req.GetBody, req.ContentLength = nil, 10 // the body has 3 bytes

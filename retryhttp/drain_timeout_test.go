@@ -31,7 +31,7 @@ func TestAttemptTimeoutCutsTheReadAheadButKeepsTheStatus(t *testing.T) {
 		}
 	})
 	obs := &recorder{}
-	c := e.client(fast(t, 2, retry.WithAttemptTimeout(timeout), retry.WithObserver(obs)))
+	c := e.client(fast(t, 2, retry.WithAttemptTimeout(timeout), retry.WithObserver(obs)), nil)
 	resp, err := c.Do(newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
@@ -53,7 +53,7 @@ func TestStalledBodyOfARetryableStatusDoesNotHang(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
-	c := e.client(fast(t, 2, retry.WithAttemptTimeout(timeout)))
+	c := e.client(fast(t, 2, retry.WithAttemptTimeout(timeout)), nil)
 	done := make(chan error, 1)
 	go func() {
 		resp, err := c.Do(newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))

@@ -15,7 +15,7 @@ import (
 )
 
 // StatusError is the error of an attempt that got a retryable status, or
-// a permanent one ([WithPermanentStatuses]). It is what observers see as
+// a permanent one ([Options.PermanentStatuses]). It is what observers see as
 // the attempt's error, and what errors.As finds in a [*retry.Error] when
 // the call ended without returning that response (its context was done,
 // or its dead letter was not recorded).
@@ -25,7 +25,7 @@ import (
 type StatusError struct {
 	// StatusCode is the response's status, such as 503.
 	StatusCode int
-	// Permanent is set for a status of WithPermanentStatuses: the request
+	// Permanent is set for a status of Options.PermanentStatuses: the request
 	// was not retried and the call failed for good.
 	Permanent bool
 }
@@ -42,7 +42,7 @@ func (e *StatusError) Error() string {
 
 // ErrBodyNotReplayable is matched by the error of a request that was not
 // retried because its body could not be sent again: it has no GetBody and
-// is longer than the Transport's body limit ([WithBodyLimit]), or its
+// is longer than the Transport's body limit ([Options.BodyLimit]), or its
 // GetBody failed.
 var ErrBodyNotReplayable = errors.New("retryhttp: the request body cannot be sent again")
 

@@ -30,7 +30,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	client, err := retryhttp.NewClient(r)
+	client, err := retryhttp.NewClient(r, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -49,7 +49,7 @@ func Example() {
 
 // A 404 from this API will not change: it is sent once and dead-lettered
 // as a permanent failure, and the caller still gets the response.
-func ExampleWithPermanentStatuses() {
+func ExampleOptions_permanentStatuses() {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
 
@@ -58,7 +58,7 @@ func ExampleWithPermanentStatuses() {
 	if err != nil {
 		panic(err)
 	}
-	client, err := retryhttp.NewClient(r, retryhttp.WithPermanentStatuses(http.StatusBadRequest, http.StatusNotFound))
+	client, err := retryhttp.NewClient(r, &retryhttp.Options{PermanentStatuses: []int{http.StatusBadRequest, http.StatusNotFound}})
 	if err != nil {
 		panic(err)
 	}

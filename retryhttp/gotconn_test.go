@@ -26,7 +26,7 @@ func TestPostThroughBaseWithoutGotConnFailsClosed(t *testing.T) {
 		sent++                          // the server acted on it
 		return nil, io.ErrUnexpectedEOF // then the response was cut
 	})
-	tr, err := retryhttp.NewTransport(base, fast(t, 3))
+	tr, err := retryhttp.NewTransport(fast(t, 3), &retryhttp.Options{Base: base})
 	require.NoError(t, err)
 	req := newRequest(t, context.Background(), http.MethodPost, "http://api.test/charges", strings.NewReader("amount=100"))
 	_, err = tr.RoundTrip(req)
@@ -45,7 +45,7 @@ func TestPostThroughBaseWithoutGotConnFailsClosed(t *testing.T) {
 		}
 		return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 	})
-	tr, err = retryhttp.NewTransport(base, fast(t, 3))
+	tr, err = retryhttp.NewTransport(fast(t, 3), &retryhttp.Options{Base: base})
 	require.NoError(t, err)
 	req = newRequest(t, context.Background(), http.MethodPost, "http://api.test/charges", strings.NewReader("amount=100"))
 	resp, err := tr.RoundTrip(req)

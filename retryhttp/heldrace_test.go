@@ -26,7 +26,7 @@ func TestHeldBodyConcurrentClose(t *testing.T) {
 		}
 	})
 	defer close(release)
-	c := e.client(fast(t, 1))
+	c := e.client(fast(t, 1), nil)
 	resp, err := c.Do(newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)

@@ -81,9 +81,15 @@ func statuses(codes ...int) func(int, http.ResponseWriter, *http.Request) {
 }
 
 // client returns a client through a Transport on the env's base.
-func (e *env) client(r *retry.Retrier, opts ...retryhttp.Option) *http.Client {
+// opts may be nil; its Base is replaced by the env's.
+func (e *env) client(r *retry.Retrier, opts *retryhttp.Options) *http.Client {
 	e.t.Helper()
-	tr, err := retryhttp.NewTransport(e.base, r, opts...)
+	o := retryhttp.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Base = e.base
+	tr, err := retryhttp.NewTransport(r, &o)
 	require.NoError(e.t, err)
 	return &http.Client{Transport: tr}
 }

@@ -44,9 +44,9 @@ func newHeaderServer(t *testing.T, name string, codes ...int) *headerServer {
 
 // newClient returns a client through a Transport on http.DefaultTransport,
 // whose idle connections are closed when the test ends.
-func newClient(t *testing.T, r *retry.Retrier, opts ...retryhttp.Option) *http.Client {
+func newClient(t *testing.T, r *retry.Retrier, opts *retryhttp.Options) *http.Client {
 	t.Helper()
-	tr, err := retryhttp.NewTransport(nil, r, opts...)
+	tr, err := retryhttp.NewTransport(r, opts)
 	require.NoError(t, err)
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
@@ -63,7 +63,7 @@ func (s *headerServer) keys() []string {
 // the caller's request is not changed, and the response's Request has it.
 func TestContextKeyIsSentOnEveryAttempt(t *testing.T) {
 	s := newHeaderServer(t, retryhttp.IdempotencyKeyHeader, 503, 503, 200)
-	c := newClient(t, fast(t, 3))
+	c := newClient(t, fast(t, 3), nil)
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "job-42")
 	req := newRequest(t, ctx, http.MethodGet, s.srv.URL+"/items", nil)
 	resp, _, err := do(t, c, req)
@@ -86,7 +86,7 @@ func TestContextKeyIsSentOnEveryAttempt(t *testing.T) {
 // replace it.
 func TestRequestKeyWinsOverTheContextKeyDownstream(t *testing.T) {
 	s := newHeaderServer(t, retryhttp.IdempotencyKeyHeader, 503, 200)
-	c := newClient(t, fast(t, 3))
+	c := newClient(t, fast(t, 3), nil)
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "job-42")
 	req := newRequest(t, ctx, http.MethodPost, s.srv.URL+"/charges", strings.NewReader("pay"))
 	req.Header.Set(retryhttp.IdempotencyKeyHeader, "charge-7")
@@ -95,19 +95,19 @@ func TestRequestKeyWinsOverTheContextKeyDownstream(t *testing.T) {
 	assert.Equal(t, []string{"charge-7", "charge-7"}, s.keys())
 }
 
-// WithIdempotencyKeyHeader names the header: the key is read from it and
+// Options.IdempotencyKeyHeader names the header: the key is read from it and
 // sent in it, on every attempt, and Idempotency-Key is left alone.
 func TestCustomIdempotencyKeyHeader(t *testing.T) {
 	const name = "X-Dedupe-Key"
 	s := newHeaderServer(t, name, 503, 503, 200)
 	std := newHeaderServer(t, retryhttp.IdempotencyKeyHeader, 503, 503, 200)
-	c := newClient(t, fast(t, 3), retryhttp.WithIdempotencyKeyHeader("x-dedupe-key"), retryhttp.WithIdempotencyKeys())
+	c := newClient(t, fast(t, 3), &retryhttp.Options{IdempotencyKeyHeader: "x-dedupe-key", IdempotencyKeys: true})
 
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "job-42")
 	resp, _, err := do(t, c, newRequest(t, ctx, http.MethodPost, s.srv.URL, strings.NewReader("pay")))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, []string{"job-42", "job-42", "job-42"}, s.keys(), "a POST keyed by its context is retried with WithIdempotencyKeys")
+	assert.Equal(t, []string{"job-42", "job-42", "job-42"}, s.keys(), "a POST keyed by its context is retried with IdempotencyKeys")
 	assert.Empty(t, resp.Request.Header.Values(retryhttp.IdempotencyKeyHeader))
 
 	req := newRequest(t, context.Background(), http.MethodPost, std.srv.URL, strings.NewReader("pay"))
@@ -124,18 +124,18 @@ func TestCustomIdempotencyKeyHeader(t *testing.T) {
 	assert.Len(t, keys[0], 36, "a generated key, in the named header")
 	assert.Equal(t, keys[0], keys[1])
 
-	for _, bad := range []string{"", "Bad Name", "Key:", "Ключ"} {
-		_, err := retryhttp.NewTransport(nil, nil, retryhttp.WithIdempotencyKeyHeader(bad))
+	for _, bad := range []string{" ", "Bad Name", "Key:", "Ключ", "a\x00b"} {
+		_, err := retryhttp.NewTransport(nil, &retryhttp.Options{IdempotencyKeyHeader: bad})
 		require.ErrorIs(t, err, retry.ErrInvalidOption, bad)
-		assert.Contains(t, err.Error(), "WithIdempotencyKeyHeader", bad)
+		assert.Contains(t, err.Error(), "Options.IdempotencyKeyHeader", bad)
 	}
 }
 
 // A context key alone sends the header but does not make a POST
-// retryable: only WithIdempotencyKeys says the server honours keys.
+// retryable: only IdempotencyKeys says the server honours keys.
 func TestContextKeyAloneDoesNotRetryAPOST(t *testing.T) {
 	s := newHeaderServer(t, retryhttp.IdempotencyKeyHeader, 503, 200)
-	c := newClient(t, fast(t, 3))
+	c := newClient(t, fast(t, 3), nil)
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "job-42")
 	resp, _, err := do(t, c, newRequest(t, ctx, http.MethodPost, s.srv.URL, strings.NewReader("pay")))
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestRedeliveryCarriesTheSameKey(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	obs := &recorder{}
-	c := newClient(t, fast(t, 2, retry.WithAttemptTimeout(20*time.Millisecond), retry.WithObserver(obs)), retryhttp.WithIdempotencyKeys())
+	c := newClient(t, fast(t, 2, retry.WithAttemptTimeout(20*time.Millisecond), retry.WithObserver(obs)), &retryhttp.Options{IdempotencyKeys: true})
 	const key = "job-7f3a9c"
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), key)
 	for range 2 { // the first delivery, then a redelivery of the same job
@@ -204,7 +204,7 @@ func TestRedeliveryCarriesTheSameKey(t *testing.T) {
 }
 
 // Inside an idempotent call whose context key is the request's (no
-// header of its own, the same store, WithIdempotencyKeys): the request
+// header of its own, the same store, IdempotencyKeys): the request
 // is stored under its scoped key and sent with the job's key, where it
 // was sent before with a random key, another on each delivery; run again,
 // the job is replayed and the request not sent.
@@ -213,7 +213,7 @@ func TestContextKeyedRequestInsideAnIdempotentCall(t *testing.T) {
 	store := memstore.New(nil)
 	hr, err := retry.New(retry.WithIdempotency(store, nil))
 	require.NoError(t, err)
-	c := newClient(t, hr, retryhttp.WithIdempotencyKeys())
+	c := newClient(t, hr, &retryhttp.Options{IdempotencyKeys: true})
 	outer, err := retry.New(retry.WithIdempotency(store, nil))
 	require.NoError(t, err)
 	const key = "job-1b2c"
@@ -234,7 +234,7 @@ func TestContextKeyedRequestInsideAnIdempotentCall(t *testing.T) {
 	// request is replayed, with an error that holds no key.
 	hr2, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 	require.NoError(t, err)
-	c2 := newClient(t, hr2, retryhttp.WithIdempotencyKeys())
+	c2 := newClient(t, hr2, &retryhttp.Options{IdempotencyKeys: true})
 	for i := range 2 {
 		resp, err := (c2).Do(newRequest(t, ctx, http.MethodPost, s.srv.URL+"/charge", strings.NewReader("x")))
 		if i == 0 {

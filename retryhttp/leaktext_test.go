@@ -56,7 +56,7 @@ func TestServerTextInQuotesIsWithheld(t *testing.T) {
 				c.Close()
 			})
 			obs := &recorder{}
-			c := e.client(fast(t, 2, retry.WithObserver(obs)))
+			c := e.client(fast(t, 2, retry.WithObserver(obs)), nil)
 			_, _, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 			require.Error(t, err)
 			assert.NotContains(t, err.Error(), "abc123")
@@ -81,7 +81,7 @@ func TestDialErrorTextIsKept(t *testing.T) {
 	require.NoError(t, ln.Close())
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
-	tr, err := retryhttp.NewTransport(base, fast(t, 2))
+	tr, err := retryhttp.NewTransport(fast(t, 2), &retryhttp.Options{Base: base})
 	require.NoError(t, err)
 	_, err = tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://"+addr, nil))
 	require.Error(t, err)

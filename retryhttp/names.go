@@ -13,7 +13,7 @@ import (
 const maxNames = 256
 
 // nameKey identifies an operation: method and host for the default name,
-// or the name returned by WithOperationName (method and host empty).
+// or the name returned by Options.OperationName (method and host empty).
 type nameKey struct {
 	method, host, name string
 }
@@ -28,7 +28,7 @@ type names struct {
 }
 
 // retrier returns the Retrier for req, named as the Transport says: by
-// WithOperationName, else by the Retrier's own WithName, else "METHOD
+// Options.OperationName, else by the Retrier's own WithName, else "METHOD
 // host".
 func (t *Transport) retrier(req *http.Request) (*retry.Retrier, error) {
 	var k nameKey

@@ -28,7 +28,7 @@ func TestKeyedRequestInsideAnIdempotentCall(t *testing.T) {
 	store := memstore.New(nil)
 	hr, err := retry.New(retry.WithIdempotency(store, nil))
 	require.NoError(t, err)
-	client, err := retryhttp.NewClient(hr)
+	client, err := retryhttp.NewClient(hr, nil)
 	require.NoError(t, err)
 	outer, err := retry.New(retry.WithIdempotency(store, nil))
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestRedirectToHTTPSIsSent(t *testing.T) {
 	t.Cleanup(base.CloseIdleConnections)
 	r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 	require.NoError(t, err)
-	tr, err := retryhttp.NewTransport(base, r)
+	tr, err := retryhttp.NewTransport(r, &retryhttp.Options{Base: base})
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodPost, "http://api.test/v1/charges", strings.NewReader("amount=5"))
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestPOSTThroughARegisteredProtocolFailsClosed(t *testing.T) {
 	var hits atomic.Int32
 	base := &http.Transport{}
 	base.RegisterProtocol("h3x", sentThenEOF{&hits})
-	tr, err := retryhttp.NewTransport(base, nil)
+	tr, err := retryhttp.NewTransport(nil, &retryhttp.Options{Base: base})
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodPost, "h3x://api.test/charge", strings.NewReader("amount=5"))
 	require.NoError(t, err)

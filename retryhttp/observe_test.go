@@ -25,7 +25,7 @@ import (
 func TestObserversSeeMethodAndHostOnly(t *testing.T) {
 	e := newEnv(t, statuses(503, 200))
 	rec := &recorder{}
-	c := e.client(fast(t, 3, retry.WithObserver(rec)))
+	c := e.client(fast(t, 3, retry.WithObserver(rec)), nil)
 	host := strings.TrimPrefix(e.srv.URL, "http://")
 	_, _, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL+"/users/8812/cards?token=s3cret", nil))
 	require.NoError(t, err)
@@ -49,12 +49,12 @@ func TestObserversSeeMethodAndHostOnly(t *testing.T) {
 	assert.Equal(t, 503, se.StatusCode)
 }
 
-func TestWithOperationNameNamesRequests(t *testing.T) {
+func TestOperationNameNamesRequests(t *testing.T) {
 	e := newEnv(t, statuses(200))
 	rec := &recorder{}
-	c := e.client(fast(t, 3, retry.WithObserver(rec)), retryhttp.WithOperationName(func(r *http.Request) string {
+	c := e.client(fast(t, 3, retry.WithObserver(rec)), &retryhttp.Options{OperationName: func(r *http.Request) string {
 		return "users-api " + strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 2)[0]
-	}))
+	}})
 	for _, p := range []string{"/users/1", "/users/2", "/cards/3"} {
 		_, _, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL+p, nil))
 		require.NoError(t, err)
@@ -68,7 +68,7 @@ func TestWithOperationNameNamesRequests(t *testing.T) {
 
 // A Retrier built with retry.WithName keeps its name: its observers and
 // dead letters see "charge", not "POST host", so the dead letters of HTTP
-// calls can be told apart and redriven by operation. WithOperationName,
+// calls can be told apart and redriven by operation. Options.OperationName,
 // the Transport's own option, still wins over it.
 func TestRetrierNameIsKept(t *testing.T) {
 	e := newEnv(t, statuses(http.StatusServiceUnavailable))
@@ -77,7 +77,7 @@ func TestRetrierNameIsKept(t *testing.T) {
 	r := fast(t, 2, retry.WithName("charge"), retry.WithObserver(rec), retry.WithDeadLetter(sink, nil))
 	req := newRequest(t, context.Background(), http.MethodPost, e.srv.URL+"/charges", strings.NewReader("pay"))
 	req.Header.Set(retryhttp.IdempotencyKeyHeader, "order-17")
-	resp, _, err := do(t, e.client(r), req)
+	resp, _, err := do(t, e.client(r, nil), req)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, 2, retryhttp.Attempts(resp))
@@ -90,7 +90,7 @@ func TestRetrierNameIsKept(t *testing.T) {
 	assert.Equal(t, []string{"charge", "charge", "charge"}, []string{rec.starts[0].Name, rec.starts[1].Name, rec.done[0].Name})
 	rec.mu.Unlock()
 
-	_, _, err = do(t, e.client(r, retryhttp.WithOperationName(func(*http.Request) string { return "payments" })), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+	_, _, err = do(t, e.client(r, &retryhttp.Options{OperationName: func(*http.Request) string { return "payments" }}), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	require.Equal(t, 2, sink.Len())
 	assert.Equal(t, "payments", sink.Records()[1].Name)
@@ -99,9 +99,9 @@ func TestRetrierNameIsKept(t *testing.T) {
 func TestManyNamesStayCorrectPastTheCache(t *testing.T) {
 	e := newEnv(t, statuses(200))
 	rec := &recorder{}
-	c := e.client(fast(t, 1, retry.WithObserver(rec)), retryhttp.WithOperationName(func(r *http.Request) string {
+	c := e.client(fast(t, 1, retry.WithObserver(rec)), &retryhttp.Options{OperationName: func(r *http.Request) string {
 		return r.URL.Query().Get("op")
-	}))
+	}})
 	const n = 300 // more than the Transport keeps
 	var wg sync.WaitGroup
 	for i := range n {
@@ -137,7 +137,7 @@ func TestSlogObserverLogsNoHeaderValuesPathsOrQueries(t *testing.T) {
 	req := newRequest(t, context.Background(), http.MethodPost, e.srv.URL+"/accounts/ACC-99/charge?card=4242424242424242", strings.NewReader("amount=10"))
 	req.Header.Set("Authorization", "Bearer t0ken")
 	req.Header.Set(retryhttp.IdempotencyKeyHeader, "idem-7f3a")
-	resp, _, err := do(t, e.client(r), req)
+	resp, _, err := do(t, e.client(r, nil), req)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 
@@ -168,7 +168,7 @@ func TestMalformedResponseIsNotQuoted(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := fast(t, 2, retry.WithObserver(retryslog.New(logger, nil)))
-	tr, err := retryhttp.NewTransport(nil, r)
+	tr, err := retryhttp.NewTransport(r, nil)
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodGet, srv.URL+"/x", nil)
 	require.NoError(t, err)

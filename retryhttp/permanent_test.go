@@ -18,7 +18,7 @@ import (
 )
 
 // TestPermanentStatusIsAFailureTheCallerStillGets: a status of
-// WithPermanentStatuses is sent once, whatever the method, and ends the
+// Options.PermanentStatuses is sent once, whatever the method, and ends the
 // call as a permanent failure for observers and dead letters, while the
 // caller gets the response, body whole.
 func TestPermanentStatusIsAFailureTheCallerStillGets(t *testing.T) {
@@ -33,7 +33,7 @@ func TestPermanentStatusIsAFailureTheCallerStillGets(t *testing.T) {
 	rec := &recorder{}
 	sink := deadletter.NewMemorySink()
 	r := fast(t, 3, retry.WithObserver(rec), retry.WithDeadLetter(sink, nil), retry.WithAttemptTimeout(time.Minute))
-	c := e.client(r, retryhttp.WithPermanentStatuses(http.StatusBadRequest, http.StatusNotFound))
+	c := e.client(r, &retryhttp.Options{PermanentStatuses: []int{http.StatusBadRequest, http.StatusNotFound}})
 	host := strings.TrimPrefix(e.srv.URL, "http://")
 
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
@@ -83,12 +83,12 @@ func TestPermanentStatusIsAFailureTheCallerStillGets(t *testing.T) {
 }
 
 // TestPermanentStatusesAndTheRetriedSet: a permanent status named from
-// the default retried set is no longer retried; one named in WithStatuses
+// the default retried set is no longer retried; one named in Statuses
 // too is a contradiction.
 func TestPermanentStatusesAndTheRetriedSet(t *testing.T) {
 	e := newEnv(t, statuses(500))
 	rec := &recorder{}
-	resp, _, err := do(t, e.client(fast(t, 3, retry.WithObserver(rec)), retryhttp.WithPermanentStatuses(500)),
+	resp, _, err := do(t, e.client(fast(t, 3, retry.WithObserver(rec)), &retryhttp.Options{PermanentStatuses: []int{500}}),
 		newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
@@ -96,13 +96,13 @@ func TestPermanentStatusesAndTheRetriedSet(t *testing.T) {
 	require.Len(t, rec.done, 1)
 	assert.Equal(t, retry.OutcomePermanent, rec.done[0].Outcome)
 
-	for _, opts := range [][]retryhttp.Option{
-		{retryhttp.WithStatuses(503, 404), retryhttp.WithPermanentStatuses(404)},
-		{retryhttp.WithPermanentStatuses(404), retryhttp.WithStatuses(404)},
+	for _, opts := range []*retryhttp.Options{
+		{Statuses: []int{503, 404}, PermanentStatuses: []int{404}},
+		{PermanentStatuses: []int{404}, Statuses: []int{404}},
 	} {
-		_, err := retryhttp.NewTransport(nil, nil, opts...)
+		_, err := retryhttp.NewTransport(nil, opts)
 		require.ErrorIs(t, err, retry.ErrInvalidOption)
-		assert.ErrorContains(t, err, "status 404 is given to both WithStatuses and WithPermanentStatuses")
+		assert.ErrorContains(t, err, "status 404 is in both Options.Statuses and Options.PermanentStatuses")
 	}
 }
 
@@ -113,7 +113,7 @@ func TestPermanentStatusIsStoredAsAFailure(t *testing.T) {
 	e := newEnv(t, statuses(http.StatusNotFound))
 	r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 	require.NoError(t, err)
-	c := e.client(r, retryhttp.WithPermanentStatuses(http.StatusNotFound))
+	c := e.client(r, &retryhttp.Options{PermanentStatuses: []int{http.StatusNotFound}})
 	resp, err := postKeyed(t, c, e.srv.URL, "order-17")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)

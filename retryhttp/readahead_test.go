@@ -84,7 +84,7 @@ func stallingServer(t *testing.T) (string, func() int) {
 
 // A 503 whose body stalls after its headers does not hang a call without
 // an attempt timeout or a deadline: the read ahead of its body has a bound
-// of its own (WithReadAheadTimeout; 1s by default), after which the
+// of its own (Options.ReadAheadTimeout; 1s by default), after which the
 // status stands, as when an attempt timeout cuts it. The request is
 // retried, and the caller gets the last 503, whose body reads as what
 // came (nothing) and then an error that says it was cut. Observers see
@@ -95,7 +95,7 @@ func TestStalledBodyIsBoundedWithoutAnAttemptTimeout(t *testing.T) {
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
 	obs := &recorder{}
-	tr, err := retryhttp.NewTransport(base, fast(t, 2, retry.WithObserver(obs)), retryhttp.WithReadAheadTimeout(bound))
+	tr, err := retryhttp.NewTransport(fast(t, 2, retry.WithObserver(obs)), &retryhttp.Options{Base: base, ReadAheadTimeout: bound})
 	require.NoError(t, err)
 
 	done := make(chan result, 1)
@@ -137,7 +137,7 @@ func TestStalledBodyWithTheDefaults(t *testing.T) {
 		})
 		r, err := retry.New()
 		require.NoError(t, err)
-		tr, err := retryhttp.NewTransport(base, r)
+		tr, err := retryhttp.NewTransport(r, &retryhttp.Options{Base: base})
 		require.NoError(t, err)
 
 		start := time.Now()

@@ -43,7 +43,7 @@ func TestRedirectWithStoreIsSent(t *testing.T) {
 			store := &claimLog{IdempotencyStore: memstore.New(nil)}
 			r, err := retry.New(retry.WithIdempotency(store, nil), retry.WithBackoff(retry.Constant(0)))
 			require.NoError(t, err)
-			c := e.client(r)
+			c := e.client(r, nil)
 
 			req := newRequest(t, context.Background(), tc.method, e.srv.URL+"/old?id=7", strings.NewReader("pay"))
 			req.Header.Set(retryhttp.IdempotencyKeyHeader, "order-42")

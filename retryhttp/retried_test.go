@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -35,7 +36,7 @@ func TestStatusTable(t *testing.T) {
 		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
 		w.WriteHeader(code)
 	})
-	c := e.client(fast(t, 3))
+	c := e.client(fast(t, 3), nil)
 	for code := 100; code <= 599; code++ {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
 			before := e.requests.Load()
@@ -60,12 +61,12 @@ func TestStatusTable(t *testing.T) {
 	}
 }
 
-func TestWithStatusesReplacesTheTable(t *testing.T) {
+func TestStatusesReplaceTheTable(t *testing.T) {
 	e := newEnv(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
 		w.WriteHeader(code)
 	})
-	c := e.client(fast(t, 2), retryhttp.WithStatuses(http.StatusConflict))
+	c := e.client(fast(t, 2), &retryhttp.Options{Statuses: []int{http.StatusConflict}})
 	for code, want := range map[int]int64{409: 2, 503: 1, 500: 1} {
 		before := e.requests.Load()
 		_, _, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL+"/?code="+strconv.Itoa(code), nil))
@@ -73,38 +74,69 @@ func TestWithStatusesReplacesTheTable(t *testing.T) {
 		assert.Equal(t, want, e.requests.Load()-before, "status %d", code)
 	}
 
-	none := e.client(fast(t, 2), retryhttp.WithStatuses())
+	none := e.client(fast(t, 2), &retryhttp.Options{Statuses: []int{}})
 	before := e.requests.Load()
 	_, _, err := do(t, none, newRequest(t, context.Background(), http.MethodGet, e.srv.URL+"/?code=503", nil))
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), e.requests.Load()-before, "WithStatuses() retries no status")
+	assert.Equal(t, int64(1), e.requests.Load()-before, "Statuses: []int{} retries no status")
 }
 
 func TestNewTransportRejectsBadOptions(t *testing.T) {
-	for name, opt := range map[string]retryhttp.Option{
-		"nil option":         nil,
-		"status 200":         retryhttp.WithStatuses(503, 200),
-		"status 600":         retryhttp.WithStatuses(600),
-		"empty method":       retryhttp.WithMethods("GET", ""),
-		"negative limit":     retryhttp.WithBodyLimit(-1),
-		"nil name function":  retryhttp.WithOperationName(nil),
-		"status 99 (no 1xx)": retryhttp.WithStatuses(99),
-		"permanent 200":      retryhttp.WithPermanentStatuses(404, 200),
-		"permanent 600":      retryhttp.WithPermanentStatuses(600),
-		"read-ahead 0":       retryhttp.WithReadAheadTimeout(0),
-		"read-ahead -1s":     retryhttp.WithReadAheadTimeout(-time.Second),
+	for name, tc := range map[string]struct {
+		opts  retryhttp.Options
+		field string
+	}{
+		"status 200":         {retryhttp.Options{Statuses: []int{503, 200}}, "Options.Statuses: 200"},
+		"status 600":         {retryhttp.Options{Statuses: []int{600}}, "Options.Statuses: 600"},
+		"empty method":       {retryhttp.Options{Methods: []string{"GET", ""}}, "Options.Methods"},
+		"negative limit":     {retryhttp.Options{BodyLimit: -2}, "Options.BodyLimit -2"},
+		"most negative":      {retryhttp.Options{BodyLimit: math.MinInt64}, "Options.BodyLimit"},
+		"status 99 (no 1xx)": {retryhttp.Options{Statuses: []int{99}}, "Options.Statuses: 99"},
+		"permanent 200":      {retryhttp.Options{PermanentStatuses: []int{404, 200}}, "Options.PermanentStatuses: 200"},
+		"permanent 600":      {retryhttp.Options{PermanentStatuses: []int{600}}, "Options.PermanentStatuses: 600"},
+		"read-ahead -1ns":    {retryhttp.Options{ReadAheadTimeout: -1}, "Options.ReadAheadTimeout"},
+		"read-ahead -1s":     {retryhttp.Options{ReadAheadTimeout: -time.Second}, "Options.ReadAheadTimeout"},
+		"nil base pointer":   {retryhttp.Options{Base: (*http.Transport)(nil)}, "Options.Base (*http.Transport)(nil)"},
+		"nil base func":      {retryhttp.Options{Base: roundTripFunc(nil)}, "Options.Base"},
+		"bad key header":     {retryhttp.Options{IdempotencyKeyHeader: "Bad Name"}, "Options.IdempotencyKeyHeader"},
 	} {
-		_, err := retryhttp.NewTransport(nil, nil, opt)
+		_, err := retryhttp.NewTransport(nil, &tc.opts)
 		require.ErrorIs(t, err, retry.ErrInvalidOption, name)
 		assert.Contains(t, err.Error(), "retryhttp", name)
-		_, err = retryhttp.NewClient(nil, opt)
+		assert.Contains(t, err.Error(), tc.field, name)
+		_, err = retryhttp.NewClient(nil, &tc.opts)
 		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
 	}
 }
 
+// TestZeroOptionsMeanTheDefaults: a nil *Options and the zero Options
+// build a Transport, and the fields whose zero is their default take the
+// default: the retried statuses and methods, the key header, the body
+// limit and the read-ahead timeout (each checked by its own tests too).
+func TestZeroOptionsMeanTheDefaults(t *testing.T) {
+	for name, opts := range map[string]*retryhttp.Options{"nil": nil, "zero": {}} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, statuses(503, 200))
+			resp, _, err := do(t, e.client(fast(t, 3), opts), newRequest(t, context.Background(), http.MethodPut, e.srv.URL, onlyReader{strings.NewReader("x")}))
+			require.NoError(t, err)
+			assert.Equal(t, 2, retryhttp.Attempts(resp), "PUT is retried on 503, its body copied")
+			assert.Equal(t, []string{"x", "x"}, e.seenBodies())
+		})
+	}
+	t.Run("NewTransport copies the slices", func(t *testing.T) {
+		e := newEnv(t, statuses(409, 200))
+		opts := &retryhttp.Options{Statuses: []int{http.StatusConflict}, Methods: []string{http.MethodGet}}
+		c := e.client(fast(t, 3), opts)
+		opts.Statuses[0], opts.Methods[0] = http.StatusTeapot, http.MethodPost
+		resp, _, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+		require.NoError(t, err)
+		assert.Equal(t, 2, retryhttp.Attempts(resp), "409 on a GET is still retried")
+	})
+}
+
 func TestNilBaseAndRetrierMeanTheDefaults(t *testing.T) {
 	e := newEnv(t, statuses(503, 200))
-	c, err := retryhttp.NewClient(nil)
+	c, err := retryhttp.NewClient(nil, nil)
 	require.NoError(t, err)
 	defer c.CloseIdleConnections() // http.DefaultTransport's, through the Transport
 	resp, body, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
@@ -138,7 +170,7 @@ func TestConnectionRefusedIsRetriedForAnyMethod(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
-	tr, err := retryhttp.NewTransport(base, fast(t, 3))
+	tr, err := retryhttp.NewTransport(fast(t, 3), &retryhttp.Options{Base: base})
 	require.NoError(t, err)
 	c := &http.Client{Transport: tr}
 	url := "http://" + freePort(t) + "/orders"
@@ -162,7 +194,7 @@ func TestDNSFailureIsRetriedForAnyMethod(t *testing.T) {
 	}}
 	base := &http.Transport{DialContext: (&net.Dialer{Resolver: resolver}).DialContext}
 	defer base.CloseIdleConnections()
-	tr, err := retryhttp.NewTransport(base, fast(t, 3))
+	tr, err := retryhttp.NewTransport(fast(t, 3), &retryhttp.Options{Base: base})
 	require.NoError(t, err)
 	_, err = (&http.Client{Transport: tr}).Post("http://orders.test/", "text/plain", strings.NewReader("x"))
 	var dnsErr *net.DNSError
@@ -201,7 +233,7 @@ func TestTLSHandshakeFailureIsRetriedForAnyMethod(t *testing.T) {
 	srv.Listener = &dropFirst{Listener: srv.Listener}
 	srv.StartTLS()
 	defer srv.Close()
-	tr, err := retryhttp.NewTransport(srv.Client().Transport, fast(t, 3))
+	tr, err := retryhttp.NewTransport(fast(t, 3), &retryhttp.Options{Base: srv.Client().Transport})
 	require.NoError(t, err)
 	resp, err := (&http.Client{Transport: tr}).Post(srv.URL, "text/plain", strings.NewReader("pay"))
 	require.NoError(t, err)
@@ -219,7 +251,7 @@ func TestCertificateErrorIsNotRetried(t *testing.T) {
 	defer srv.Close()
 	base := &http.Transport{} // does not trust the test certificate
 	defer base.CloseIdleConnections()
-	tr, err := retryhttp.NewTransport(base, fast(t, 3))
+	tr, err := retryhttp.NewTransport(fast(t, 3), &retryhttp.Options{Base: base})
 	require.NoError(t, err)
 	_, err = (&http.Client{Transport: tr}).Get(srv.URL)
 	var re *retry.Error
@@ -244,7 +276,7 @@ func hangUp(n int, w http.ResponseWriter, _ *http.Request) {
 func TestResetAfterSendIsRetriedOnlyWhenIdempotent(t *testing.T) {
 	t.Run("POST is not retried", func(t *testing.T) {
 		e := newEnv(t, hangUp)
-		_, err := e.client(fast(t, 3)).Post(e.srv.URL, "text/plain", strings.NewReader("pay"))
+		_, err := e.client(fast(t, 3), nil).Post(e.srv.URL, "text/plain", strings.NewReader("pay"))
 		var re *retry.Error
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, 1, re.Attempts, "the server may have acted on it")
@@ -254,7 +286,7 @@ func TestResetAfterSendIsRetriedOnlyWhenIdempotent(t *testing.T) {
 	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
 		t.Run(method+" is retried", func(t *testing.T) {
 			e := newEnv(t, hangUp)
-			resp, body, err := do(t, e.client(fast(t, 3)), newRequest(t, context.Background(), method, e.srv.URL, strings.NewReader("x")))
+			resp, body, err := do(t, e.client(fast(t, 3), nil), newRequest(t, context.Background(), method, e.srv.URL, strings.NewReader("x")))
 			require.NoError(t, err)
 			assert.Equal(t, "response 2", body)
 			assert.Equal(t, 2, retryhttp.Attempts(resp))
@@ -264,7 +296,7 @@ func TestResetAfterSendIsRetriedOnlyWhenIdempotent(t *testing.T) {
 		e := newEnv(t, hangUp)
 		req := newRequest(t, context.Background(), http.MethodPost, e.srv.URL, strings.NewReader("pay"))
 		req.Header.Set(retryhttp.IdempotencyKeyHeader, "order-17")
-		resp, _, err := do(t, e.client(fast(t, 3)), req)
+		resp, _, err := do(t, e.client(fast(t, 3), nil), req)
 		require.NoError(t, err)
 		assert.Equal(t, 2, retryhttp.Attempts(resp))
 		assert.Equal(t, []string{"order-17", "order-17"}, e.seenKeys())
@@ -275,35 +307,35 @@ func TestPostAndPatchNeedAKeyOrAnOptIn(t *testing.T) {
 	for _, method := range []string{http.MethodPost, http.MethodPatch} {
 		t.Run(method, func(t *testing.T) {
 			e := newEnv(t, statuses(503, 200))
-			resp, _, err := do(t, e.client(fast(t, 3)), newRequest(t, context.Background(), method, e.srv.URL, strings.NewReader("x")))
+			resp, _, err := do(t, e.client(fast(t, 3), nil), newRequest(t, context.Background(), method, e.srv.URL, strings.NewReader("x")))
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "no key: not retried")
 			assert.Equal(t, 1, retryhttp.Attempts(resp))
 
 			req := newRequest(t, context.Background(), method, e.srv.URL, strings.NewReader("x"))
 			req.Header.Set(retryhttp.IdempotencyKeyHeader, "k1")
-			resp, _, err = do(t, e.client(fast(t, 3)), req)
+			resp, _, err = do(t, e.client(fast(t, 3), nil), req)
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusOK, resp.StatusCode, "a key makes it retryable")
 
 			e.requests.Store(0)
-			optIn := e.client(fast(t, 3), retryhttp.WithMethods(http.MethodGet, method))
+			optIn := e.client(fast(t, 3), &retryhttp.Options{Methods: []string{http.MethodGet, method}})
 			resp, _, err = do(t, optIn, newRequest(t, context.Background(), method, e.srv.URL, strings.NewReader("x")))
 			require.NoError(t, err)
-			assert.Equal(t, http.StatusOK, resp.StatusCode, "WithMethods opts in")
+			assert.Equal(t, http.StatusOK, resp.StatusCode, "Methods opts in")
 			assert.Equal(t, 2, retryhttp.Attempts(resp))
 
 			e.requests.Store(0)
 			resp, _, err = do(t, optIn, newRequest(t, context.Background(), http.MethodDelete, e.srv.URL, nil))
 			require.NoError(t, err)
-			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "WithMethods replaces the default set")
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "Methods replaces the default set")
 		})
 	}
 }
 
-func TestWithMethodsOfNoneRetriesNoMethod(t *testing.T) {
+func TestMethodsOfNoneRetriesNoMethod(t *testing.T) {
 	e := newEnv(t, statuses(503))
-	c := e.client(fast(t, 3), retryhttp.WithMethods())
+	c := e.client(fast(t, 3), &retryhttp.Options{Methods: []string{}})
 	for _, method := range []string{http.MethodPut, http.MethodGet} {
 		e.requests.Store(0)
 		resp, _, err := do(t, c, newRequest(t, context.Background(), method, e.srv.URL, strings.NewReader("x")))
@@ -325,10 +357,10 @@ func TestAnEmptyMethodIsGET(t *testing.T) {
 		e := newEnv(t, statuses(503))
 		rec := &recorder{}
 		r := fast(t, 3, retry.WithObserver(rec))
-		for _, opts := range [][]retryhttp.Option{nil, {retryhttp.WithIdempotencyKeys()}} {
+		for _, opts := range []*retryhttp.Options{nil, {IdempotencyKeys: true}} {
 			req := newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil)
 			req.Method = ""
-			resp, _, err := do(t, e.client(r, opts...), req)
+			resp, _, err := do(t, e.client(r, opts), req)
 			require.NoError(t, err)
 			assert.Equal(t, 3, retryhttp.Attempts(resp), "retried as GET is")
 		}
@@ -343,7 +375,7 @@ func TestAnEmptyMethodIsGET(t *testing.T) {
 		e := newEnv(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
 		r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 		require.NoError(t, err)
-		c := e.client(r)
+		c := e.client(r, nil)
 		for i, method := range []string{"", http.MethodGet} {
 			req := newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil)
 			req.Method = method
@@ -359,13 +391,13 @@ func TestAnEmptyMethodIsGET(t *testing.T) {
 	})
 }
 
-func TestWithIdempotencyKeysSendsOneKeyPerRequest(t *testing.T) {
+func TestIdempotencyKeysSendsOneKeyPerRequest(t *testing.T) {
 	e := newEnv(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n%2 == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
-	c := e.client(fast(t, 3), retryhttp.WithIdempotencyKeys())
+	c := e.client(fast(t, 3), &retryhttp.Options{IdempotencyKeys: true})
 	var sent []string
 	for range 2 {
 		req := newRequest(t, context.Background(), http.MethodPost, e.srv.URL, strings.NewReader("x"))
@@ -398,7 +430,7 @@ func TestIdempotencyStoreRunsAKeyedRequestOnce(t *testing.T) {
 	e := newEnv(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
 	r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 	require.NoError(t, err)
-	c := e.client(r)
+	c := e.client(r, nil)
 	resp, err := postKeyed(t, c, e.srv.URL, "order-17")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
@@ -434,7 +466,7 @@ func TestIdempotencyStoreTakesAHeaderKeyOfAnyLength(t *testing.T) {
 	store := &claimLog{IdempotencyStore: memstore.New(nil)}
 	r, err := retry.New(retry.WithIdempotency(store, nil), retry.WithBackoff(retry.Constant(0)))
 	require.NoError(t, err)
-	c := e.client(r)
+	c := e.client(r, nil)
 	host := strings.TrimPrefix(e.srv.URL, "http://")
 
 	resp, err := postKeyed(t, c, e.srv.URL, "order-17")
@@ -485,13 +517,13 @@ func TestIdempotencyStoreNeedsAKeyPerRequest(t *testing.T) {
 	r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
 	require.NoError(t, err)
 	body := &closeCounter{Reader: strings.NewReader("x")}
-	_, err = e.client(r).Do(newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body))
+	_, err = e.client(r, nil).Do(newRequest(t, context.Background(), http.MethodPut, e.srv.URL, body))
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "idempotency key is empty")
 	assert.Equal(t, int64(0), e.requests.Load())
 	assert.Equal(t, int32(1), body.closed.Load())
 
-	_, _, err = do(t, e.client(r, retryhttp.WithIdempotencyKeys()), newRequest(t, context.Background(), http.MethodPost, e.srv.URL, nil))
+	_, _, err = do(t, e.client(r, &retryhttp.Options{IdempotencyKeys: true}), newRequest(t, context.Background(), http.MethodPost, e.srv.URL, nil))
 	require.NoError(t, err, "with generated keys every POST has one")
 }
 
@@ -501,7 +533,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestABaseThatBreaksTheRoundTripperContract(t *testing.T) {
-	tr, err := retryhttp.NewTransport(roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil }), fast(t, 3))
+	tr, err := retryhttp.NewTransport(fast(t, 3), &retryhttp.Options{Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })})
 	require.NoError(t, err)
 	_, err = tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
 	require.ErrorContains(t, err, "neither a response nor an error")
@@ -510,10 +542,10 @@ func TestABaseThatBreaksTheRoundTripperContract(t *testing.T) {
 	assert.Equal(t, 1, re.Attempts)
 
 	calls := 0
-	tr, err = retryhttp.NewTransport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	tr, err = retryhttp.NewTransport(fast(t, 2), &retryhttp.Options{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		calls++
 		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Request: r}, nil // no Body
-	}), fast(t, 2))
+	})})
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
 	require.NoError(t, err)

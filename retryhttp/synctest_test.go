@@ -48,7 +48,7 @@ func TestUnderSynctestWithAnInProcessTransport(t *testing.T) {
 		})
 		r, err := retry.New(retry.WithMaxAttempts(3))
 		require.NoError(t, err)
-		tr, err := retryhttp.NewTransport(handlerTransport{h}, r)
+		tr, err := retryhttp.NewTransport(r, &retryhttp.Options{Base: handlerTransport{h}})
 		require.NoError(t, err)
 		c := &http.Client{Transport: tr}
 
@@ -81,7 +81,7 @@ func TestOutcomeNotRecordedClosesTheResponse(t *testing.T) {
 		})
 		r, err := retry.New(retry.WithIdempotency(downStore{memstore.New(nil)}, &retry.IdempotencyOptions{Lease: time.Second}))
 		require.NoError(t, err)
-		tr, err := retryhttp.NewTransport(base, r)
+		tr, err := retryhttp.NewTransport(r, &retryhttp.Options{Base: base})
 		require.NoError(t, err)
 		req := newRequest(t, context.Background(), http.MethodPost, "http://api.test/orders", strings.NewReader("pay"))
 		req.Header.Set(retryhttp.IdempotencyKeyHeader, "order-17")

@@ -74,7 +74,7 @@ func TestRetryAfterSetsTheNextWait(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, retryAfter(tc.code, tc.value))
 			r, mock, armed := mocked(t)
-			done := async(e.client(r), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+			done := async(e.client(r, nil), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 			var d time.Duration // 0 unless a wait is armed
 			var res result
 			select {
@@ -97,7 +97,7 @@ func TestAWaitPastTheDeadlineIsNotStarted(t *testing.T) {
 	r, mock, armed := mocked(t, retry.WithMaxDelay(time.Minute))
 	ctx, cancel := mock.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	done := async(e.client(r), newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
+	done := async(e.client(r, nil), newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
 	select {
 	case res := <-done:
 		require.NoError(t, res.err, "the context is live: the caller gets the server's answer")
@@ -126,7 +126,7 @@ func TestCancelStopsAnAttemptAtOnce(t *testing.T) {
 			})
 			defer close(release)
 			ctx, cancel := context.WithCancel(context.Background())
-			done := async(e.client(fast(t, 3, opts...)), newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
+			done := async(e.client(fast(t, 3, opts...), nil), newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
 			<-entered
 			cancel()
 			res := <-done
@@ -145,7 +145,7 @@ func TestCancelStopsAWaitAtOnce(t *testing.T) {
 	e := newEnv(t, statuses(503))
 	r, _, armed := mocked(t) // the mock clock never moves: only the cancel can end the wait
 	ctx, cancel := context.WithCancel(context.Background())
-	done := async(e.client(r), newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
+	done := async(e.client(r, nil), newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
 	<-armed
 	cancel()
 	res := <-done
@@ -161,7 +161,7 @@ func TestDeadlineDuringAnAttempt(t *testing.T) {
 	e := newEnv(t, func(_ int, _ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	defer cancel()
-	_, err := e.client(fast(t, 3)).Do(newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
+	_, err := e.client(fast(t, 3), nil).Do(newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var re *retry.Error
 	require.ErrorAs(t, err, &re)
@@ -190,7 +190,7 @@ func TestAttemptTimeoutRetriesASlowAttempt(t *testing.T) {
 	e := newEnv(t, enteredHandler(1, entered, release))
 	defer close(release)
 	r, mock, _ := mocked(t, retry.WithAttemptTimeout(time.Second), retry.WithBackoff(retry.Constant(0)))
-	done := async(e.client(r), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+	done := async(e.client(r, nil), newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	<-entered
 	mock.Add(time.Second) // the first attempt's timeout
 	res := <-done
@@ -209,7 +209,7 @@ func TestAttemptTimeoutErrorIsADeadline(t *testing.T) {
 		retry.WithMaxAttempts(2), retry.WithObserver(rec))
 	req := newRequest(t, context.Background(), http.MethodPost, e.srv.URL, strings.NewReader("x"))
 	req.Header.Set(retryhttp.IdempotencyKeyHeader, "k")
-	done := async(e.client(r), req)
+	done := async(e.client(r, nil), req)
 	for range 2 {
 		<-entered
 		mock.Add(time.Second)
@@ -234,7 +234,7 @@ func TestAttemptTimeoutDoesNotCutTheFinalBody(t *testing.T) {
 		io.WriteString(w, "tail")
 	})
 	r, mock, _ := mocked(t, retry.WithAttemptTimeout(time.Second))
-	resp, err := e.client(r).Do(newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+	resp, err := e.client(r, nil).Do(newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	<-flushed
@@ -260,7 +260,7 @@ func TestAttemptTimeoutFinalBodyEndsWithTheRequestContext(t *testing.T) {
 	defer close(release)
 	r, _, _ := mocked(t, retry.WithAttemptTimeout(time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
-	resp, err := e.client(r).Do(newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
+	resp, err := e.client(r, nil).Do(newRequest(t, ctx, http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	<-flushed

@@ -30,7 +30,7 @@ type Transport struct {
 	base      http.RoundTripper
 	names     names
 	statuses  [200]*StatusError // index code-400; nil: a success
-	methods   []string          // nil: defaultMethods; empty: none
+	methods   []string          // nil: the default methods; empty: none
 	bodyLimit int64
 	readAhead time.Duration // bounds hold's read of a retryable status's body
 	keys      bool
@@ -41,42 +41,32 @@ type Transport struct {
 	calls     sync.Pool // of *call
 }
 
-// NewTransport returns a Transport that sends requests through base (nil
-// means http.DefaultTransport) with r's policy: attempts, backoff, jitter,
-// max delay, time budget, attempt timeout, observers, dead letters and
-// idempotency apply to every request. A nil r means the library's defaults
-// (the zero [retry.Retrier]). An invalid option gives an error wrapping
-// [retry.ErrInvalidOption] that names the problem.
+// NewTransport returns a Transport that sends requests through
+// opts.Base (http.DefaultTransport by default) with r's policy: attempts,
+// backoff, jitter, max delay, time budget, attempt timeout, observers,
+// dead letters and idempotency apply to every request. A nil r means the
+// library's defaults (the zero [retry.Retrier]); a nil opts means the
+// defaults of every [Options] field. An invalid option gives an error
+// wrapping [retry.ErrInvalidOption] that names the field and the problem.
 //
 // A request that is not idempotent (see the package documentation) is
-// retried after a failure only when it surely was not sent. When base is
-// an *http.Transport (http.DefaultTransport is one), a failure before
+// retried after a failure only when it surely was not sent. When the base
+// is an *http.Transport (http.DefaultTransport is one), a failure before
 // httptrace's GotConn fired counts as unsent. Any other base (a wrapper,
 // an HTTP/2 or HTTP/3 transport, an in-process fake) may not fire
 // GotConn, so there the Transport fails closed: only a failed dial or
 // proxy connect (a *net.OpError with Op "dial" or "proxyconnect") counts
 // as unsent, and every other failure of such a request is final.
-func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Transport, error) {
-	s := settings{bodyLimit: DefaultBodyLimit, readAhead: DefaultReadAheadTimeout, keyHeader: IdempotencyKeyHeader}
-	for i, o := range opts {
-		if o == nil {
-			s.fail("option %d is nil", i)
-			continue
-		}
-		o(&s)
-	}
-	statuses := s.statusTable()
-	if s.err != nil {
-		return nil, s.err
-	}
-	if base == nil {
-		base = http.DefaultTransport
+func NewTransport(r *retry.Retrier, opts *Options) (*Transport, error) {
+	s, err := opts.settings()
+	if err != nil {
+		return nil, err
 	}
 	if r == nil {
 		r = &retry.Retrier{}
 	}
-	_, traced := base.(*http.Transport)
-	t := &Transport{base: base, statuses: statuses, methods: s.methods, bodyLimit: s.bodyLimit, readAhead: s.readAhead, keys: s.keys, keyHeader: s.keyHeader, traced: traced, name: s.name, named: r.Name() != ""}
+	_, traced := s.base.(*http.Transport)
+	t := &Transport{base: s.base, statuses: s.statuses, methods: s.methods, bodyLimit: s.bodyLimit, readAhead: s.readAhead, keys: s.keys, keyHeader: s.keyHeader, traced: traced, name: s.name, named: r.Name() != ""}
 	t.names.base = r
 	t.calls.New = func() any {
 		c := new(call)
@@ -86,31 +76,10 @@ func NewTransport(base http.RoundTripper, r *retry.Retrier, opts ...Option) (*Tr
 	return t, nil
 }
 
-// statusTable returns the error of each status the options make a
-// failure: the retried ones, and the permanent ones, which win over the
-// default retried set but not over WithStatuses.
-func (s *settings) statusTable() (table [200]*StatusError) {
-	codes := defaultStatuses[:]
-	if s.statusesOK {
-		codes = s.statuses
-	}
-	for _, c := range codes {
-		table[c-400] = &StatusError{StatusCode: c}
-	}
-	for _, c := range s.permanent {
-		if s.statusesOK && table[c-400] != nil && !table[c-400].Permanent {
-			s.fail("status %d is given to both WithStatuses and WithPermanentStatuses; a status is either retried or a permanent failure", c)
-			return table
-		}
-		table[c-400] = &StatusError{StatusCode: c, Permanent: true}
-	}
-	return table
-}
-
-// NewClient returns an http.Client whose Transport is NewTransport(nil, r,
-// opts...): http.DefaultTransport with r's policy.
-func NewClient(r *retry.Retrier, opts ...Option) (*http.Client, error) {
-	t, err := NewTransport(nil, r, opts...)
+// NewClient returns an http.Client whose Transport is NewTransport(r,
+// opts): opts.Base, http.DefaultTransport by default, with r's policy.
+func NewClient(r *retry.Retrier, opts *Options) (*http.Client, error) {
+	t, err := NewTransport(r, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +229,7 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 	// the same when the caller redelivers the same work (a generated one
 	// would not), else a generated one. Never the scoped store key below.
 	// The caller's context key makes a request retryable only with
-	// WithIdempotencyKeys, which says the server honours keys.
+	// Options.IdempotencyKeys, which says the server honours keys.
 	key, keyed := "", false
 	if v := req.Header[t.keyHeader]; len(v) > 0 && v[0] != "" {
 		key, keyed = v[0], true

@@ -351,10 +351,11 @@ func (r *runner) send(ctx context.Context, d delivery) result {
 		res.unhandled = err
 		return res
 	}
-	tr, err := retryhttp.NewTransport(&virtualNetwork{clk: clk, base: r.base, timeout: attemptTimeout}, jr,
-		retryhttp.WithPermanentStatuses(permanentStatuses...),
-		retryhttp.WithOperationName(func(*http.Request) string { return d.job.Type }),
-	)
+	tr, err := retryhttp.NewTransport(jr, &retryhttp.Options{
+		Base:              &virtualNetwork{clk: clk, base: r.base, timeout: attemptTimeout},
+		PermanentStatuses: permanentStatuses,
+		OperationName:     func(*http.Request) string { return d.job.Type },
+	})
 	if err != nil {
 		res.unhandled = err
 		return res
