@@ -171,7 +171,7 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 	if m.hinted || !cfg.zeroWaits {
 		// Constant(0) waits 0 whatever the jitter and the cap: only a
 		// server's delay needs computing.
-		d = cfg.wait(attempt, prev, m.hint, m.hinted)
+		d = cfg.wait(attempt, prev, m.hint, m.hinted, nil)
 	}
 	switch {
 	case cfg.maxElapsed > 0 && d >= cfg.maxElapsed-elapsed:
@@ -249,7 +249,9 @@ func (cfg *config) judge(ctx context.Context, err error) (j judgement, throttled
 
 // wait computes the wait after attempt failed: jitter(backoff(attempt)),
 // or hint for a server-supplied delay, each within its cap (see resolve).
-func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time.Duration {
+// rnd supplies the random samples; nil draws them from the Retrier's
+// source (see random).
+func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool, rnd func() float64) time.Duration {
 	if hinted {
 		// An explicit max delay caps every wait; without one only a
 		// server's, since the backoff is the caller's own choice.
@@ -266,16 +268,25 @@ func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool) time
 	switch b.(type) {
 	case constant, linear, exponential, BackoffFunc:
 	default:
-		u = cfg.random()
+		u = cfg.sample(rnd)
 	}
 	d := max(b.Delay(attempt, prev, u), 0)
 	if _, random := b.(decorrelated); !random && d > 0 && cfg.jitter != NoJitter {
-		d = cfg.jitter.Apply(d, cfg.random())
+		d = cfg.jitter.Apply(d, cfg.sample(rnd))
 	}
 	if cfg.maxDelay > 0 {
 		d = min(d, cfg.maxDelay)
 	}
 	return d
+}
+
+// sample draws one uniform sample in [0, 1): from rnd if it is not nil,
+// else from the Retrier's source.
+func (cfg *config) sample(rnd func() float64) float64 {
+	if rnd != nil {
+		return rnd()
+	}
+	return cfg.random()
 }
 
 func (cfg *config) random() float64 {
