@@ -1,0 +1,61 @@
+package retryriver
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/steadfast-go/retry"
+)
+
+// Policy is a river.ClientRetryPolicy that schedules a failed job's next
+// attempt after the wait a [retry.Retrier]'s Do takes after the same
+// attempt: its Backoff, Jitter and WithMaxDelay cap, with the same formula
+// ([retry.Retrier.Wait]) and samples from the Retrier's random source.
+// Set it as river.Config.RetryPolicy for every job, or let a [Worker] use
+// it for its own jobs.
+//
+// The attempt that failed is counted as River's own policy counts it,
+// len(job.Errors)+1, so that snoozes do not count. The wait before that
+// attempt, which only [retry.Decorrelated] reads, is what the job row
+// tells: ScheduledAt less the start of the previous attempt (its
+// AttemptError.At), so it includes that attempt's run time; 0 for the
+// first attempt.
+//
+// A Policy is immutable and safe for concurrent use.
+type Policy struct {
+	r   *retry.Retrier
+	now func() time.Time
+}
+
+// NewPolicy returns the Policy of r. r must not be nil.
+func NewPolicy(r *retry.Retrier) (*Policy, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: retryriver.NewPolicy: the *Retrier is nil; build one with retry.New", retry.ErrInvalidOption)
+	}
+	return &Policy{r: r, now: time.Now}, nil
+}
+
+// NextRetry returns when job's next attempt is due: now plus
+// [Policy.Delay].
+func (p *Policy) NextRetry(job *rivertype.JobRow) time.Time {
+	return p.now().UTC().Add(p.Delay(job))
+}
+
+// Delay returns the wait after job's current attempt failed, as the
+// Retrier's Do waits after the same attempt. Each call draws from the
+// Retrier's random source, as each wait of Do does.
+func (p *Policy) Delay(job *rivertype.JobRow) time.Duration {
+	d, _ := p.r.Wait(len(job.Errors)+1, prevWait(job), nil, nil)
+	return d
+}
+
+// prevWait is the wait before job's current attempt, as its row tells.
+func prevWait(job *rivertype.JobRow) time.Duration {
+	n := len(job.Errors)
+	if n == 0 {
+		return 0
+	}
+	return max(job.ScheduledAt.Sub(job.Errors[n-1].At), 0)
+}

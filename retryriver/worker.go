@@ -1,0 +1,274 @@
+package retryriver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/steadfast-go/retry"
+)
+
+// Defaults of Options.
+const (
+	defaultDeadLetterTimeout = 5 * time.Second
+	maxErrorText             = 4096 // bytes of each error text a dead letter keeps, as Do's
+	maxDeadLetterErrors      = 10   // per-attempt errors a dead letter keeps: the first and last 5
+)
+
+// Options tunes [Wrap]. The zero value, or a nil *Options, gives the
+// defaults.
+type Options struct {
+	// DeadLetters receives a [retry.DeadLetter] for each job that fails
+	// for the last time, which River then discards: Name is the job's
+	// kind, Payload its encoded args, IdempotencyKey its key (see Key),
+	// Attempts its attempt, Errors the errors River recorded for its
+	// attempts (their waits are not known: 0) and this one's, Reason the
+	// outcome of the last attempt's Do. Insert it again with [Reinsert]
+	// (a handler for deadletter.Redrive) or [RedriveArgs]. A pgdeadletter
+	// Sink keeps them in the same database as the jobs. Default: none.
+	DeadLetters retry.DeadLetterSink
+	// DeadLetterTimeout bounds DeadLetters' Put. Default: 5s.
+	DeadLetterTimeout time.Duration
+	// Key returns a job's idempotency key, under which the Retrier's
+	// [retry.WithIdempotency] store runs its work at most once, so that
+	// a job River works again after its work ran (a crash before River
+	// recorded the result, a rescued job) replays the outcome instead.
+	// Default: "river:job:" and the job's ID. Return a key of your own
+	// (from the args, or the job's unique key) to share it with work
+	// done outside River. Without WithIdempotency on the Retrier the key
+	// is not used but in dead letters.
+	Key func(job *rivertype.JobRow) string
+}
+
+// Worker wraps a river.Worker so that each attempt of a job runs through
+// a [retry.Retrier]: its classification, observers, metrics, budget,
+// breaker and idempotency, with River keeping the attempts and the
+// schedule. Build one with [Wrap] and register it with river.AddWorker.
+//
+// Each River attempt is one call of the Retrier's Do limited to one
+// attempt (retry.WithMaxAttempts(1)), with the job's encoded args as
+// payload ([retry.WithPayload]) and the job's key (Options.Key) as
+// idempotency key. Do's result maps to River's:
+//
+//   - success, or a success replayed by the idempotency store: the job
+//     completes;
+//   - a failure Do ends with [retry.OutcomePermanent] ([retry.Permanent],
+//     WithRetryIf refusing, a replayed permanent failure) or bad input
+//     ([retry.ErrInvalidOption]): river.JobCancel, the job is cancelled;
+//   - a failure holding a [retry.After] delay: river.JobSnooze for that
+//     delay capped as Do caps it; River does not count a snooze as an
+//     attempt, so after job.MaxAttempts snoozes (River's "snoozes"
+//     metadata) an After failure is a retryable one, to bound them;
+//   - a context cancelled (the client stopping, the job cancelled): the
+//     error as it is, for River to handle;
+//   - a river.JobCancel or river.JobSnooze error from the wrapped worker:
+//     passed on as it is;
+//   - any other failure (retryable, a panic): River retries it after the
+//     wait of [Policy] (see NextRetry), until the job's last attempt
+//     (job.MaxAttempts, River's setting: set it as you would
+//     WithMaxAttempts), when River discards the job and the Worker first
+//     writes its dead letter to Options.DeadLetters. A dead letter that
+//     is not recorded adds an error matching
+//     [retry.ErrDeadLetterNotRecorded] to the job's last error; the job
+//     is kept by River as discarded.
+//
+// Observers therefore hear each River attempt as a call of one attempt
+// (AttemptStart.Attempt is 1; the job's attempt is job.Attempt), ending
+// with OutcomeExhausted when River will retry or discard, and no OnRetry:
+// River schedules the next attempt. The Retrier's own WithMaxAttempts,
+// WithDeadLetter and waits between attempts do not apply; give it no
+// WithDeadLetter, or each failed attempt is dead-lettered.
+type Worker[T river.JobArgs] struct {
+	inner  river.Worker[T]
+	r      *retry.Retrier // the caller's, for its schedule
+	once   *retry.Retrier // r with one attempt per call
+	policy *Policy
+	sink   retry.DeadLetterSink
+	put    time.Duration
+	key    func(job *rivertype.JobRow) string
+}
+
+// Wrap returns inner run through r; see [Worker]. inner and r must not be
+// nil, and opts.DeadLetterTimeout not negative; otherwise Wrap returns an
+// error wrapping [retry.ErrInvalidOption].
+func Wrap[T river.JobArgs](inner river.Worker[T], r *retry.Retrier, opts *Options) (*Worker[T], error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if inner == nil {
+		return nil, fmt.Errorf("%w: retryriver.Wrap: the worker is nil", retry.ErrInvalidOption)
+	}
+	p, err := NewPolicy(r)
+	if err != nil {
+		return nil, err
+	}
+	once, err := r.With(retry.WithMaxAttempts(1))
+	if err != nil {
+		return nil, err
+	}
+	if o.DeadLetterTimeout < 0 {
+		return nil, fmt.Errorf("%w: retryriver.Wrap: Options.DeadLetterTimeout is %v; it must not be negative (0 is the default)", retry.ErrInvalidOption, o.DeadLetterTimeout)
+	}
+	w := &Worker[T]{inner: inner, r: r, once: once, policy: p, sink: o.DeadLetters, put: o.DeadLetterTimeout, key: o.Key}
+	if w.put == 0 {
+		w.put = defaultDeadLetterTimeout
+	}
+	if w.key == nil {
+		w.key = JobKey
+	}
+	return w, nil
+}
+
+// JobKey is the default idempotency key of a job: "river:job:" and its ID.
+func JobKey(job *rivertype.JobRow) string {
+	return "river:job:" + strconv.FormatInt(job.ID, 10)
+}
+
+// Middleware returns the wrapped worker's.
+func (w *Worker[T]) Middleware(job *rivertype.JobRow) []rivertype.WorkerMiddleware {
+	return w.inner.Middleware(job)
+}
+
+// Timeout returns the wrapped worker's.
+func (w *Worker[T]) Timeout(job *river.Job[T]) time.Duration { return w.inner.Timeout(job) }
+
+// NextRetry returns the wrapped worker's NextRetry if it sets one, else
+// the [Policy] of the Retrier's.
+func (w *Worker[T]) NextRetry(job *river.Job[T]) time.Time {
+	if t := w.inner.NextRetry(job); !t.IsZero() {
+		return t
+	}
+	return w.policy.NextRetry(job.JobRow)
+}
+
+// Work runs one attempt of job through the Retrier; see [Worker].
+func (w *Worker[T]) Work(ctx context.Context, job *river.Job[T]) (err error) {
+	row := job.JobRow
+	key := w.key(row)
+	final := row.Attempt >= row.MaxAttempts
+	if final && w.sink != nil {
+		// A panic on the last attempt is a failure River discards: keep
+		// its dead letter, then let the panic go on to River.
+		defer func() {
+			if p := recover(); p != nil {
+				_ = w.deadLetter(ctx, row, key, retry.OutcomeExhausted, fmt.Sprintf("panic: %v", p), nil)
+				panic(p)
+			}
+		}()
+	}
+	rr, err := w.once.With(retry.WithPayload(row.EncodedArgs))
+	if err != nil {
+		return river.JobCancel(err)
+	}
+	err = rr.Do(retry.ContextWithIdempotencyKey(ctx, key), func(ctx context.Context) error {
+		return w.inner.Work(ctx, job)
+	})
+	if err == nil {
+		return nil
+	}
+	var (
+		e       *retry.Error
+		cancel  *rivertype.JobCancelError
+		snoozed *rivertype.JobSnoozeError
+	)
+	switch {
+	case errors.As(err, &cancel), errors.As(err, &snoozed):
+		return err // the wrapped worker's own answer to River
+	case !errors.As(err, &e):
+		return river.JobCancel(err) // bad input: no attempt can run as configured
+	case e.Outcome == retry.OutcomePermanent:
+		return river.JobCancel(err)
+	case e.Outcome == retry.OutcomeCanceled:
+		return err
+	}
+	if d, server := w.r.Wait(row.Attempt, 0, e.Last, nil); server && snoozes(row.Metadata) < int64(row.MaxAttempts) {
+		return river.JobSnooze(d)
+	}
+	if final && w.sink != nil {
+		return w.deadLetter(ctx, row, key, e.Outcome, errorText(e.Last), err)
+	}
+	return err
+}
+
+// snoozes is the count of snoozes River keeps in a job's metadata.
+func snoozes(metadata []byte) int64 {
+	var m struct {
+		Snoozes int64 `json:"snoozes"`
+	}
+	_ = json.Unmarshal(metadata, &m)
+	return m.Snoozes
+}
+
+// deadLetter writes the dead letter of job's last attempt, which failed
+// with reason and the error text last; it returns cause, joined with why
+// the record was not kept if it was not.
+func (w *Worker[T]) deadLetter(ctx context.Context, row *rivertype.JobRow, key string, reason retry.Outcome, last string, cause error) error {
+	last = clip(last)
+	dl := retry.DeadLetter{
+		ID:             newID(),
+		Name:           row.Kind,
+		IdempotencyKey: key,
+		Payload:        bytes.Clone(row.EncodedArgs),
+		Attempts:       row.Attempt,
+		FirstAttempt:   row.CreatedAt,
+		GaveUp:         time.Now(),
+		Reason:         reason,
+		LastError:      last,
+	}
+	if len(row.Errors) > 0 {
+		dl.FirstAttempt = row.Errors[0].At
+	} else if row.AttemptedAt != nil {
+		dl.FirstAttempt = *row.AttemptedAt
+	}
+	for _, ae := range row.Errors {
+		dl.Errors = append(dl.Errors, retry.AttemptError{Attempt: ae.Attempt, Error: clip(ae.Error)})
+	}
+	dl.Errors = append(dl.Errors, retry.AttemptError{Attempt: row.Attempt, Error: last})
+	if n := len(dl.Errors); n > maxDeadLetterErrors {
+		dl.Errors = append(dl.Errors[:maxDeadLetterErrors/2:maxDeadLetterErrors/2], dl.Errors[n-maxDeadLetterErrors/2:]...)
+	}
+	pctx, stop := context.WithTimeout(context.WithoutCancel(ctx), w.put)
+	defer stop()
+	if err := w.sink.Put(pctx, dl); err != nil {
+		// Neither the key nor the payload: only that it failed, and why.
+		return errors.Join(cause, fmt.Errorf("retryriver: job %d: %w: %w", row.ID, retry.ErrDeadLetterNotRecorded, err))
+	}
+	return cause
+}
+
+// errorText is err's text, "" for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// clip cuts s to maxErrorText bytes, its first and last ones, as Do
+// cuts the error texts of its dead letters.
+func clip(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	const marker = " … "
+	half := (maxErrorText - len(marker)) / 2
+	return s[:half] + marker + s[len(s)-half:]
+}
+
+// newID returns 32 lower-case hex digits from a random 128-bit value, as
+// the IDs of Do's dead letters.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
