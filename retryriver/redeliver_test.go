@@ -1,0 +1,79 @@
+package retryriver_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
+	"github.com/steadfast-go/retry/retryriver"
+)
+
+type chargeArgs struct {
+	Order string `json:"order"`
+}
+
+func (chargeArgs) Kind() string { return "retryriver_charge" }
+
+// chargeWorker's side effect is a row per run in a table: not idempotent
+// by itself.
+type chargeWorker struct {
+	river.WorkerDefaults[chargeArgs]
+	pool  *pgxpool.Pool
+	table string
+}
+
+func (w *chargeWorker) Work(ctx context.Context, job *river.Job[chargeArgs]) error {
+	_, err := w.pool.Exec(ctx, "INSERT INTO "+w.table+" (job_id, order_id) VALUES ($1, $2)", job.ID, job.Args.Order)
+	return err
+}
+
+// TestWorker_redeliveredJobDoesNotRepeatItsSideEffect loses the result of
+// a job's first attempt after its work ran, as a crash before River
+// records it does: River works the job again, and the idempotency store
+// replays the success instead of charging twice.
+func TestWorker_redeliveredJobDoesNotRepeatItsSideEffect(t *testing.T) {
+	pool := testPool(t)
+	schema := riverSchema(t, pool)
+	table := pgdltest.Table(t, pool)
+	ctx := t.Context()
+	_, err := pool.Exec(ctx, "CREATE TABLE "+table+" (job_id bigint NOT NULL, order_id text NOT NULL)")
+	require.NoError(t, err)
+
+	r, err := retry.New(retry.WithIdempotency(idemStore(t, pool), nil), retry.WithBackoff(retry.Constant(0)))
+	require.NoError(t, err)
+	w, err := retryriver.Wrap[chargeArgs](&chargeWorker{pool: pool, table: table}, r, nil)
+	require.NoError(t, err)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	lose := river.WorkerMiddlewareFunc(func(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+		err := doInner(ctx)
+		if job.Attempt == 1 {
+			require.NoError(t, err, "the first attempt's work ran")
+			return errors.New("the process died before River recorded the result")
+		}
+		return err
+	})
+	client := startClient(t, pool, schema, workers, func(c *river.Config) { c.Middleware = []rivertype.Middleware{lose} })
+	events, stop := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer stop()
+
+	res, err := client.Insert(ctx, chargeArgs{Order: "42"}, nil)
+	require.NoError(t, err)
+	ev := waitEvent(t, events, res.Job.ID)
+	require.Equal(t, river.EventKindJobFailed, ev.Kind, "the first result is lost")
+	ev = waitEvent(t, events, res.Job.ID)
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind)
+	assert.Equal(t, 2, ev.Job.Attempt, "River worked the job twice")
+
+	var runs int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE job_id = $1", res.Job.ID).Scan(&runs))
+	assert.Equal(t, 1, runs, "the side effect ran once")
+}
