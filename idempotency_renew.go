@@ -76,7 +76,9 @@ func (r *renewer[T]) renew() {
 	case err == nil:
 		s.held = at
 		if !r.stopped {
-			r.arm(s.ic.lease / 3)
+			// A third of a lease after this renewal was sent, not after
+			// its reply: a slow store must not push the next one late.
+			r.arm(max(at.Add(s.ic.lease/3).Sub(s.cfg.now()), 0))
 		}
 	case s.ic.failOpen:
 		s.stale = true

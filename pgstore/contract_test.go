@@ -33,8 +33,10 @@ func TestContractServerClock(t *testing.T) {
 }
 
 // TestUnknownOutcome runs the unknown-outcome checks on PostgreSQL's
-// now(): a lease of 300ms, so each subtest takes a second or two.
+// now(): a lease of 500ms, renewed every 167ms, so that a store slowed by the
+// rest of the suite still answers in time; each subtest takes a few
+// seconds.
 func TestUnknownOutcome(t *testing.T) {
 	store, _, _ := newStore(t, nil)
-	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) retry.IdempotencyStore { return store }, Lease: 300 * time.Millisecond})
+	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) retry.IdempotencyStore { return store }, Lease: 500 * time.Millisecond})
 }

@@ -21,7 +21,7 @@ type UnknownOutcome struct {
 	Run func(t *testing.T, f func(t *testing.T))
 	// Lease is the idempotency lease: well above the store's round trip
 	// under load (a renewal must be answered within a tenth of it), as
-	// 300ms for a server on loopback. Default: 1s.
+	// 500ms for a server on loopback. Default: 1s.
 	Lease time.Duration
 }
 
