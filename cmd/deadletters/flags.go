@@ -83,6 +83,10 @@ func parseFlags(name string, args []string, groups int, now time.Time) (*options
 		return nil, usageError("-file and -postgres exclude each other")
 	case o.file != "" && o.table != pgdeadletter.DefaultTable:
 		return nil, usageError("-table goes with -postgres, not -file")
+	case o.table == "":
+		// pgdeadletter.Options.Table "" is the default table; an empty
+		// -table (an unset variable, say) must not purge or redrive that.
+		return nil, usageError("-table: the table name is empty (leave -table out for %s)", pgdeadletter.DefaultTable)
 	}
 	if err := o.filter.Validate(); err != nil {
 		return nil, usageError("%v", err)

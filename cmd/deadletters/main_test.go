@@ -118,6 +118,8 @@ func TestUsageErrors(t *testing.T) {
 		{"redrive", "-file", path, "-exec", "true", "-attempts", "0"},
 		{"redrive", "-file", path, "-exec", "true", "-backoff", "-1s"},
 		{"list", "-postgres", "postgres://x", "-table", "a;b"},
+		{"list", "-postgres", "postgres://x", "-table", ""},
+		{"purge", "-postgres", "postgres://x", "-table", "", "-all"},
 		{"list", "-postgres", "::not a url::"},
 	} {
 		code, stdout, stderr := cli(t, args...)
@@ -137,6 +139,8 @@ func TestUsageNamesTheProblem(t *testing.T) {
 	assert.Contains(t, stderr, `unknown reason "sucess"`)
 	_, _, stderr = cli(t, "bogus")
 	assert.Contains(t, stderr, `unknown command "bogus"`)
+	_, _, stderr = cli(t, "list", "-postgres", "postgres://x", "-table", "")
+	assert.Contains(t, stderr, "-table: the table name is empty (leave -table out for retry_dead_letters)")
 }
 
 // TestReasonsAreEveryFailureOutcome: the error of a bad -reason, -h and
