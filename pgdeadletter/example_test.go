@@ -23,7 +23,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	sink, err := pgdeadletter.New(pool, pgdeadletter.WithTable("billing.dead_letters"))
+	sink, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: "billing.dead_letters"})
 	if err != nil {
 		log.Fatal(err)
 	}

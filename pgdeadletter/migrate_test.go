@@ -32,9 +32,9 @@ func TestMigrateSerializesEverySpelling(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema))
 	url, _ := pgdltest.URL()
 	migrating := pgschematest.AppPool(t, url, table)
-	plain, err := pgdeadletter.New(migrating, pgdeadletter.WithTable(table))
+	plain, err := pgdeadletter.New(migrating, &pgdeadletter.Options{Table: table})
 	require.NoError(t, err)
-	qualified, err := pgdeadletter.New(migrating, pgdeadletter.WithTable(schema+"."+table))
+	qualified, err := pgdeadletter.New(migrating, &pgdeadletter.Options{Table: schema + "." + table})
 	require.NoError(t, err)
 
 	hold, err := pool.Begin(ctx)
@@ -69,7 +69,7 @@ func TestMigrateConcurrentSpellings(t *testing.T) {
 		table := pgdltest.Table(t, pool)
 		var wg sync.WaitGroup
 		for _, name := range []string{table, schema + "." + table, table, schema + "." + table} {
-			s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(name))
+			s, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: name})
 			require.NoError(t, err)
 			wg.Go(func() { assert.NoError(t, s.Migrate(ctx), name) })
 		}

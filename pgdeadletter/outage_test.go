@@ -110,7 +110,7 @@ var errDownstream = errors.New("downstream unavailable")
 func newOutageRig(t *testing.T) *outageRig {
 	direct := pgdltest.Pool(t)
 	table := pgdltest.Table(t, direct)
-	check, err := pgdeadletter.New(direct, pgdeadletter.WithTable(table))
+	check, err := pgdeadletter.New(direct, &pgdeadletter.Options{Table: table})
 	require.NoError(t, err)
 	require.NoError(t, check.Migrate(t.Context()))
 
@@ -124,7 +124,7 @@ func newOutageRig(t *testing.T) *outageRig {
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	sink, err := pgdeadletter.New(pool, pgdeadletter.WithTable(table))
+	sink, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: table})
 	require.NoError(t, err)
 	r, err := retry.New(retry.WithDeadLetter(sink, &retry.DeadLetterOptions{Timeout: 5 * time.Second}), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)))
 	require.NoError(t, err)

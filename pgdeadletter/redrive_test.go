@@ -21,7 +21,7 @@ import (
 func TestRedriveConcurrentNeverReplaysTwice(t *testing.T) {
 	const n = 200
 	a := pgdltest.Sink(t, pgdltest.Pool(t))
-	b, err := pgdeadletter.New(pgdltest.Pool(t), pgdeadletter.WithTable(a.Table()))
+	b, err := pgdeadletter.New(pgdltest.Pool(t), &pgdeadletter.Options{Table: a.Table()})
 	require.NoError(t, err)
 	t0 := time.Now()
 	for i := range n {

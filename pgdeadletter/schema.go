@@ -13,7 +13,8 @@ import (
 //go:embed schema.sql
 var schemaSQL string
 
-// DefaultTable is the table a [Sink] uses when [WithTable] is not given.
+// DefaultTable is the table a [Sink] uses unless [Options.Table] names
+// another.
 const DefaultTable = "retry_dead_letters"
 
 // indexSuffixes name the sink's indexes: the table's name plus a suffix of

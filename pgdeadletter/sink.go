@@ -3,7 +3,7 @@
 // list, inspect, purge and redrive them, from many processes at once.
 //
 //	pool, err := pgxpool.New(ctx, "postgres://app@db/app")
-//	sink, err := pgdeadletter.New(pool)
+//	sink, err := pgdeadletter.New(pool, nil) // or &pgdeadletter.Options{Table: "billing.dead_letters"}
 //	err = sink.Migrate(ctx) // once at start-up; idempotent
 //	r, err := retry.New(retry.WithDeadLetter(sink, nil))
 //
@@ -22,7 +22,9 @@
 // underscores) that is not a reserved key word of PostgreSQL ("user",
 // "select", "order"…: psql reads those as something else unless quoted),
 // at most 48 bytes for the table and 63 for the schema. Other names are
-// refused with an error wrapping [retry.ErrInvalidOption].
+// refused with an error wrapping [retry.ErrInvalidOption]. [New] takes
+// its settings as an [*Options], whose fields document their defaults; a
+// nil *Options gives them all.
 package pgdeadletter
 
 import (
@@ -67,43 +69,44 @@ type Sink struct {
 	put, mark, get string // SQL built once by New
 }
 
-// Option configures a [Sink].
-type Option func(*config)
-
-type config struct {
-	table string
+// Options configures [New]. The zero value, like a nil *Options, gives
+// the defaults; zero means the default in every field.
+type Options struct {
+	// Table is the table that holds the records, as "table" or
+	// "schema.table", so that several sinks (services, tenants, test
+	// runs) can share one database. The name follows the rule of
+	// [pgschema], which pgstore follows too: each part a lower-case
+	// unquoted SQL identifier (a lower-case letter or underscore, then
+	// lower-case letters, digits or underscores) that is not a reserved
+	// key word of PostgreSQL ([pgschema.Reserved]), at most 48 bytes for
+	// the table, so that the index names made from it fit PostgreSQL's
+	// limit, and 63 for the schema. Other names are refused with an error
+	// wrapping [retry.ErrInvalidOption], never quoted into SQL as given.
+	// Without a schema the connection's search_path decides.
+	// Default (""): [DefaultTable].
+	Table string
 }
 
-// WithTable sets the table's name: "table" or "schema.table", by the rule
-// of [pgschema] that pgstore follows too: each part a lower-case unquoted
-// SQL identifier (a lower-case letter or underscore, then lower-case
-// letters, digits or underscores) that is not a reserved key word of
-// PostgreSQL ([pgschema.Reserved]), at most 48 bytes for the table, so
-// that the index names made from it fit PostgreSQL's limit, and 63 for the
-// schema. Other names are refused with an error wrapping
-// [retry.ErrInvalidOption], never quoted into SQL as given. Default:
-// [DefaultTable], in the connection's search path.
-func WithTable(name string) Option {
-	return func(c *config) { c.table = name }
-}
-
-// New returns a Sink that stores records in pool's database. It does not
-// connect: call [Sink.Migrate] to create the table. Invalid options give
-// an error wrapping [retry.ErrInvalidOption].
-func New(pool *pgxpool.Pool, opts ...Option) (*Sink, error) {
+// New returns a Sink that stores records in pool's database. pool must
+// not be nil; opts may be nil, for the defaults (see [Options]). An
+// invalid option gives an error that wraps [retry.ErrInvalidOption] and
+// names the field. New does not connect: call [Sink.Migrate] to create
+// the table.
+func New(pool *pgxpool.Pool, opts *Options) (*Sink, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pgdeadletter: the pool is nil", retry.ErrInvalidOption)
 	}
-	c := config{table: DefaultTable}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: pgdeadletter: option %d is nil", retry.ErrInvalidOption, i)
-		}
-		o(&c)
+	var o Options
+	if opts != nil {
+		o = *opts
 	}
-	ident, err := pgschema.ParseTable(c.table)
+	name := o.Table
+	if name == "" {
+		name = DefaultTable
+	}
+	ident, err := pgschema.ParseTable(name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: pgdeadletter: WithTable(%q): %w", retry.ErrInvalidOption, c.table, err)
+		return nil, fmt.Errorf("%w: pgdeadletter: Options.Table %q: %w", retry.ErrInvalidOption, name, err)
 	}
 	s := &Sink{pool: pool, ident: ident, table: ident.Quoted()}
 	s.put = "INSERT INTO " + s.table + " (" + columns + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING"
@@ -112,7 +115,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Sink, error) {
 	return s, nil
 }
 
-// Table returns the table's name, as given to [WithTable].
+// Table returns the table's name, as given in [Options.Table], or
+// [DefaultTable].
 func (s *Sink) Table() string { return s.ident.String() }
 
 // columns are the columns a record is written to and read from, in the

@@ -122,21 +122,35 @@ func TestNewValidatesTable(t *testing.T) {
 	pool, err := pgxpool.New(t.Context(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	// The names pgstore's tests run too.
-	pgschematest.TestTableNames(t, func(name string) error {
-		_, err := pgdeadletter.New(pool, pgdeadletter.WithTable(name))
-		return err
-	})
-	_, err = pgdeadletter.New(pool, pgdeadletter.WithTable("Dead_Letters"))
-	assert.ErrorContains(t, err, `pgdeadletter: WithTable("Dead_Letters"): the table name must be a lower-case letter`)
+	// The names pgstore's tests run too (pgschematest.TestTableNames in
+	// pgschema's). Options.Table "" means DefaultTable, so the one name of
+	// the rule's that cannot reach it here is the empty one, which gives
+	// the default table instead.
+	for _, name := range pgschematest.Valid() {
+		_, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: name})
+		assert.NoError(t, err, "table name %q", name)
+	}
+	for _, name := range pgschematest.Invalid() {
+		s, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: name})
+		if name == "" {
+			require.NoError(t, err)
+			assert.Equal(t, pgdeadletter.DefaultTable, s.Table())
+			continue
+		}
+		assert.Nil(t, s, "table name %q", name)
+		assert.ErrorIs(t, err, retry.ErrInvalidOption, "table name %q", name)
+		assert.ErrorContains(t, err, "Options.Table", "table name %q", name)
+	}
+	_, err = pgdeadletter.New(pool, &pgdeadletter.Options{Table: "Dead_Letters"})
+	assert.ErrorContains(t, err, `pgdeadletter: Options.Table "Dead_Letters": the table name must be a lower-case letter`)
 
-	s, err := pgdeadletter.New(pool, pgdeadletter.WithTable("app.dead_letters"))
+	s, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: "app.dead_letters"})
 	require.NoError(t, err)
 	assert.Equal(t, "app.dead_letters", s.Table(), "as given")
 	assert.Contains(t, s.Schema(), `CREATE TABLE IF NOT EXISTS "app"."dead_letters" (`)
 	// The longest table name leaves room for every index name's suffix.
 	long := strings.Repeat("t", pgschema.MaxTableName)
-	s, err = pgdeadletter.New(pool, pgdeadletter.WithTable(long))
+	s, err = pgdeadletter.New(pool, &pgdeadletter.Options{Table: long})
 	require.NoError(t, err)
 	indexes := regexp.MustCompile(`CREATE INDEX IF NOT EXISTS "([^"]+)"`).FindAllStringSubmatch(s.Schema(), -1)
 	assert.Len(t, indexes, 4)
@@ -145,16 +159,45 @@ func TestNewValidatesTable(t *testing.T) {
 		assert.LessOrEqual(t, len(m[1]), 63, m[1])
 	}
 
-	_, err = pgdeadletter.New(nil)
-	assert.ErrorIs(t, err, retry.ErrInvalidOption)
-	_, err = pgdeadletter.New(pool, nil)
-	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+	for _, opts := range []*pgdeadletter.Options{nil, {Table: "dead_letters"}} {
+		s, err := pgdeadletter.New(nil, opts)
+		assert.Nil(t, s)
+		assert.ErrorIs(t, err, retry.ErrInvalidOption)
+		assert.ErrorContains(t, err, "pgdeadletter: the pool is nil")
+	}
+}
+
+// TestNewWithNilOptions: a nil *Options and the zero Options both give
+// the default table.
+func TestNewWithNilOptions(t *testing.T) {
+	// New does not connect: nothing listens on port 1.
+	pool, err := pgxpool.New(t.Context(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	for name, opts := range map[string]*pgdeadletter.Options{"nil": nil, "zero": {}} {
+		s, err := pgdeadletter.New(pool, opts)
+		require.NoError(t, err, name)
+		assert.Equal(t, "retry_dead_letters", s.Table(), name)
+		assert.Equal(t, pgdeadletter.DefaultTable, s.Table(), name)
+		assert.Contains(t, s.Schema(), `CREATE TABLE IF NOT EXISTS "retry_dead_letters" (`, name)
+		if opts != nil {
+			assert.Equal(t, pgdeadletter.Options{}, *opts, "New fills in no default")
+		}
+	}
+	// The caller's Options are read, not kept or changed.
+	opts := &pgdeadletter.Options{Table: "a"}
+	s, err := pgdeadletter.New(pool, opts)
+	require.NoError(t, err)
+	assert.Equal(t, pgdeadletter.Options{Table: "a"}, *opts, "New does not change the Options")
+	opts.Table = "b"
+	assert.Equal(t, "a", s.Table())
+	assert.Contains(t, s.Schema(), `CREATE TABLE IF NOT EXISTS "a" (`)
 }
 
 func TestTableInNamedSchema(t *testing.T) {
 	pool := pgdltest.Pool(t)
 	name := "public." + pgdltest.Table(t, pool)
-	s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(name))
+	s, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: name})
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(t.Context()))
 	require.NoError(t, s.Put(t.Context(), record("p", "op", retry.OutcomeExhausted, time.Now())))
@@ -165,7 +208,7 @@ func TestTableInNamedSchema(t *testing.T) {
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	pool := pgdltest.Pool(t)
 	table := pgdltest.Table(t, pool)
-	s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(table))
+	s, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: table})
 	require.NoError(t, err)
 	assert.Equal(t, table, s.Table())
 	var wg sync.WaitGroup
@@ -190,7 +233,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 
 func TestMissingTableIsAnError(t *testing.T) {
 	pool := pgdltest.Pool(t)
-	s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(pgdltest.Table(t, pool)))
+	s, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: pgdltest.Table(t, pool)})
 	require.NoError(t, err)
 	err = s.Put(t.Context(), record("q", "op", retry.OutcomeExhausted, time.Now()))
 	require.Error(t, err)

@@ -141,6 +141,8 @@ func TestUsageNamesTheProblem(t *testing.T) {
 	assert.Contains(t, stderr, `unknown command "bogus"`)
 	_, _, stderr = cli(t, "list", "-postgres", "postgres://x", "-table", "")
 	assert.Contains(t, stderr, "-table: the table name is empty (leave -table out for retry_dead_letters)")
+	_, _, stderr = cli(t, "list", "-postgres", "postgres://x", "-table", "a;b")
+	assert.Contains(t, stderr, `-table: retry: invalid option: pgdeadletter: Options.Table "a;b"`)
 }
 
 // TestReasonsAreEveryFailureOutcome: the error of a bad -reason, -h and

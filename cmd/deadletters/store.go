@@ -45,7 +45,7 @@ func openStore(ctx context.Context, o *options, warn io.Writer) (store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
-	sink, err := pgdeadletter.New(pool, pgdeadletter.WithTable(o.table))
+	sink, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: o.table})
 	if err != nil {
 		pool.Close()
 		return nil, usageError("-table: %v", err)

@@ -96,7 +96,7 @@ func TestSinceSelectsThisRunOnly(t *testing.T) {
 		t.Parallel()
 		url, ns := testPostgres(t)
 		cfg := testConfig(t, "-seed", "7", "-postgres", url, "-namespace", ns)
-		sink, err := pgdeadletter.New(pgdltest.Pool(t), pgdeadletter.WithTable(ns+"_dead_letters"))
+		sink, err := pgdeadletter.New(pgdltest.Pool(t), &pgdeadletter.Options{Table: ns + "_dead_letters"})
 		require.NoError(t, err)
 		require.NoError(t, sink.Migrate(t.Context()))
 		check(t, cfg, func(dl retry.DeadLetter) { require.NoError(t, sink.Put(t.Context(), dl)) },

@@ -108,7 +108,7 @@ func openBackends(ctx context.Context, c config, withSink bool) (*backends, erro
 	}
 	if pool != nil {
 		table := c.namespace + "_dead_letters"
-		s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(table))
+		s, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: table})
 		if err != nil {
 			return nil, err
 		}

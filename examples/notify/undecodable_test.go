@@ -22,7 +22,7 @@ func TestUndecodableDeadLetterRowDoesNotStopTheRun(t *testing.T) {
 	cfg := testConfig(t, "-seed", "7", "-postgres", url, "-namespace", ns)
 	pool := pgdltest.Pool(t)
 	table := ns + "_dead_letters"
-	sink, err := pgdeadletter.New(pool, pgdeadletter.WithTable(table))
+	sink, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: table})
 	require.NoError(t, err)
 	require.NoError(t, sink.Migrate(t.Context()))
 	require.NoError(t, sink.Put(t.Context(), retry.DeadLetter{ID: deadletter.NewID(), Name: "promo", Attempts: 1,

@@ -80,7 +80,7 @@ func Table(tb testing.TB, pool *pgxpool.Pool) string {
 // Sink returns a migrated sink on a table of Table, with pool.
 func Sink(tb testing.TB, pool *pgxpool.Pool) *pgdeadletter.Sink {
 	tb.Helper()
-	s, err := pgdeadletter.New(pool, pgdeadletter.WithTable(Table(tb, pool)))
+	s, err := pgdeadletter.New(pool, &pgdeadletter.Options{Table: Table(tb, pool)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package pgschematest checks that a constructor follows the table-naming
 // rule of [pgschema]: the tests of pgstore and pgdeadletter run the same
 // names through their own table option (pgstore.Options.Table,
-// pgdeadletter.WithTable), so that both accept and refuse the
+// pgdeadletter.Options.Table), so that both accept and refuse the
 // same ones; and it has the helpers their Migrate tests share (AppPool,
 // LockWaits). It needs only the standard library's testing package and
 // pgx, which pgstore requires anyway: no test library enters a user's
