@@ -153,17 +153,20 @@ func sameStore(a, b IdempotencyStore) (same bool) {
 // context ends before the lease could run out, and the attempt's outcome
 // is unknown.
 func (s *idemCall[T]) marked(fn func(context.Context) (T, error)) func(context.Context) (T, error) {
-	return func(ctx context.Context) (T, error) {
+	return func(ctx context.Context) (v T, err error) {
 		ctx = context.WithValue(ctx, heldKeyType{}, keyHolder(s))
 		if s.token == "" || s.stale {
 			return fn(ctx) // fail-open: nothing to keep
 		}
 		ctx, r := s.keepClaim(ctx)
-		v, err := fn(ctx)
-		if cut := r.stop(); cut != nil && err != nil {
-			err = &cutAttempt{err: err, cut: cut}
-		}
-		return v, err
+		// Deferred, so that a panic in fn stops the renewals too: abandon
+		// then owns the call's fields, and no timer outlives Do.
+		defer func() {
+			if cut := r.stop(); cut != nil && err != nil {
+				err = &cutAttempt{err: err, cut: cut}
+			}
+		}()
+		return fn(ctx)
 	}
 }
 
