@@ -86,6 +86,10 @@ func (r *renewer[T]) renew() {
 		if !r.stopped {
 			r.arm(retryIn)
 		}
+	case r.stopped:
+		// fn returned while the renewal was under way: it was not cut
+		// off, and its outcome is its own. The call renews the claim
+		// before any later attempt.
 	default:
 		r.cut = &claimNotKeptError{err: err}
 		r.cancel(r.cut)

@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -45,5 +46,32 @@ func TestIdempotentPanicInFnStopsTheRenewals(t *testing.T) {
 		}()
 		time.Sleep(10 * time.Second)
 		assert.Zero(t, store.renews.Load(), "no renewal after Do unwound")
+	})
+}
+
+// fn that returns before a renewal fails was not cut off: its outcome is
+// its own. A permanent failure fn returned while a renewal was under way
+// is stored and replayed as that failure, not as an unknown outcome.
+func TestIdempotentRenewalFailingAfterFnReturnedDoesNotMakeItUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &countingStore{IdempotencyStore: memstore.New(nil)}
+		store.hangRenew.Store(true)
+		errDeclined := errors.New("card declined")
+		opts := []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: 3 * time.Second})}
+		err := retry.Do(context.Background(), func(ctx context.Context) error {
+			time.Sleep(1500 * time.Millisecond) // the renewal at 1s hangs until 2.7s
+			require.NoError(t, ctx.Err(), "fn is not cut off while it runs")
+			return retry.Permanent(errDeclined)
+		}, opts...)
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomePermanent, e.Outcome, "fn returned its answer before any cut")
+		assert.NotErrorIs(t, err, retry.ErrOutcomeUnknown)
+		store.hangRenew.Store(false)
+
+		err = retry.Do(context.Background(), func(context.Context) error { return nil }, opts...)
+		assert.ErrorIs(t, err, retry.ErrReplayed)
+		assert.NotErrorIs(t, err, retry.ErrOutcomeUnknown, "the failure fn returned is what is replayed")
+		assert.ErrorContains(t, err, "card declined")
 	})
 }
