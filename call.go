@@ -236,6 +236,11 @@ func (c *call) stopForContext(waited bool) error {
 	c.waited = waited
 	ctxErr := c.ctx.Err()
 	cause := context.Cause(c.ctx)
+	if ctxErr == nil {
+		// The deadline passed before the context's timer said so (see
+		// next): it ends the call as the deadline.
+		ctxErr, cause = context.DeadlineExceeded, context.DeadlineExceeded
+	}
 	o := OutcomeCanceled
 	if errors.Is(ctxErr, context.DeadlineExceeded) {
 		o = OutcomeDeadline
