@@ -1,9 +1,6 @@
 package retry
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "time"
 
 // Defaults of dead letters, used for zero fields of DeadLetterOptions.
 const (
@@ -46,8 +43,9 @@ type DeadLetterOptions struct {
 	// ([WithClock]): Do waits at most this for the sink, and as much again
 	// for the fallback, whatever the sink does. A Put still running then
 	// is left to finish on its own goroutine and counts as failed
-	// ([ErrDeadLetterNotRecorded]); while 16 of one WithDeadLetter's Puts
-	// run so, its sinks count as failed at once. Default: 5s.
+	// ([ErrDeadLetterNotRecorded]). At most 16 Puts of one WithDeadLetter
+	// run at once; a call that finds them all busy waits for one within
+	// this. A panic in Put counts as the sink's failure. Default: 5s.
 	Timeout time.Duration
 	// MaxErrors bounds how many per-attempt errors a [DeadLetter] keeps:
 	// all of them up to MaxErrors, else the first half and the last half.
@@ -63,7 +61,7 @@ type deadLetterConfig struct {
 	timeout        time.Duration
 	maxErrors      int
 	origin         *DeadLetter   // the record being replayed (Retrier.ForRedrive)
-	abandoned      *atomic.Int32 // Puts still running past their timeout
+	puts           chan struct{} // a slot per Put running, maxPuts in all
 }
 
 // active reports whether calls are dead-lettered at all.
@@ -119,7 +117,7 @@ func WithDeadLetter(sink DeadLetterSink, opts *DeadLetterOptions) Option {
 		return invalid("WithDeadLetter: DeadLetterOptions.Timeout is %v; it must not be negative (0 is the default)", o.Timeout)
 	}
 	d := &deadLetterConfig{sink: sink, fallback: o.Fallback, on: defaultDeadLetterOn,
-		timeout: or(o.Timeout, defaultDeadLetterTimeout), maxErrors: o.MaxErrors, abandoned: new(atomic.Int32)}
+		timeout: or(o.Timeout, defaultDeadLetterTimeout), maxErrors: o.MaxErrors, puts: make(chan struct{}, maxPuts)}
 	switch {
 	case o.MaxErrors == 0:
 		d.maxErrors = defaultDeadLetterErrors

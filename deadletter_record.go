@@ -140,26 +140,24 @@ func (c *call) deadLetter(e *Error) (err error, stored, failed bool) {
 	return &notRecordedError{err: e, sinks: errs}, false, true
 }
 
-// maxAbandonedPuts bounds the Puts of one WithDeadLetter that still run
-// after Do stopped waiting for them (their sink ignored its context): past
-// it, the sink counts as failed at once, without a new goroutine.
-const maxAbandonedPuts = 16
+// maxPuts bounds the Puts of one WithDeadLetter that run at once, those
+// left running past their timeout (their sink ignored its context)
+// included: a call that finds them all busy waits for one to end, within
+// its timeout.
+const maxPuts = 16
 
 // putGrace is how long Do waits, after a Put's context ended, for the Put
-// to return before it abandons it.
+// to return before it leaves it running.
 const putGrace = 50 * time.Millisecond
 
 // putDeadLetter calls sink.Put with a context that survives the call's
 // cancellation (the work must still be recorded) but not the timeout. Put
-// runs on a goroutine of its own, so that Do stops waiting when the
-// timeout ends whatever the sink does; a Put still running then is
-// abandoned (counted, up to maxAbandonedPuts) and its record reported as
-// not recorded.
+// runs on a goroutine of its own, one of at most maxPuts, so that Do stops
+// waiting when the timeout ends whatever the sink does; the record of a
+// Put still running then is reported as not recorded. A panic in Put is
+// the sink's failure, not the caller's crash.
 func (c *call) putDeadLetter(sink DeadLetterSink, dl DeadLetter) error {
 	d := c.cfg.dl
-	if d.abandoned.Load() >= maxAbandonedPuts {
-		return errPutsAbandoned
-	}
 	ctx, cancel := context.WithoutCancel(c.ctx), context.CancelFunc(nil)
 	if c.cfg.clock == nil {
 		ctx, cancel = context.WithTimeout(ctx, d.timeout)
@@ -167,8 +165,16 @@ func (c *call) putDeadLetter(sink DeadLetterSink, dl DeadLetter) error {
 		ctx, cancel = c.cfg.clock.WithTimeout(ctx, d.timeout)
 	}
 	defer cancel()
+	select {
+	case d.puts <- struct{}{}:
+	case <-ctx.Done():
+		return errPutsBusy
+	}
 	done := make(chan error, 1)
-	go func() { done <- sink.Put(ctx, dl) }()
+	go func() {
+		defer func() { <-d.puts }()
+		done <- safePut(ctx, sink, dl)
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -182,18 +188,27 @@ func (c *call) putDeadLetter(sink DeadLetterSink, dl DeadLetter) error {
 		return err
 	case <-grace.C:
 	}
-	d.abandoned.Add(1)
-	go func() { <-done; d.abandoned.Add(-1) }()
 	return errPutHung
+}
+
+// safePut is sink.Put, with a panic turned into the sink's error. Its
+// value is left out: it may hold the record.
+func safePut(ctx context.Context, sink DeadLetterSink, dl DeadLetter) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("retry: the dead-letter sink panicked (%T)", v)
+		}
+	}()
+	return sink.Put(ctx, dl)
 }
 
 // errPutHung is a sink's failure when its Put did not return by the end of
 // DeadLetterOptions.Timeout, although its context was done.
 var errPutHung = errors.New("retry: the dead-letter sink did not return within DeadLetterOptions.Timeout; its Put is left running")
 
-// errPutsAbandoned is a sink's failure when too many of its Puts still run
-// past their timeout.
-var errPutsAbandoned = fmt.Errorf("retry: %d dead-letter Puts of this sink still run past their timeout; no new one is started", maxAbandonedPuts)
+// errPutsBusy is a sink's failure when maxPuts of its Puts ran for a whole
+// DeadLetterOptions.Timeout.
+var errPutsBusy = fmt.Errorf("retry: %d dead-letter Puts of this sink were running for all of DeadLetterOptions.Timeout; this one was not started", maxPuts)
 
 // notRecordedError is what Do returns when a call should have been
 // dead-lettered and no sink stored it. It matches the call's *Error (and

@@ -500,8 +500,9 @@ func TestDeadLetterDeadlineCountsOnceAnAttemptWasMade(t *testing.T) {
 }
 
 // A sink that ignores its context cannot keep Do from returning: Do stops
-// waiting at the timeout (and a short grace), reports the dead letter as
-// not recorded, and once 16 such Puts still run it does not start more.
+// waiting at the timeout (and a short grace) and reports the dead letter
+// as not recorded; with 16 such Puts running, a call waits its timeout for
+// one to end, then counts the sink as failed without starting another.
 func TestDeadLetterSinkThatIgnoresItsContext(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -521,15 +522,62 @@ func TestDeadLetterSinkThatIgnoresItsContext(t *testing.T) {
 			if i < 16 {
 				assert.Equal(t, time.Second+50*time.Millisecond, time.Since(start), "Do waits the timeout and a grace, no more")
 			} else {
-				assert.Zero(t, time.Since(start), "16 Puts still run: the sink counts as failed at once")
+				assert.Equal(t, time.Second, time.Since(start), "16 Puts still run: the call waits its timeout for one, starts none")
 			}
 		}
 		assert.Equal(t, int32(16), calls.Load())
 		close(release)
 		synctest.Wait()
 		err := r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) })
-		require.NoError(t, errors.Unwrap(nil))
-		assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded, "the abandoned Puts ended: the sink is called again")
+		assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded, "the Puts left running ended: the sink is called again")
 		assert.Equal(t, int32(17), calls.Load())
 	})
+}
+
+// The bound on Puts holds for calls that fail at once too: with a sink
+// that ignores its context, no more than 16 Puts of one WithDeadLetter run,
+// however many calls fail together (found by review).
+func TestDeadLetterPutsBoundedUnderConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var puts atomic.Int32
+		release := make(chan struct{})
+		hang := deadletter.Func(func(context.Context, retry.DeadLetter) error {
+			puts.Add(1)
+			<-release // ignores ctx
+			return nil
+		})
+		r := mustNew(t, retry.WithDeadLetter(hang, &retry.DeadLetterOptions{Timeout: time.Second}))
+		var wg sync.WaitGroup
+		for range 40 {
+			wg.Go(func() {
+				err := r.Do(context.Background(), func(context.Context) error { return retry.Permanent(errDead) })
+				assert.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+			})
+		}
+		wg.Wait()
+		running := puts.Load() // none has returned: all still run
+		close(release)
+		synctest.Wait()
+		assert.Equal(t, int32(16), running, "Puts running at once")
+	})
+}
+
+// A sink that panics does not crash the process from the Put's goroutine:
+// the panic is that sink's failure, the fallback is tried, and Do's error
+// says the dead letter was not recorded when no sink stored it. The
+// panic's value stays out of the text (it may hold the record).
+func TestDeadLetterSinkPanicIsItsFailure(t *testing.T) {
+	t.Parallel()
+	bad := deadletter.Func(func(context.Context, retry.DeadLetter) error { panic("sink bug: " + "secret-payload") })
+	r := mustNew(t, retry.WithDeadLetter(bad, nil))
+	err := r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) })
+	require.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+	assert.ErrorContains(t, err, "the dead-letter sink panicked (string)")
+	assert.NotContains(t, err.Error(), "secret-payload")
+
+	fallback := deadletter.NewMemorySink()
+	r = mustNew(t, retry.WithDeadLetter(bad, &retry.DeadLetterOptions{Fallback: fallback}))
+	err = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) })
+	assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+	assert.Equal(t, 1, fallback.Len(), "the fallback stored it")
 }

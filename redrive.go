@@ -1,7 +1,5 @@
 package retry
 
-import "sync/atomic"
-
 // ForRedrive returns a Retrier for replaying dl, a dead letter, with r's
 // policy: named and with the payload of dl, and dead-lettering every
 // failure, whatever the outcome, as a new record with Redrives one higher
@@ -21,7 +19,7 @@ import "sync/atomic"
 // src must not be nil when r has no sink.
 func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error) {
 	return r.With(WithName(dl.Name), WithPayload(dl.Payload), Option{set: setFunc, v: func(c config) config {
-		d := &deadLetterConfig{timeout: defaultDeadLetterTimeout, maxErrors: defaultDeadLetterErrors, abandoned: new(atomic.Int32)}
+		d := &deadLetterConfig{timeout: defaultDeadLetterTimeout, maxErrors: defaultDeadLetterErrors, puts: make(chan struct{}, maxPuts)}
 		if c.dl != nil {
 			*d = *c.dl
 		}
