@@ -93,22 +93,19 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 }
 
 // Observer receives the events of every call made through a Retrier, for
-// metrics, logs and traces. Set one with [WithObserver]; without one Do
-// makes no observer calls and reads no clock it does not need.
+// metrics, logs and traces; set one with [WithObserver]. Implementations
+// must be safe for concurrent use, must not block, and must not keep ctx
+// after the call; Do holds no lock while calling them. Events are values
+// an Observer may keep.
 //
-// Implementations must be safe for concurrent use, must not block, and
-// must not keep the ctx beyond the call. Do never holds a lock while it
-// calls them. Events are passed by value; an Observer may keep them.
-//
-// For one call the order is: OnAttemptStart, OnAttemptEnd, then either
-// OnRetry (a wait follows, then the next OnAttemptStart) or OnDone.
-// OnDone comes exactly once per call, also when no attempt ran (but not
-// for bad input, [ErrInvalidOption], which ends Do before the call
-// starts), and when fn panics: then OnAttemptEnd and OnDone have an error
-// reading "retry: the attempt panicked" and Outcome is OutcomePermanent,
-// and the panic goes on to Do's caller. (A panic in WithRetryIf is told
-// this way only when a budget or breaker judges the attempt; otherwise the
-// observer hears no end of that call.)
+// A call's events are OnAttemptStart, OnAttemptEnd, then OnRetry (a wait
+// and the next OnAttemptStart follow) or OnDone. OnDone comes exactly once
+// per call, even when no attempt ran or fn panicked (then OnAttemptEnd's
+// and OnDone's error reads
+// "retry: the attempt panicked", Outcome is OutcomePermanent, and the panic
+// goes on), but not for bad input ([ErrInvalidOption]). A panic in
+// WithRetryIf is told this way only when a budget or breaker judges the
+// attempt; otherwise no end of that call is told.
 type Observer interface {
 	// OnAttemptStart is called just before each attempt.
 	OnAttemptStart(ctx context.Context, e AttemptStart)

@@ -322,14 +322,10 @@ func WithMaxElapsed(d time.Duration) Option {
 	return Option{set: setMaxElapsed, n: int64(d)}
 }
 
-// WithAttemptTimeout gives each attempt its own context, derived from Do's
-// with this timeout on the Retrier's clock. An attempt that times out is
-// retried like any other failure (unless Do's own context is done). d must
-// not be negative; 0 means no per-attempt timeout. Default: none.
-//
-// Each attempt then costs a context and its timer, made by
-// context.WithTimeout, or by the injected clock's WithTimeout, which with
-// clock.Mock also starts a goroutine for the attempt.
+// WithAttemptTimeout gives each attempt its own context, derived from Do's,
+// that times out after d on the Retrier's clock. An attempt that times out
+// is retried like any other failure (unless Do's own context is done). d
+// must not be negative; 0 means no per-attempt timeout. Default: none.
 func WithAttemptTimeout(d time.Duration) Option {
 	if d < 0 {
 		return invalid("WithAttemptTimeout(%v): the timeout must not be negative", d)
@@ -337,20 +333,16 @@ func WithAttemptTimeout(d time.Duration) Option {
 	return Option{set: setAttemptTimeout, n: int64(d)}
 }
 
-// WithClock sets the clock for waits, the time budget, attempt timeouts,
-// store and sink timeouts, and observer durations. Default: real time.
+// WithClock sets the clock for waits, the time budget, attempt, store and
+// sink timeouts, and observer durations. c must not be nil, nor hold a nil
+// pointer. Default: real time.
 //
-// Tests pass a *clock.Mock, or the retrytest package's Clock, which also
-// says when Do has armed a wait: advancing a mock before Do has armed its
-// timer would leave Do waiting forever. Do finds that out through a method
-// WaitArmed(d time.Duration) on c, if c has one: it calls it once per wait
-// between attempts, after arming the timer for a wait of d and before
-// blocking on it, and with d = 0 for a zero wait (which arms no timer),
-// on Do's goroutine. It is not called when Do stops instead of waiting.
-//
-// Context deadlines are compared with the clock's Now, so with a mock
-// clock build them with mock.WithTimeout or mock.WithDeadline. c must not
-// be nil, nor hold a nil pointer.
+// If c has a method WaitArmed(d time.Duration), as the retrytest package's
+// Clock does, Do calls it on its goroutine once per wait between attempts,
+// after arming the timer and before blocking (d = 0 for a zero wait, which
+// arms no timer), but not when it stops instead: a test must not advance a
+// mock before then, or Do waits forever. Deadlines are compared with c.Now,
+// so with a mock build them with mock.WithTimeout or mock.WithDeadline.
 func WithClock(c clock.Clock) Option {
 	if s, isNil := nilArg(c); isNil {
 		return invalid("WithClock(%s): the clock must not be nil", s)
@@ -384,10 +376,9 @@ func WithRandom(src rand.Source) Option {
 	return Option{set: setRandom, v: &lockedSource{src: src}}
 }
 
-// WithObserver adds an observer of attempts, retries and outcomes. Given
-// several times, every observer gets every event, in the order added. o
-// must not be nil, nor hold a nil pointer. Default: none, which costs
-// nothing.
+// WithObserver adds an observer of attempts, retries and outcomes; given
+// several, each gets every event, in the order added. o must not be nil,
+// nor hold a nil pointer. Default: none.
 func WithObserver(o Observer) Option {
 	if s, isNil := nilArg(o); isNil {
 		return invalid("WithObserver(%s): the observer must not be nil", s)
@@ -406,10 +397,6 @@ func WithName(name string) Option {
 // the call: idempotent calls fingerprint it to detect a key reused for
 // different work, and dead letters keep it for replay. Do does not copy p;
 // do not change it while the call runs. Default: none.
-//
-// The Option holds p's slice header in an interface, which a non-nil p
-// puts on the heap (24 bytes): small beside what the idempotency store
-// or the dead letter does with it.
 func WithPayload(p []byte) Option {
 	return Option{set: setPayload, v: p}
 }

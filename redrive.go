@@ -1,22 +1,20 @@
 package retry
 
-// ForRedrive returns a Retrier for replaying dl, a dead letter, with r's
-// policy: named and with the payload of dl, and dead-lettering every
-// failure, whatever the outcome, as a new record with Redrives one higher
-// and RedriveOf set to dl.ID. That record goes to r's sink, or to src when
-// r has none. A failure replayed by [WithIdempotency] (dl's key holds a
-// stored failure, so fn is not called) is dead-lettered too, unlike in
-// other calls: dl is marked as redriven, and without a new record its work
-// would be lost. A replay that lost to another holder of the key, or whose
-// success the store could not record, is not: that work is the other
-// holder's, or done. A record without an idempotency key is replayed without
-// idempotency: r's default key, shared among unrelated records, would be
-// wrong. Give the replay dl's key with [ContextWithIdempotencyKey]. It is
-// what deadletter.Redrive uses; use it to write your own, and call it
-// before marking dl: it returns an error wrapping [ErrInvalidOption] for a
-// record that Do would refuse before any attempt, and so before writing a
-// new record (a key of over 255 bytes, when r has [WithIdempotency]).
-// src must not be nil when r has no sink.
+// ForRedrive returns a Retrier that replays dl, a dead letter, with r's
+// policy, dl's name and payload; deadletter.Redrive uses it, and so can a
+// redrive of your own. Call it before marking dl redriven: for a record Do
+// would refuse (a key over 255 bytes, when r has [WithIdempotency]) it
+// returns an error wrapping [ErrInvalidOption]. src must not be nil when r
+// has no sink.
+//
+// Every failure is dead-lettered, whatever its outcome, as a new record with
+// Redrives one higher and RedriveOf = dl.ID, to r's sink or else to src.
+// That includes a failure replayed by [WithIdempotency], which other calls
+// do not record, since dl's work would otherwise be lost; a replay that lost
+// to another holder of the key, or whose success the store could not
+// record, is not dead-lettered. A record without a key is replayed without
+// idempotency (r's default key would be shared by unrelated records); to
+// give the replay dl's key, use [ContextWithIdempotencyKey].
 func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error) {
 	return r.With(WithName(dl.Name), WithPayload(dl.Payload), Option{set: setFunc, v: func(c config) config {
 		d := &deadLetterConfig{timeout: defaultDeadLetterTimeout, maxErrors: defaultDeadLetterErrors, puts: make(chan struct{}, maxPuts)}

@@ -81,24 +81,13 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 	return n, nil
 }
 
-// Do calls fn until it succeeds or the policy says to stop, and returns
-// nil only if some call of fn returned nil or, with [WithIdempotency], an
-// earlier call's success was replayed. Otherwise errors.As finds an
-// [*Error] in the returned error (it is the error itself unless a dead
-// letter could not be recorded), except for bad input, which gives an
-// error wrapping [ErrInvalidOption] and calls nothing; see the package
-// documentation. Each call of fn gets ctx, or a context derived from it
-// when [WithAttemptTimeout] or [WithIdempotency] is set. If ctx is already
-// done, fn is not called.
-//
-// Do makes no allocation when the first attempt succeeds, starts no
-// goroutine, and uses at most one timer per call, reused across waits.
-// Two features need more: [WithIdempotency] keeps the call's state and
-// the store's work on the heap (about a dozen allocations with memstore),
-// and [WithAttemptTimeout]'s per-attempt context comes from
-// context.WithTimeout, or the injected clock's WithTimeout, which may
-// start a goroutine that ends with the attempt (the standard library does
-// for a parent context of a type of its own; clock.Mock always does).
+// Do calls fn until it succeeds or the policy says to stop. It returns nil
+// only if a call of fn returned nil or [WithIdempotency] replayed a success;
+// otherwise the error holds an [*Error] for errors.As (it is that error
+// unless a dead letter could not be recorded), or wraps [ErrInvalidOption]
+// for bad input, when nothing is called. fn gets ctx, or a context derived
+// from it with [WithAttemptTimeout] or [WithIdempotency]; if ctx is already
+// done, fn is not called. See the package doc's Cost section.
 func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error {
 	if r == nil || ctx == nil || fn == nil {
 		return badCall(r == nil, ctx == nil)
@@ -196,14 +185,12 @@ func badCall(nilRetrier, nilContext bool) error {
 	}
 }
 
-// DoValueOn is [Retrier.Do] for a function that returns a value (a
-// method cannot have type parameters). On success it returns the value of
-// the call that succeeded, or the stored value replayed by
-// [WithIdempotency]; otherwise the zero value and the error. Two
-// exceptions, both of an idempotent call whose fn succeeded: when the
-// store could not record the outcome ([ErrOutcomeNotRecorded]) and when
-// IdempotencyOptions.Marshal could not encode the value, DoValueOn returns
-// the value with the error, since the work ran.
+// DoValueOn is [Retrier.Do] for a function that returns a value (a method
+// cannot have type parameters). It returns the value of the call that
+// succeeded, or the value [WithIdempotency] replayed; otherwise the zero
+// value and the error, except when fn succeeded in an idempotent call whose
+// outcome could not be recorded ([ErrOutcomeNotRecorded]) or whose value
+// IdempotencyOptions.Marshal could not encode: then the value and the error.
 func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
 	if r == nil || ctx == nil || fn == nil {
 		var zero T
@@ -228,13 +215,7 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 	return run(ctx, cfg, fn)
 }
 
-// Do calls fn with a Retrier built from opts; see [Retrier.Do]. When no
-// option acts on the first attempt (observers, idempotency, dead letters
-// and time limits do), Do makes no allocation of its own if that attempt
-// succeeds: the policy is built only when a retry needs it. An Option
-// that holds a value in an interface allocates where it is built: a
-// payload, or a backoff with parameters (24 B for Exponential); build the
-// options once, or a [Retrier], to pay it once.
+// Do calls fn with a Retrier built from opts; see [Retrier.Do].
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
 	var r *Retrier
 	var first error
@@ -286,9 +267,7 @@ func prepare(ctx context.Context, fn func(context.Context) error, opts []Option)
 }
 
 // DoValue calls fn with a Retrier built from opts and returns the value of
-// the call that succeeded; see [Retrier.Do] and [DoValueOn]. Like [Do] it
-// makes no allocation of its own when the first attempt succeeds and no
-// option acts on it.
+// the call that succeeded; see [Retrier.Do] and [DoValueOn].
 func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
 	if ctx != nil && fn != nil && quickOptions(opts) && ctx.Err() == nil {
 		// As in Do: the first attempt needs none of the options, and the
