@@ -46,6 +46,61 @@
 //   - tests: [WithClock] with a mock clock; the retrytest package's Clock
 //     says when Do has armed a wait (see the mockClock example).
 //
+// # Idempotent calls
+//
+// With [WithIdempotency], Do claims the call's key in the store with a
+// lease (IdempotencyOptions.Lease) before the first attempt and renews it
+// before each later one; all attempts of one call share the claim. Then:
+//
+//   - A completed key: fn is not called. Do returns nil and DoValue the
+//     stored value, decoded by IdempotencyOptions.Unmarshal; a stored
+//     permanent failure comes back as an [*Error] with [OutcomePermanent],
+//     the original message, and a chain matching [ErrReplayed].
+//   - A key held by another caller: Do waits for the holder's outcome,
+//     spending no attempts (see FailWhileHeld), and replays it, or claims
+//     the key if the holder released it. A call that ends while the key
+//     is held matches [ErrInProgress] and is not dead-lettered.
+//   - Success and permanent failure are stored as final for Retention. A
+//     success is stored before Do returns it: a nil from Do means no later
+//     call with the key runs fn within the retention. Exhaustion, the time
+//     budget, and a context that ended during a wait release the claim, so
+//     a later call runs again (see KeepFailures).
+//   - A context that ended while fn ran, or a claim that could not be
+//     renewed, leaves the outcome unknown ([ErrOutcomeUnknown]): the claim
+//     is kept until its lease ends, then by default the outcome is stored
+//     and replayed as final (at most once); with AtLeastOnce a later call
+//     may run fn again.
+//   - A failure's outcome (permanent, or exhaustion with KeepFailures) is
+//     recorded with one try, bounded by the context and StoreTimeout; if
+//     that fails, the claim is released and a later call runs fn again.
+//   - A success's outcome that cannot be recorded is retried (10ms backoff
+//     doubling to 1s, renewing the claim between tries, each bounded by
+//     StoreTimeout) until a tenth of a lease before the claim could run
+//     out. Do then returns an error matching [ErrOutcomeNotRecorded] (not
+//     [ErrIdempotencyUnavailable], which says fn did not run), permanent
+//     to an outer Do, and DoValue the value too; the call is not
+//     dead-lettered. The claim lapses with its lease, after which fn may
+//     run again: keep or report the result yourself (do not acknowledge a
+//     queue message blindly).
+//   - The key used with another payload ([WithPayload], compared by its
+//     SHA-256): [ErrKeyReuse], fn not called.
+//   - A store that fails or times out: [ErrIdempotencyUnavailable], fn not
+//     called, unless FailOpen.
+//   - fn panics: the claim is released, then the panic goes on. A panic
+//     encoding the value (IdempotencyOptions.Marshal, or a MarshalJSON)
+//     comes after fn succeeded, so the key is completed as a permanent
+//     failure instead, as for a value that cannot be encoded; observers
+//     still hear the call end.
+//
+// A side effect can happen twice in exactly these cases: a process that
+// dies after fn acted and before the outcome was stored (its claim lapses
+// with the lease); once the lease has run out, an unknown outcome with
+// AtLeastOnce or whose record failed, and a success whose outcome was not
+// recorded; FailOpen while the store fails; and the retention's end.
+// Within one call, each attempt runs fn again, as without idempotency.
+// Pass the key downstream (retryhttp sends it as Idempotency-Key) to close
+// these too.
+//
 // # Cost
 //
 // A prebuilt [Retrier]'s Do makes no allocation when the first attempt

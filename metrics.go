@@ -100,12 +100,11 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 //
 // A call's events are OnAttemptStart, OnAttemptEnd, then OnRetry (a wait
 // and the next OnAttemptStart follow) or OnDone. OnDone comes exactly once
-// per call, even when no attempt ran or fn panicked (then OnAttemptEnd's
-// and OnDone's error reads
-// "retry: the attempt panicked", Outcome is OutcomePermanent, and the panic
-// goes on), but not for bad input ([ErrInvalidOption]). A panic in
-// WithRetryIf is told this way only when a budget or breaker judges the
-// attempt; otherwise no end of that call is told.
+// per call, even when no attempt ran or fn panicked (then the error of
+// OnAttemptEnd and OnDone reads "retry: the attempt panicked", Outcome is
+// OutcomePermanent, and the panic goes on), but not for bad input
+// ([ErrInvalidOption]). A panic in WithRetryIf is told this way only when
+// a budget or breaker judges the attempt; otherwise no end is told.
 type Observer interface {
 	// OnAttemptStart is called just before each attempt.
 	OnAttemptStart(ctx context.Context, e AttemptStart)
