@@ -68,10 +68,11 @@ type IdempotencyOptions struct {
 	// A done context still releases it. Default: false.
 	KeepFailures bool
 	// Marshal and Unmarshal turn DoValue's values into the store's bytes
-	// and back; set both or neither, safe for concurrent use. If a value
-	// cannot be encoded, fn has run: DoValue returns the value with an
-	// error and the key is completed as a permanent failure. Default:
-	// json.Marshal and json.Unmarshal (only exported fields survive).
+	// and back (Do stores none); Unmarshal gets exactly Marshal's bytes.
+	// Set both or neither, safe for concurrent use. If a value cannot be
+	// encoded, fn has run: DoValue returns the value with an error and the
+	// key is completed as a permanent failure. Default: json.Marshal and
+	// json.Unmarshal (only exported fields survive).
 	Marshal   func(v any) ([]byte, error)
 	Unmarshal func(data []byte, v any) error
 }
