@@ -77,30 +77,25 @@ func (d *deadLetterConfig) covers(e *Error) bool {
 	return d.on&(1<<e.Outcome) != 0
 }
 
-// WithDeadLetter makes every call that gives up with an outcome chosen by
+// WithDeadLetter makes a call that gives up with an outcome chosen by
 // DeadLetterOptions.On (by default every failure but a cancel, and a
-// deadline that came before any attempt)
-// write a [DeadLetter] to sink before Do returns. Do calls sink.Put once,
-// after the final failure, on a goroutine of its own, with a context that
-// keeps ctx's values but not its cancellation and times out after
-// DeadLetterOptions.Timeout, and waits no longer than that. Each error
-// text of the record is cut to 4,096 bytes (its first and last bytes),
-// and its attempts' errors to 64 KiB in all (the middle ones dropped); the
-// payload is kept whole. When the sink (and the fallback, if any)
-// fails, Do's error matches both the call's own failure and
-// [ErrDeadLetterNotRecorded]: the work is never dropped silently.
+// deadline that came before any attempt) write a [DeadLetter] to sink
+// before Do returns. opts may be nil for the defaults; sink and
+// opts.Fallback must not hold a nil pointer or func. Default: none, and no
+// per-attempt history is kept.
 //
-// Not dead-lettered, whatever On says: a failure replayed by
-// [WithIdempotency] (the call that failed recorded it), except in a
-// redrive's replay ([Retrier.ForRedrive]), a call that lost only to
-// another holder of its idempotency key (it found the key held, or its
-// claim taken over with [ErrLeaseLost] while it waited), and work that
-// succeeded but whose outcome the store could not record; a redrive would
-// repeat work that did not fail. These hold too when the failure comes
-// from an inner idempotent Do that fn called.
+// Do calls sink.Put once, on a goroutine of its own, with ctx's values but
+// not its cancellation, and waits no longer than DeadLetterOptions.Timeout.
+// Each error text is cut to 4,096 bytes (its first and last bytes), the
+// attempts' errors to 64 KiB in all (the middle ones dropped); the payload
+// is kept whole. If the sink and fallback fail, Do's error also matches
+// [ErrDeadLetterNotRecorded]: work is never dropped silently.
 //
-// opts may be nil for the defaults. sink and opts.Fallback must not hold
-// a nil pointer or func. Default: none, and no per-attempt history is kept.
+// Whatever On says, these are not dead-lettered, since a redrive would
+// repeat work that did not fail: a failure replayed by [WithIdempotency]
+// (except in [Retrier.ForRedrive]), a call that lost to another holder of
+// its key (found held, or [ErrLeaseLost]), and a success the store could
+// not record, also when an inner idempotent Do in fn returned them.
 func WithDeadLetter(sink DeadLetterSink, opts *DeadLetterOptions) Option {
 	var o DeadLetterOptions
 	if opts != nil {

@@ -47,30 +47,24 @@ type Budget interface {
 	Waited()
 }
 
-// Breaker is a circuit breaker's gate, asked before every attempt:
-// github.com/steadfast-go/retry/retrygobreaker adapts sony/gobreaker.
-// Pass one to [WithBreaker].
+// Breaker is a circuit breaker's gate, asked before every attempt; pass one
+// to [WithBreaker] (retrygobreaker adapts sony/gobreaker). Implementations
+// must be safe for concurrent use and must not block.
 //
-// Allow returns a non-nil error (wrapping [overload.ErrCircuitOpen]) to
-// refuse the attempt: fn is not called and no wait is spent; the call
-// ends at once with an [*Error] of [OutcomeRefused] that matches the
-// refusal and the last real attempt's error, if there was one. Otherwise
-// Do calls done once the attempt ended, with:
-//   - nil for a success, or an answer for good (a [Permanent] error, one
-//     that [WithRetryIf] refuses): the downstream did its part;
-//   - an error matching [overload.ErrNotCounted] when the attempt says
-//     nothing of the downstream: the call's context ended it, it was
-//     cancelled, or another Retrier had given up on its error;
-//   - otherwise the attempt's error, an error worth retrying, as for
-//     [Budget.Attempted]: a failure. A panic in fn is one too.
+// Allow refuses an attempt with a non-nil error (wrapping
+// [overload.ErrCircuitOpen]): fn is not called, and the call ends at once
+// with an [*Error] of [OutcomeRefused] that matches the refusal and the last
+// real attempt's error, if any. Otherwise Do calls done when the attempt
+// ends with nil for a success or an answer for good ([Permanent], refused
+// by [WithRetryIf]); an error matching [overload.ErrNotCounted] when the
+// attempt says nothing of the downstream (the call's context ended it,
+// it was cancelled, or
+// another Retrier gave up on its error); else the attempt's error, a
+// failure, as a panic in fn is.
 //
-// Implementations must be safe for concurrent use and must not block.
-//
-// A Breaker may also have a method Refuses() error, which says without
-// reserving anything whether Allow would refuse now (nil: it would
-// allow). Do asks it before each wait between attempts, so that a breaker
-// that has just opened costs the call no wait: the call ends at once, as
-// after a refusal by Allow.
+// A Breaker may also have a method Refuses() error, which says, reserving
+// nothing, whether Allow would refuse now; Do asks it before each wait, so
+// that a breaker that has just opened ends the call at once, without a wait.
 type Breaker interface {
 	Allow() (done func(err error), err error)
 }
