@@ -6,24 +6,17 @@ import (
 	"time"
 )
 
-// IdempotencyStore records, per idempotency key, who is running the work
-// and how it ended, so that a repeated call never repeats a side effect.
-// Do claims the key before the first attempt, renews the claim before each
-// later attempt, and completes or releases it at the end.
+// IdempotencyStore records, per idempotency key, who runs the work and how
+// it ended, so that a repeated call never repeats a side effect; see
+// [WithIdempotency]. The storetest package has a contract test suite.
 //
 // Every method must be atomic with respect to every other call on the same
-// key, from any goroutine or process sharing the store, and must be safe
-// for concurrent use. Stores measure leases and retention on their own
-// clock (the memory store takes one; servers use theirs). A store error
-// makes Do fail closed with [ErrIdempotencyUnavailable] unless the caller
-// opted into fail-open.
-//
-// After a lease expires and before another Claim takes the key over, a
-// store may either honour or refuse (with ErrLeaseLost) the old token:
-// either way no other caller has run the work. Once another Claim has
-// taken the key over, the old token must be refused.
-//
-// The package storetest holds a contract test suite for implementations.
+// key, from any goroutine or process, and safe for concurrent use. Leases
+// and retention are measured on the store's own clock. After a lease
+// expires and before another Claim takes the key over, the old token may be
+// honoured or refused (with ErrLeaseLost); once taken over, it must be
+// refused. A store error makes Do fail closed with
+// [ErrIdempotencyUnavailable] unless IdempotencyOptions.FailOpen is set.
 type IdempotencyStore interface {
 	// Claim looks key up and, when it is free (never seen, its lease
 	// expired, or its retention expired), claims it for lease and stores
@@ -153,19 +146,14 @@ func (e *replayedError) Is(target error) bool {
 // idemKeyType is the context key for ContextWithIdempotencyKey.
 type idemKeyType struct{}
 
-// ContextWithIdempotencyKey returns a copy of ctx that carries key, so that
-// one shared Retrier built with WithIdempotency(store, nil) can be given a
-// key per call. A key in the context overrides the one given to
-// [WithIdempotency], except in a context that reached the call through
-// the fn of an enclosing idempotent call using that same key: there the
-// Retrier's own IdempotencyOptions.Key wins, and a call with none (or
-// whose Key is that key too) fails at once, before any attempt, with a
-// permanent error wrapping [ErrInvalidOption], rather than wait for
-// itself. The key is checked when Do runs (1 to 255 bytes; see
-// [IdempotencyOptions].Key for scoping keys). On a call through a Retrier without
-// WithIdempotency it does nothing: no store is asked and the key is not
-// checked. The key never appears in Do's error text or logs; code that
-// needs it reads it back with [IdempotencyKeyFromContext].
+// ContextWithIdempotencyKey returns a copy of ctx carrying key, to give
+// each call through a shared Retrier with [WithIdempotency] its own key.
+// It overrides IdempotencyOptions.Key, except in a context inherited from
+// an enclosing idempotent call with the same key: there the Retrier's Key
+// wins, and without a different one the call fails at once with a permanent
+// error wrapping [ErrInvalidOption], rather than wait for itself. Do checks
+// the key (1 to 255 bytes); without WithIdempotency it is ignored. It never
+// appears in Do's errors or logs; [IdempotencyKeyFromContext] reads it.
 func ContextWithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idemKeyType{}, key)
 }

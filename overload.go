@@ -9,14 +9,11 @@ import (
 )
 
 // Budget limits the retries of every call that shares it, so that a
-// struggling downstream is not buried under them: [overload.Ratio] and
-// [overload.TokenBucket] are the library's. Pass one to [WithBudget]; give
-// each downstream its own budget and share it among the Retriers that
-// call it.
-//
-// Do reports to it on its own goroutine and holds no lock of its own
-// while it does; implementations must be safe for concurrent use and must
-// not block.
+// struggling downstream is not buried under them; pass one to [WithBudget].
+// [overload.Ratio] and [overload.TokenBucket] are the library's; give each
+// downstream its own, shared by the Retriers that call it. Do calls it on
+// the call's goroutine, under no lock of its own; implementations must be
+// safe for concurrent use and must not block.
 type Budget interface {
 	// Attempted is told how attempt number attempt (1 for a call's
 	// first) of fn ended, for two kinds of ending only, as gRFC A6
@@ -58,9 +55,8 @@ type Budget interface {
 // ends with nil for a success or an answer for good ([Permanent], refused
 // by [WithRetryIf]); an error matching [overload.ErrNotCounted] when the
 // attempt says nothing of the downstream (the call's context ended it,
-// it was cancelled, or
-// another Retrier gave up on its error); else the attempt's error, a
-// failure, as a panic in fn is.
+// it was cancelled, or another Retrier gave up on its error); else the
+// attempt's error, a failure, as a panic in fn is.
 //
 // A Breaker may also have a method Refuses() error, which says, reserving
 // nothing, whether Allow would refuse now; Do asks it before each wait, so
@@ -69,19 +65,14 @@ type Breaker interface {
 	Allow() (done func(err error), err error)
 }
 
-// WithBudget sets the retry budget that the Retrier's calls share with
-// every other call given the same b. nil removes the budget: each call is
-// then limited by [WithMaxAttempts] alone.
-//
-// Default for [New]: each Retrier has a budget of its own,
-// overload.NewRatio with its defaults on the Retrier's clock: retries may
-// be 10 % of the calls of the last 10 seconds, plus 2 a second, shared by
-// every call of the Retrier and of those derived from it with
-// [Retrier.With]. A downstream that fails every call then sees about
-// 1.1x its load, not 3x; a one-second blip after steady traffic is
-// retried in full (docs/overload.md, scenarios b and f). The
-// package-level [Do] and [DoValue], and the zero Retrier, have no budget:
-// a call on its own has nothing to share one with.
+// WithBudget sets the retry budget the Retrier's calls share with every
+// other call given b; nil removes it, leaving [WithMaxAttempts]. Default
+// for [New]: a budget of the Retrier's own, shared with those from
+// [Retrier.With]: overload.NewRatio's defaults on the Retrier's clock, so
+// retries may be 10 % of the last 10 seconds' calls plus 2 a second (about
+// 1.1x the load on a downstream that fails every call, and a one-second
+// blip after steady traffic is retried in full; see docs/overload.md).
+// [Do], [DoValue] and the zero Retrier have none.
 func WithBudget(b Budget) Option {
 	if s, isNil := nilArg(b); isNil && b != nil {
 		return invalid("WithBudget(%s): pass a nil interface to remove the budget", s)
