@@ -6,15 +6,11 @@ import (
 	"time"
 )
 
-// Backoff computes the wait before the next attempt, before jitter and
-// before the [WithMaxDelay] cap.
-//
-// Implementations must be pure: the result may depend only on the
-// arguments and on values fixed when the Backoff was built, so that one
-// Backoff can serve any number of concurrent calls. Do keeps the per-call
-// state (the attempt number and the previous wait) and passes it in.
-//
-// A negative result is taken as 0.
+// Backoff computes the wait before the next attempt, before jitter and the
+// [WithMaxDelay] cap; a negative result is taken as 0. Implementations
+// must be pure, depending only on the arguments and values fixed when
+// built, so that one Backoff serves concurrent calls; Do keeps the per-call
+// state (attempt number, previous wait) and passes it in.
 type Backoff interface {
 	// Delay returns the wait after attempt failed, where attempt counts
 	// from 1 for the first call of fn. prev is the wait Do used before that
@@ -79,14 +75,11 @@ func (l linear) validate() error {
 	return nil
 }
 
-// Exponential waits initial after the first failed attempt and multiplies
-// the wait by multiplier after each further one, capped at max:
-// min(initial * multiplier^(n-1), max) after attempt n. initial and max
-// must be non-negative with max at least initial, and multiplier a finite
-// number of at least 1.
-//
-// With initial 100ms, multiplier 2 and max 1s the waits are
-// 100ms, 200ms, 400ms, 800ms, 1s, 1s, ...
+// Exponential waits initial after the first failed attempt, multiplied by
+// multiplier after each further one and capped at max: after attempt n,
+// min(initial * multiplier^(n-1), max); 100ms, 2 and 1s give 100ms, 200ms,
+// 400ms, 800ms, 1s, 1s, .... initial and max must be non-negative, max at
+// least initial, and multiplier finite and at least 1.
 func Exponential(initial time.Duration, multiplier float64, max time.Duration) Backoff {
 	return exponential{initial: initial, multiplier: multiplier, max: max}
 }

@@ -57,29 +57,23 @@ type AttemptError struct {
 }
 
 // DeadLetterSink stores dead letters. Put must be safe for concurrent use
-// and must either store dl durably and return nil, or return an error: a
-// nil return is a promise that the record is kept. Put should return
-// promptly when ctx is done (Do calls it with a context bounded by
-// DeadLetterOptions.Timeout, and stops waiting when that ends). Put must
-// not keep dl.Payload or dl.Errors beyond the call unless it treats them
-// as read-only. Do's records hold error texts of at most 4,096 bytes each
-// and 64 KiB in all; the sinks of package deadletter bound records built
-// by hand the same way.
+// and either store dl durably and return nil, a promise that it is kept,
+// or return an error. It should return promptly when ctx (bounded by
+// DeadLetterOptions.Timeout) is done, and may keep dl.Payload and dl.Errors
+// only read-only. Do's error texts are at most 4,096 bytes each, 64 KiB in
+// all; package deadletter's sinks bound hand-built records the same way.
 type DeadLetterSink interface {
 	// Put stores dl durably and returns nil, or returns an error.
 	Put(ctx context.Context, dl DeadLetter) error
 }
 
 // ErrDeadLetterNotRecorded is matched by the error of a call that should
-// have been dead-lettered but whose sinks all failed or timed out. The
-// error still matches the call's own failure (errors.As finds the
-// [*Error]) and each sink's error, so the caller can act on the work
-// itself, for example by not acknowledging a queue message.
-//
-// It means "not known to be recorded", not "certainly not stored": a sink
-// whose connection broke after its write committed reports failure too.
-// Work kept because of it may therefore be dead-lettered twice, under two
-// IDs, but never silently lost.
+// have been dead-lettered but whose sinks all failed or timed out; the
+// error still matches the call's own failure (errors.As finds the [*Error])
+// and each sink's error, so the caller can keep the work itself. It means
+// "not known to be recorded": a sink whose write committed before its
+// connection broke fails too, so work may be dead-lettered twice, under
+// two IDs, but never silently lost.
 var ErrDeadLetterNotRecorded = errors.New("retry: dead letter not recorded")
 
 // newDeadLetterID returns a new random record ID: 32 lower-case hex digits

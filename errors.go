@@ -27,13 +27,10 @@ var ErrInvalidOption = errors.New("retry: invalid option")
 var ErrOutcomeUnknown = errors.New("retry: outcome unknown")
 
 // Error is the error Do returns whenever no attempt succeeded, whatever the
-// reason: the shape is the same on every path, so callers can rely on
-// errors.As and errors.Is alone.
-//
-// errors.Is(err, target) holds for the last attempt's error and for the
-// cause: [ErrExhausted], context.Canceled or
-// context.DeadlineExceeded, and a cause set with context.WithCancelCause;
-// and for [ErrOutcomeUnknown] when the Outcome is [OutcomeUnknown].
+// reason, so callers can rely on errors.As and errors.Is alone. errors.Is
+// matches the last attempt's error and the cause: [ErrExhausted],
+// context.Canceled or context.DeadlineExceeded, a cause from
+// context.WithCancelCause, and [ErrOutcomeUnknown] for [OutcomeUnknown].
 type Error struct {
 	// Outcome says why Do stopped. It is never OutcomeSuccess.
 	Outcome Outcome
@@ -151,26 +148,20 @@ type permanentError struct{ err error }
 func (p *permanentError) Error() string { return errorText(p.err) }
 func (p *permanentError) Unwrap() error { return p.err }
 
-// IsPermanent reports whether err's chain holds a [Permanent] marker, or
-// an [*Error] whose Outcome is [OutcomePermanent]: a call that ended for
-// good, with its own failure or one replayed by [WithIdempotency], is
-// permanent to an outer Do as well.
-//
-// It does not look further inside an [*Error]: the markers an inner Do saw
-// were that Do's to act on. Like Do, it looks at no more than 16,384 links
-// of the chain, so that a chain that loops cannot hang it.
+// IsPermanent reports whether err's chain holds a [Permanent] marker or an
+// [*Error] with [OutcomePermanent]: a call that ended for good, also by a
+// replay of [WithIdempotency], is permanent to an outer Do. It does not
+// look inside an [*Error] (an inner Do's markers were its own), and like Do
+// it looks at no more than 16,384 links, so a looping chain cannot hang it.
 func IsPermanent(err error) bool {
 	return classify(err).permanent
 }
 
 // After marks err with a delay the server asked for, such as an HTTP
-// Retry-After header or a gRPC pushback. The wait before the next attempt is
-// d instead of the backoff's delay, never jittered, and capped by
-// [WithMaxDelay], or at 30s when that is not given; a
-// negative d is taken as 0. An error marked this way is
-// retried even when [WithRetryIf] would refuse it, because the server said
-// when to come back; [Permanent] still wins. errors.Is and errors.As see
-// through the marker to err. After(nil, d) returns nil.
+// Retry-After or a gRPC pushback: the next wait is d (negative is 0), not
+// jittered, capped by [WithMaxDelay] or else at 30s. A marked error is
+// retried even if [WithRetryIf] refuses it; [Permanent] still wins.
+// errors.Is and errors.As see through the marker. After(nil, d) is nil.
 func After(err error, d time.Duration) error {
 	if err == nil {
 		return nil

@@ -116,14 +116,12 @@ var (
 	ErrLeaseLost = errors.New("retry: idempotency lease lost")
 )
 
-// ErrOutcomeNotRecorded is matched by the error of an idempotent call
-// whose fn succeeded but whose outcome the store could not record while
-// the call surely held its claim; Do says so before the lease could run
-// out. The work ran: do not run it again blindly. The error also matches
-// the store's own error, but not [ErrIdempotencyUnavailable] (fn did not
-// run); errors.As finds an [*Error] with [OutcomePermanent] in it (so an
-// outer Do does not retry it), and DoValue still returns fn's value. The
-// call is not dead-lettered: a redrive would repeat work that succeeded.
+// ErrOutcomeNotRecorded is matched by the error of an idempotent call whose
+// fn succeeded but whose outcome the store could not record while the claim
+// surely held: the work ran, so do not run it again blindly. The error also
+// matches the store's error, not [ErrIdempotencyUnavailable]; it holds an
+// [*Error] with [OutcomePermanent], DoValue still returns fn's value, and
+// the call is not dead-lettered.
 var ErrOutcomeNotRecorded = errors.New("retry: the work ran but its outcome is not recorded")
 
 // ErrReplayed is matched by the error of a call that replayed a permanent

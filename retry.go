@@ -9,15 +9,11 @@ import (
 	"github.com/steadfast-go/retry/overload"
 )
 
-// Retrier runs functions with a fixed retry policy. Build one with [New].
-//
-// The zero Retrier is ready to use and behaves as New() with no options,
-// except that it has no retry budget ([WithBudget]): New gives each
-// Retrier a budget of its own, and a zero Retrier has nothing to share one
-// with but every other zero Retrier, which would be global state.
-// A Retrier is immutable and safe for concurrent use by multiple
-// goroutines; every call keeps its own state (attempt count, previous
-// wait, timer), so one Retrier may serve a whole program.
+// Retrier runs functions with a fixed retry policy; build one with [New].
+// It is immutable and safe for concurrent use: every call keeps its own
+// state, so one Retrier may serve a whole program. The zero Retrier acts
+// as New() except that it has no retry budget ([WithBudget]), which it
+// could share only with every other zero Retrier, as global state.
 type Retrier struct {
 	c config
 }
