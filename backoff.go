@@ -117,13 +117,10 @@ func (e exponential) validate() error {
 	return nil
 }
 
-// Decorrelated is the "decorrelated jitter" schedule of AWS's Exponential
-// Backoff And Jitter: each wait is drawn uniformly between base and three
-// times the previous wait, capped at max:
-// min(max, base + rnd*(3*prev - base)), with prev taken as base before the
-// first retry. base must be positive and max at least base.
-//
-// Decorrelated is random by itself, so Do applies no [Jitter] on top of it.
+// Decorrelated is AWS's "decorrelated jitter" schedule: each wait is drawn
+// uniformly from base to three times the previous wait (base before the
+// first retry), capped at max. base must be positive and max at least base.
+// It is random by itself, so Do applies no [Jitter] on top of it.
 func Decorrelated(base, max time.Duration) Backoff {
 	return decorrelated{base: base, max: max}
 }

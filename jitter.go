@@ -9,11 +9,10 @@ import (
 )
 
 // Jitter randomizes a wait so that callers that failed together do not
-// retry together. It is applied to the [Backoff]'s delay before the
-// [WithMaxDelay] cap, and never to a server-supplied [After] delay.
-//
-// A Jitter is a small comparable value; the zero value is [NoJitter]. The
-// Retrier draws the random sample; [Jitter.Apply] itself is pure.
+// retry together; it applies to the [Backoff]'s delay, before the
+// [WithMaxDelay] cap, never to an [After] delay. It is a small comparable
+// value whose zero is [NoJitter]; the Retrier draws the sample and
+// [Jitter.Apply] is pure.
 type Jitter uint64
 
 // The jitters without parameters. See [ProportionalJitter] for ±factor.
@@ -49,14 +48,11 @@ const (
 	badExact    = 1 << 10 // the float32 bits hold the factor exactly
 )
 
-// ProportionalJitter waits d scaled by a uniform random factor in
-// [1-factor, 1+factor), as gRPC does with factor 0.2: a whole number of
-// nanoseconds w with d·(1-factor) <= w < d·(1+factor), for the factor as
-// given (the float64 value of 0.1, say), at every sample. The factor is
-// kept rounded down to a multiple of 2^-52, so an end of the range may
-// fall 1ns inside it (450.000001ms for 500ms and 0.1). Factor 0 keeps d.
-// factor must be in [0, 1]; New and Do reject other values with
-// [ErrInvalidOption].
+// ProportionalJitter scales a wait d by a uniform random factor in
+// [1-factor, 1+factor), as gRPC does with 0.2, giving whole nanoseconds; the
+// factor is rounded down to a multiple of 2^-52, so an end of the range may
+// fall 1ns inside it. factor must be in [0, 1] (0 keeps d); New and Do
+// reject other values with [ErrInvalidOption].
 func ProportionalJitter(factor float64) Jitter {
 	if !(factor >= 0 && factor <= 1) {
 		j := badProportionalJitter | Jitter(math.Float32bits(float32(factor)))<<32

@@ -33,12 +33,10 @@ const (
 	defaultBackoffMax = 10 * time.Second
 )
 
-// Option configures a [Retrier]. Options are applied once, in order, by
-// [New] or [Retrier.With] (or by the package-level [Do] and [DoValue]); a
-// later option overrides an earlier one of the same kind. Build them with
-// the With functions; the zero Option is invalid. An Option is a small
-// value that holds its setting: applying one calls no code, which is what
-// lets the package-level Do keep its options on the stack.
+// Option configures a [Retrier]; build one with a With function (the zero
+// Option is invalid). [New], [Retrier.With], [Do] and [DoValue] apply
+// options once, in order, a later one overriding an earlier of its kind.
+// An Option holds its setting, and applying it calls no code.
 type Option struct {
 	set setting
 	n   int64 // attempts, a duration, a Jitter
@@ -242,12 +240,11 @@ func nilArg(v any) (string, bool) {
 	return "", false
 }
 
-// WithMaxAttempts sets how many attempts a call may make in all, the first
-// included: WithMaxAttempts(1) never retries. n must be at least 1;
-// math.MaxInt removes the limit, so that Do stops only on success, an
-// error that is not retried, the context or the [WithMaxElapsed] budget.
-// Default: 3, one call and two retries, as the SRE book and the AWS SDKs
-// use, so a failing dependency sees at most 3x its normal load.
+// WithMaxAttempts sets how many attempts a call may make, the first
+// included: 1 never retries, and math.MaxInt stops only on success, an
+// error not retried, the context or [WithMaxElapsed]. n must be at least 1.
+// Default: 3, as the SRE book and the AWS SDKs use, so a failing
+// dependency sees at most 3x its load.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
 		return invalid("WithMaxAttempts(%d): attempts must be at least 1 (math.MaxInt for no limit)", n)
@@ -292,12 +289,9 @@ func WithJitter(j Jitter) Option {
 	return Option{set: setJitter, n: int64(j)}
 }
 
-// WithMaxDelay caps every wait, the backoff's after jitter and
-// server-supplied [After] delays alike. d must be positive: a zero
-// cap would silently turn every schedule into no wait at all, so it is
-// refused; for no waits use WithBackoff(Constant(0)). Default: no cap on
-// the backoff's waits (the schedule's own max applies), and
-// 30s on server-supplied ones.
+// WithMaxDelay caps every wait, the jittered backoff's and [After]'s
+// alike. d must be positive (for no waits use WithBackoff(Constant(0))).
+// Default: the schedule's own max, and 30s on server-supplied delays.
 func WithMaxDelay(d time.Duration) Option {
 	switch {
 	case d < 0:
@@ -308,13 +302,12 @@ func WithMaxDelay(d time.Duration) Option {
 	return Option{set: setMaxDelay, n: int64(d)}
 }
 
-// WithMaxElapsed sets a time budget for the whole call, attempts and waits
-// together, measured on the Retrier's clock from the start of Do. Before
-// each wait Do checks that the wait ends before the budget runs out; if
-// not, it stops at once with [OutcomeMaxElapsed] (cause [ErrExhausted]) instead
-// of sleeping. It does not interrupt a running attempt: use a context
-// deadline or [WithAttemptTimeout] for that. d must not be negative; 0
-// means no budget. Default: no budget.
+// WithMaxElapsed sets a time budget for the whole call, attempts and waits,
+// on the Retrier's clock from the start of Do: when a wait would not end
+// before it, Do stops at once with [OutcomeMaxElapsed] (cause
+// [ErrExhausted]). It does not interrupt a running attempt (use a deadline
+// or [WithAttemptTimeout]). d must not be negative; 0, the default, means
+// no budget.
 func WithMaxElapsed(d time.Duration) Option {
 	if d < 0 {
 		return invalid("WithMaxElapsed(%v): the budget must not be negative", d)
@@ -351,11 +344,10 @@ func WithClock(c clock.Clock) Option {
 }
 
 // WithRetryIf sets which errors are worth another attempt: when f returns
-// false, Do stops with [OutcomePermanent]. f is not asked about errors
-// marked [Permanent] (never retried) or [After] (always retried),
-// nor about context.Canceled (never retried), nor when Do's context is
-// done. f must be safe for concurrent use. Default: every error is
-// retried.
+// false, Do stops with [OutcomePermanent]. f is not asked about [Permanent]
+// errors or context.Canceled (never retried), [After] ones (always), nor
+// when Do's context is done. f must be safe for concurrent use. Default:
+// every error is retried.
 func WithRetryIf(f func(error) bool) Option {
 	if f == nil {
 		return invalid("WithRetryIf(nil): the predicate must not be nil")
@@ -363,12 +355,10 @@ func WithRetryIf(f func(error) bool) Option {
 	return Option{set: setRetryIf, v: f}
 }
 
-// WithRandom sets the source of the random samples used by jitter and
-// [Decorrelated], such as rand.NewPCG(1, 2) for a reproducible schedule.
-// Sources are not safe for concurrent use, so the Retrier serializes its
-// calls to src with a mutex, taken only when a wait is computed. src must
-// not be nil, nor hold a nil pointer. Default: math/rand/v2's global
-// generator, which needs no lock.
+// WithRandom sets the source of the samples of jitter and [Decorrelated],
+// such as rand.NewPCG(1, 2) for a reproducible schedule; the Retrier locks
+// a mutex around src when it computes a wait. src must not be nil, nor hold
+// a nil pointer. Default: math/rand/v2's global generator, with no lock.
 func WithRandom(src rand.Source) Option {
 	if s, isNil := nilArg(src); isNil {
 		return invalid("WithRandom(%s): the source must not be nil", s)

@@ -89,13 +89,12 @@ func WithBreaker(b Breaker) Option {
 	return Option{set: setBreaker, v: b}
 }
 
-// WithNestedRetries lets this Retrier retry an error that another Retrier
-// already gave up on: an [*Error] of [OutcomeExhausted],
-// [OutcomeMaxElapsed], [OutcomeRefused] or [OutcomeUnknown] in fn's error. By default such
-// an error ends the call at once, with the inner call's Outcome, so that
-// only one layer of a stack of Retriers retries: three nested layers of 3
-// attempts reach the leaf 3 times, not 27 ("retry only at the layer
-// immediately above the one that is rejecting", the SRE book).
+// WithNestedRetries lets this Retrier retry an error another Retrier gave
+// up on: an [*Error] of [OutcomeExhausted], [OutcomeMaxElapsed],
+// [OutcomeRefused] or [OutcomeUnknown] in fn's error. By default such an
+// error ends the call at once with the inner Outcome, so that only one
+// layer retries: three nested layers of 3 attempts reach the leaf 3 times,
+// not 27.
 func WithNestedRetries() Option {
 	return Option{set: setNestedRetries}
 }
