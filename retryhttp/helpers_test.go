@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -214,5 +215,100 @@ func assertEndsOnStatus(t *testing.T, obs *recorder, n int) {
 	for _, end := range obs.ends {
 		var se *retryhttp.StatusError
 		assert.ErrorAs(t, end.Err, &se, "each attempt ended on its status, not a timeout")
+	}
+}
+
+// roundTripFunc is a base transport made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// closeCounter is a request body that counts its Close calls.
+type closeCounter struct {
+	io.Reader
+	closed atomic.Int32
+}
+
+func (c *closeCounter) Close() error {
+	c.closed.Add(1)
+	return nil
+}
+
+// onlyReader hides every method but Read, so http.NewRequest cannot set
+// GetBody.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+// hangUp closes the connection of the first request without a response,
+// after reading it, and answers the later ones.
+func hangUp(n int, w http.ResponseWriter, _ *http.Request) {
+	if n == 1 {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	}
+	io.WriteString(w, "response "+strconv.Itoa(n))
+}
+
+// findText reports whether an error in err's tree has text holding s.
+func findText(err error, s string) bool {
+	if err == nil {
+		return false
+	}
+	if strings.Contains(err.Error(), s) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return findText(u.Unwrap(), s)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if findText(e, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mocked returns a Retrier on a mock clock whose waits are reported on
+// armed, with a 2s constant backoff and a 10s max delay.
+func mocked(t *testing.T, opts ...retry.Option) (*retry.Retrier, *clock.Mock, <-chan time.Duration) {
+	mock := clock.NewMock()
+	armed := make(chan time.Duration, 8)
+	r, err := retry.New(append([]retry.Option{
+		retry.WithClock(armedClock{mock, armed}),
+		retry.WithBackoff(retry.Constant(2 * time.Second)), retry.WithJitter(retry.NoJitter),
+		retry.WithMaxDelay(10 * time.Second), retry.WithMaxAttempts(3),
+	}, opts...)...)
+	require.NoError(t, err)
+	return r, mock, armed
+}
+
+// armedClock is a mock clock that reports each wait Do arms on armed
+// (buffered, unlike retrytest.Clock's).
+type armedClock struct {
+	*clock.Mock
+	armed chan time.Duration
+}
+
+func (c armedClock) WaitArmed(d time.Duration) { c.armed <- d }
+
+// enteredHandler holds each of the first n requests, after telling entered,
+// until release is closed or the request ends; it answers the later ones.
+func enteredHandler(n int, entered chan<- int, release <-chan struct{}) func(int, http.ResponseWriter, *http.Request) {
+	return func(i int, w http.ResponseWriter, r *http.Request) {
+		if i <= n {
+			entered <- i
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		io.WriteString(w, "late but fine")
 	}
 }
