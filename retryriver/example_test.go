@@ -30,8 +30,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, _ := pgstore.New(pool)
-	sink, _ := pgdeadletter.New(pool)
+	store, _ := pgstore.New(pool, nil)
+	sink, _ := pgdeadletter.New(pool, nil)
 
 	r, err := retry.New(retry.WithName("send-email"),
 		retry.WithBackoff(retry.Exponential(time.Second, 2, 10*time.Minute)),

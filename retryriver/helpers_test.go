@@ -91,7 +91,7 @@ func startClient(t testing.TB, pool *pgxpool.Pool, schema string, workers *river
 func idemStore(t testing.TB, pool *pgxpool.Pool) *pgstore.Store {
 	t.Helper()
 	table := pgdltest.Table(t, pool) // a unique name, dropped at the end
-	s, err := pgstore.New(pool, pgstore.WithTable(table))
+	s, err := pgstore.New(pool, &pgstore.Options{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
