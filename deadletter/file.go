@@ -23,10 +23,9 @@ type FileOptions struct {
 	// Perm is the permission of a new file. Default: 0o600, because
 	// payloads may hold personal data.
 	Perm os.FileMode
-	// SyncEach makes every Put write and fsync its record alone. By
-	// default concurrent Puts share one write and one fsync (group
-	// commit), with the same guarantee and far more records a second; see
-	// the benchmarks. Default: false.
+	// SyncEach makes every Put write and fsync its record alone rather
+	// than share a group commit (see Cost in the package doc). Default:
+	// false.
 	SyncEach bool
 	// OnTorn, when set, is called with the torn lines of the file that
 	// [FileSink.Pending] or [FileSink.Purge] skipped, which they do
@@ -36,25 +35,11 @@ type FileOptions struct {
 	OnTorn func(*TornRecordError)
 }
 
-// FileSink is the embedded dead-letter store: an append-only JSON Lines
-// file, one record a line, needing nothing but a disk. Build one with
-// [OpenFile] (the zero value is not usable), read it with [FileSink.List]
-// or [ReadFile], replay it with [Redrive], drop records with
-// [FileSink.Purge], and Close it when done.
-//
-// Put returns nil only after the record's bytes were written and fsynced,
-// so a record whose Put succeeded survives a crash of the process or the
-// machine. Concurrent Puts are batched: the first Put of a batch writes and
-// fsyncs the records that joined it while the previous fsync ran. Nothing
-// is ever rewritten in place: [FileSink.MarkRedriven] appends a small
-// marker line that the reader folds into the record's Redriven field.
-//
-// A FileSink is safe for concurrent use by many goroutines. Several
-// processes may append to one file on a local file system (each batch is
-// a single O_APPEND write, which Linux and macOS keep whole), but marks
-// are atomic only within one FileSink: run one [Redrive] of a file at a
-// time, and Purge only while no other process appends to the file.
-// Network file systems are not supported.
+// FileSink is the embedded dead-letter store: an append-only, fsynced JSON
+// Lines file, one record a line. Build one with [OpenFile] (the zero value
+// is not usable) and Close it when done. It is safe for concurrent use;
+// the package doc's "The file sink" section says what survives a crash
+// and when several processes may share the file.
 type FileSink struct {
 	path     string
 	syncEach bool
@@ -79,10 +64,9 @@ type fileBatch struct {
 	err  error
 }
 
-// OpenFile opens the JSON Lines file at path for appending, creating it
-// if needed. opts may be nil. If the file ends in a line cut short by a
-// crash, OpenFile ends that line, so that new records start on a line of
-// their own and the reader reports the torn one.
+// OpenFile opens the JSON Lines file at path for appending, creating it if
+// needed; opts may be nil. It ends a line a crash cut short, so new records
+// start on a line of their own and readers report the torn one.
 func OpenFile(path string, opts *FileOptions) (*FileSink, error) {
 	var o FileOptions
 	if opts != nil {
@@ -135,15 +119,11 @@ func (s *FileSink) endTornLine() error {
 // Path returns the file's path.
 func (s *FileSink) Path() string { return s.path }
 
-// Put appends dl as one line and returns after it is fsynced. Its error
-// texts are bounded first, as [Clip] says; its payload is kept whole.
-// dl.ID must
-// not be empty (Do always sets it), and dl.Reason must be a failure
-// outcome: Put refuses others with an error wrapping
-// retry.ErrInvalidOption. When ctx ends first, Put returns ctx's
-// error and the record may or may not be stored (the reader dedupes by
-// ID). The Put that leads a batch finishes its write whatever ctx says,
-// since the others wait on it; that is at most one fsync late.
+// Put appends dl, [Clip]ped, as one line and returns once it is fsynced.
+// dl.ID must not be empty and dl.Reason must be a failure outcome, or Put
+// fails with an error wrapping retry.ErrInvalidOption. When ctx ends
+// first, Put returns ctx's error and the record may or may not be stored
+// (readers dedupe by ID).
 func (s *FileSink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -239,9 +219,8 @@ func (s *FileSink) closedErr() error {
 	return fmt.Errorf("deadletter: file %s: %w", s.path, os.ErrClosed)
 }
 
-// Close waits for the write in progress, if any, and closes the file.
-// Later calls of Put, MarkRedriven and Purge fail with an error matching
-// os.ErrClosed. Close is idempotent.
+// Close waits for the write in progress and closes the file; later Puts,
+// MarkRedriven and Purge fail matching os.ErrClosed. It is idempotent.
 func (s *FileSink) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -256,10 +235,9 @@ func (s *FileSink) Close() error {
 	return err
 }
 
-// Pending returns the records that were never marked as redriven, in the
-// order they were written; see [Source]. Torn lines are skipped, and
-// reported to FileOptions.OnTorn. It holds every pending record:
-// [FileSink.ScanPending] holds one at a time.
+// Pending returns the records never marked as redriven, in the order
+// written; see [Source]. Torn lines are skipped and reported to
+// FileOptions.OnTorn.
 func (s *FileSink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
 	var out []retry.DeadLetter
 	err := s.ScanPending(ctx, func(dl retry.DeadLetter) error {
@@ -273,14 +251,10 @@ func (s *FileSink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
 }
 
 // ScanPending calls fn with each record [FileSink.Pending] would return,
-// in the same order, holding one record in memory at a time (and a small
-// entry per pending record: its ID, times and offset), so that [Redrive]
-// of a large file takes little memory; see [PendingScanner]. It reads the file twice,
-// as [ScanFile] does: records appended meanwhile, like the markers of
-// MarkRedriven, are left out, so fn may call the sink's Put and
-// MarkRedriven. Torn lines are skipped and reported to
-// FileOptions.OnTorn before fn is first called. When fn returns an error,
-// ScanPending stops and returns it.
+// in order, one at a time; see [PendingScanner]. Lines appended meanwhile
+// are left out, so fn may call Put and MarkRedriven. Torn lines are
+// reported to FileOptions.OnTorn before the first call. An error from fn
+// stops ScanPending, which returns it.
 func (s *FileSink) ScanPending(ctx context.Context, fn func(retry.DeadLetter) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -301,9 +275,8 @@ func (s *FileSink) ScanPending(ctx context.Context, fn func(retry.DeadLetter) er
 	return rereadLines(file, s.path, sel, size, fn)
 }
 
-// MarkRedriven marks the record id as redriven by appending a marker line,
-// and returns true once per id; see [Source]. Marks are atomic within the
-// process that owns the file.
+// MarkRedriven appends a marker line for the record id and returns true
+// once per id; see [Source]. Marks are atomic within this FileSink.
 func (s *FileSink) MarkRedriven(ctx context.Context, id string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -372,11 +345,9 @@ func (s *FileSink) warnTorn(t *tornLines) {
 	}
 }
 
-// List returns the records of the file that f selects, oldest first (by
-// GaveUp, then ID) and at most f.Limit of them when it is set, with
-// Redriven set for the records marked as redriven. When the file holds
-// torn lines, List returns the records together with a [*TornRecordError]
-// that names them. [ScanFile] does the same one record at a time.
+// List returns the records f selects, as [Filter.Select] orders and
+// limits them, with Redriven set for marked ones. When the file holds torn
+// lines, List returns the records with a [*TornRecordError] naming them.
 func (s *FileSink) List(ctx context.Context, f Filter) ([]retry.DeadLetter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -393,20 +364,10 @@ func (s *FileSink) List(ctx context.Context, f Filter) ([]retry.DeadLetter, erro
 	return recs, err
 }
 
-// Purge deletes the records f selects (the oldest f.Limit of them when
-// Limit is set), with their copies and redrive markers, and returns how
-// many records it deleted. The zero Filter selects every record. Every
-// other line, torn ones included, is kept byte for byte; the torn ones are
-// reported to FileOptions.OnTorn. Purge holds the IDs of the records it
-// deletes, not the records.
-//
-// Purge writes the lines it keeps to a new file in the same directory,
-// fsyncs it and renames it over the old one, so that a crash leaves one
-// whole file or the other. The sink's Puts wait meanwhile and then go to
-// the new file. Records that another process appends while Purge runs
-// would be lost: Purge fails, and purges nothing, when the file grew
-// while it copied, but an append after the rename goes to the old file.
-// Purge only while the sink is the file's one writer.
+// Purge deletes the records f selects (the zero Filter: all), with their
+// copies and markers, and returns how many it deleted. Other lines are
+// kept byte for byte, torn ones reported to FileOptions.OnTorn. Purge only
+// while the sink is the file's one writer; see "The file sink".
 func (s *FileSink) Purge(ctx context.Context, f Filter) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err

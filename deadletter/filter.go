@@ -20,14 +20,9 @@ const (
 	Redriven              // marked as redriven
 )
 
-// Filter selects dead letters for [FileSink.List] and [FileSink.Purge]
-// (and [MemorySink.List] and [MemorySink.Purge]),
-// and for the List and Purge of the PostgreSQL sink (module
-// pgdeadletter). Each field that is set narrows the selection; the zero
-// Filter selects every record.
-//
-// A non-nil empty IDs or Reasons selects nothing, so that purging an
-// empty selection of IDs deletes nothing rather than everything.
+// Filter selects dead letters for the sinks' List and Purge, here and in
+// pgdeadletter. Each field set narrows the selection; the zero Filter
+// selects every record, but a non-nil empty IDs or Reasons selects none.
 type Filter struct {
 	IDs     []string        // when not nil, these record IDs only
 	Name    string          // the operation's name, exactly
@@ -39,9 +34,8 @@ type Filter struct {
 	Limit int
 }
 
-// Validate reports a Filter that cannot select anything meaningful: a
-// negative limit, an unknown state, since not before until, or a reason
-// that is not a failure outcome. The error wraps [retry.ErrInvalidOption].
+// Validate reports, wrapping [retry.ErrInvalidOption], a negative limit,
+// an unknown state, Since not before Until, or a non-failure reason.
 // List, Purge and Select call it.
 func (f Filter) Validate() error {
 	switch {

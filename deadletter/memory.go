@@ -10,15 +10,10 @@ import (
 	"github.com/steadfast-go/retry"
 )
 
-// MemorySink keeps dead letters in memory, in the order they were put,
-// one per ID: like a [FileSink], it keeps the first record put with an ID
-// and ignores later ones. It is meant for tests and examples: it is not
-// durable, and it forgets a record only when [MemorySink.Purge] deletes
-// it. It implements [Source], and lists and purges with a [Filter] as the
-// other sinks do, so that it can stand in for them in tests. A
-// MemorySink is safe for concurrent use. The zero MemorySink is an empty
-// sink ready to use, as is the one [NewMemorySink] returns. A MemorySink
-// must not be copied after first use.
+// MemorySink is a [Source] in memory for tests and examples: not durable,
+// it keeps records in the order put, the first per ID, until
+// [MemorySink.Purge], and filters as the other sinks do. It is safe for
+// concurrent use; the zero value is an empty sink. Do not copy one in use.
 type MemorySink struct {
 	mu   sync.Mutex // guards recs and byID
 	recs []retry.DeadLetter
@@ -30,14 +25,10 @@ func NewMemorySink() *MemorySink {
 	return &MemorySink{byID: make(map[string]int)}
 }
 
-// Put stores a copy of dl, its error texts bounded as [Clip] says (its
-// payload whole). When a record with dl.ID is already stored,
-// Put keeps that one, stores nothing and returns nil, as a FileSink's
-// reader does: a Put retried after a timeout leaves one record, which
-// [Redrive] replays once. dl.ID must not be empty (Do always sets it),
-// and dl.Reason must be a failure outcome, as the other sinks require:
-// Put refuses others with an error wrapping retry.ErrInvalidOption. Put
-// also fails when ctx is already done.
+// Put stores a [Clip]ped copy of dl, or nothing, returning nil, when dl.ID
+// is stored already. dl.ID must not be empty and dl.Reason must be a
+// failure outcome, or Put fails wrapping retry.ErrInvalidOption; it fails
+// too when ctx is done.
 func (m *MemorySink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -116,10 +107,8 @@ func (m *MemorySink) MarkRedriven(ctx context.Context, id string) (bool, error) 
 	return true, nil
 }
 
-// List returns copies of the records f selects, oldest first (by GaveUp,
-// then ID) and at most f.Limit of them when it is set, with Redriven set
-// for the records marked as redriven: what [Filter.Select] returns of
-// [MemorySink.Records], as [FileSink.List] does of its file.
+// List returns copies of the records f selects: what [Filter.Select]
+// returns of [MemorySink.Records].
 func (m *MemorySink) List(ctx context.Context, f Filter) ([]retry.DeadLetter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -139,11 +128,9 @@ func (m *MemorySink) List(ctx context.Context, f Filter) ([]retry.DeadLetter, er
 	return sel, nil
 }
 
-// Purge deletes the records f selects (the oldest f.Limit of them when
-// Limit is set), the ones [MemorySink.List] returns, and returns how many
-// it deleted. The zero Filter selects every record. A purged record is
-// unknown: MarkRedriven reports false for it, and a Put with its ID
-// stores a new record.
+// Purge deletes the records [MemorySink.List] would return (the zero
+// Filter: all) and returns how many. A purged ID is unknown again:
+// MarkRedriven reports false, and a Put stores a new record.
 func (m *MemorySink) Purge(ctx context.Context, f Filter) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err

@@ -21,13 +21,9 @@ import (
 const maxTornShown = 8
 
 // TornRecordError reports the lines of a dead-letter file that are not
-// whole records; find it with errors.As. A crash in the middle of a write
-// leaves one at the end of the file; [OpenFile] then ends it, so after a
-// restart it may sit between whole records. No record whose Put succeeded
-// is ever torn: Put returns only after its whole line is fsynced.
-//
-// However many lines are torn, the error stays small: it counts them all
-// and names the first 8.
+// whole records (find it with errors.As): it counts them all and names
+// the first 8. A crash mid-write leaves one, which may later sit between
+// whole records; no record whose Put succeeded is ever torn.
 type TornRecordError struct {
 	Path    string  // the file, as given to ReadFile or OpenFile
 	Count   int     // how many lines are torn; at least len(Offsets)
@@ -95,16 +91,10 @@ func (t *tornLines) err(path string) error {
 	return &TornRecordError{Path: path, Count: t.count, Offsets: t.offsets, Lines: t.lines}
 }
 
-// ReadFile reads a file written by a [FileSink], without opening it for
-// writing: every whole record, in the order written, with Redriven set for
-// the records that [Redrive] marked. A record written twice (a Put that
-// timed out after its write and was repeated) is returned once. It holds
-// every record in memory; [ScanFile] holds one at a time.
-//
-// Lines that are not whole records are skipped and reported in a
-// [*TornRecordError], returned together with the records: a crash costs
-// only the record being written, never the file. Any other error means
-// the file could not be read, and no records are returned.
+// ReadFile reads a [FileSink]'s file without opening it for writing: each
+// whole record once, in the order written, with Redriven set for marked
+// ones. Torn lines are skipped and reported in a [*TornRecordError]
+// returned with the records; any other error means no records.
 func ReadFile(path string) ([]retry.DeadLetter, error) {
 	recs, torn, err := readFile(path)
 	if err != nil {
@@ -149,18 +139,10 @@ func inFile(path string, fn func(*os.File) error) error {
 }
 
 // ScanFile calls fn with each record of the file at path that f selects,
-// in the order of [FileSink.List] (oldest first, by GaveUp then ID, at
-// most f.Limit of them), with Redriven set for the records marked as
-// redriven. It reads the file without opening it for writing, as
-// [ReadFile] does, but holds one record in memory at a time (and, to put
-// them in order, a small entry per record: its ID, time and offset), so
-// that a large file can be listed in little memory. It reads the file
-// twice: records appended meanwhile are left out.
-//
-// When fn returns an error, ScanFile stops and returns it. When the file
-// holds torn lines, ScanFile passes every whole record and then returns a
-// [*TornRecordError] that names them. Any other error means the file could
-// not be read.
+// one at a time, as [FileSink.List] returns them, without opening the file
+// for writing; records appended meanwhile are left out. An error from fn
+// stops it and is returned; torn lines give a [*TornRecordError] after
+// every whole record was passed. Any other error: the file was unreadable.
 func ScanFile(path string, f Filter, fn func(retry.DeadLetter) error) error {
 	if err := f.Validate(); err != nil {
 		return err

@@ -10,11 +10,9 @@ import (
 	"github.com/steadfast-go/retry/internal/isnil"
 )
 
-// Source is a store of dead letters that [Redrive] can replay. The file
-// sink ([FileSink]), the memory sink ([MemorySink]) and the PostgreSQL
-// sink (module pgdeadletter) implement it. Methods must be safe for
-// concurrent use. A Source that is also a [PendingScanner] is replayed
-// one record at a time.
+// Source is a store of dead letters that [Redrive] can replay, as
+// [FileSink], [MemorySink] and module pgdeadletter's sink are. Its methods
+// must be safe for concurrent use.
 type Source interface {
 	// DeadLetterSink is where a replay that fails again is recorded, as
 	// a new record, when the Retrier given to Redrive has no sink.
@@ -30,14 +28,10 @@ type Source interface {
 	MarkRedriven(ctx context.Context, id string) (bool, error)
 }
 
-// PendingScanner is a [Source] that can pass its pending records one at a
-// time, so that [Redrive] holds one record in memory rather than every
-// pending one; Redrive uses ScanPending instead of Pending when the
-// source has it. [FileSink] implements it.
-//
-// A type that embeds a PendingScanner and changes what Pending returns
-// must change ScanPending to match, or Redrive replays what the embedded
-// ScanPending passes.
+// PendingScanner is a [Source] that passes its pending records one at a
+// time, as [FileSink] does; [Redrive] then uses ScanPending, not Pending,
+// with the same records and Report. A type that embeds one and changes
+// Pending must change ScanPending to match.
 type PendingScanner interface {
 	Source
 	// ScanPending calls fn with each record that Pending would return,
@@ -77,49 +71,14 @@ type Report struct {
 	Invalid int
 }
 
-// Redrive replays the pending dead letters of src that filter accepts
-// (all of them when filter is nil), oldest first, each through r with
-// handler as the operation. It is the way back for work that failed while a
-// dependency was down. filter is called once for each pending record, in
-// order. When src is a [PendingScanner], as a [FileSink] is, Redrive
-// takes the records from ScanPending and holds one at a time, so filter
-// is called for each record as Redrive comes to it rather than for all of
-// them first; the records replayed and the Report are the same.
-//
-// Each record is marked as redriven in src before it is replayed, so no
-// record is ever replayed twice, also when several Redrives run at once;
-// a crash during a replay leaves the record marked and not replayed again.
-//
-// A replay keeps the record's idempotency key, so that replaying work that
-// meanwhile succeeded is a no-op. When r was built with
-// [retry.WithIdempotency] (with no IdempotencyOptions.Key: each record brings its own), the
-// replay runs under the record's key: a key whose work completed replays
-// the stored outcome without calling handler. A failure is stored too (a
-// permanent one, or an exhausted one with
-// [retry.IdempotencyOptions].KeepFailures), so redriving such a record
-// under its key replays that failure without calling handler; the replay
-// is then dead-lettered anew like any failure, so the record is not lost,
-// and counted in Report.Replayed. Such records are best redriven with a
-// Retrier without idempotency and a handler that checks dl.IdempotencyKey
-// itself. Records without a key are replayed without the store. Without
-// WithIdempotency, handler gets the key in dl.IdempotencyKey and must make
-// the work idempotent itself.
-//
-// A replay runs with r's policy, named and with the payload of the record.
-// A replay that fails for any reason, even a cancelled ctx, is
-// dead-lettered as a new record with Redrives one higher and RedriveOf set
-// to the old ID, by r's sink or, when r has none, by src (see
-// [retry.Retrier.ForRedrive]). When no sink stores it, the replay's error
-// (matching [retry.ErrDeadLetterNotRecorded]) is joined into Redrive's
-// error and the next record is replayed.
-//
-// A record that r cannot replay as it is (see [retry.Retrier.ForRedrive])
-// is left pending, neither marked nor replayed, counted in Report.Invalid,
-// and its reason joined into Redrive's error.
-//
-// Redrive stops early, with an error, when listing or marking fails or
-// ctx is done. Bad arguments give an error wrapping
-// [retry.ErrInvalidOption].
+// Redrive replays the pending dead letters of src that filter accepts (nil
+// accepts all), oldest first, each through r with handler as the
+// operation, marking each redriven first; see the package doc's Redriving
+// section for keys, failures and records r cannot replay. filter is called
+// once per pending record, in order (as Redrive reaches it, for a
+// [PendingScanner]). Redrive stops early, with an error,
+// when listing or marking fails or ctx is done; bad arguments give an
+// error wrapping [retry.ErrInvalidOption].
 func Redrive(ctx context.Context, src Source, r *retry.Retrier, handler func(context.Context, retry.DeadLetter) error, filter func(retry.DeadLetter) bool) (Report, error) {
 	var rep Report
 	switch {
