@@ -18,4 +18,39 @@
 //
 // The package needs River's pgx v5 driver or another one only in the
 // program: it uses River's generic API.
+//
+// # Outcomes
+//
+// Each River attempt is one call of the Retrier's Do limited to one
+// attempt (retry.WithMaxAttempts(1)), with the job's encoded args as
+// payload ([retry.WithPayload]) and the job's key (Options.Key) as
+// idempotency key. Do's result maps to River's:
+//
+//   - success, or a success replayed by the idempotency store: the job
+//     completes;
+//   - a failure Do ends with [retry.OutcomePermanent] ([retry.Permanent],
+//     WithRetryIf refusing, a replayed permanent failure) or bad input
+//     ([retry.ErrInvalidOption]): river.JobCancel, the job is cancelled;
+//   - a failure holding a [retry.After] delay: river.JobSnooze for that
+//     delay capped as Do caps it; River does not count a snooze as an
+//     attempt, so after job.MaxAttempts snoozes (River's "snoozes"
+//     metadata) an After failure is a retryable one, to bound them;
+//   - a context cancelled (the client stopping, the job cancelled): the
+//     error as it is, for River to handle;
+//   - a river.JobCancel or river.JobSnooze error from the wrapped worker:
+//     passed on as it is;
+//   - any other failure (retryable, a panic): River retries it after the
+//     wait of [Policy], until the job's last attempt (job.MaxAttempts,
+//     River's setting: set it as you would WithMaxAttempts), when River
+//     discards the job and the Worker first writes its dead letter to
+//     Options.DeadLetters. A dead letter that is not recorded adds an
+//     error matching [retry.ErrDeadLetterNotRecorded] to the job's last
+//     error; River keeps the job as discarded.
+//
+// Observers therefore hear each River attempt as a call of one attempt
+// (AttemptStart.Attempt is 1; the job's attempt is job.Attempt), ending
+// with OutcomeExhausted when River will retry or discard, and no OnRetry:
+// River schedules the next attempt. The Retrier's own WithMaxAttempts,
+// WithDeadLetter and waits between attempts do not apply; give it no
+// WithDeadLetter, or each failed attempt is dead-lettered.
 package retryriver

@@ -9,21 +9,12 @@ import (
 	"github.com/steadfast-go/retry"
 )
 
-// Policy is a river.ClientRetryPolicy that schedules a failed job's next
-// attempt after the wait a [retry.Retrier]'s Do takes after the same
-// attempt: its Backoff, Jitter and WithMaxDelay cap, with the same formula
-// ([retry.Retrier.Wait]) and samples from the Retrier's random source.
-// Set it as river.Config.RetryPolicy for every job, or let a [Worker] use
-// it for its own jobs.
-//
-// The attempt that failed is counted as River's own policy counts it,
-// len(job.Errors)+1, so that snoozes do not count. The wait before that
-// attempt, which only [retry.Decorrelated] reads, is what the job row
-// tells: ScheduledAt less the start of the previous attempt (its
-// AttemptError.At), so it includes that attempt's run time; 0 for the
-// first attempt.
-//
-// A Policy is immutable and safe for concurrent use.
+// Policy is a river.ClientRetryPolicy (for river.Config.RetryPolicy, or a
+// [Worker]'s own jobs) that waits after a failed attempt as a
+// [retry.Retrier]'s Do would ([retry.Retrier.Wait]). The attempt is
+// len(job.Errors)+1, as River counts it, so snoozes do not count; the
+// previous wait, read by [retry.Decorrelated] only, is ScheduledAt less
+// the last AttemptError.At (0 at first). It is safe for concurrent use.
 type Policy struct {
 	r   *retry.Retrier
 	now func() time.Time

@@ -10,12 +10,10 @@ import (
 	"github.com/steadfast-go/retry"
 )
 
-// RedriveArgs returns the river.JobArgs of a dead letter that a [Worker]
-// wrote: a job of kind dl.Name with dl.Payload as its encoded args, to
-// insert again, which is how such a dead letter is redriven: the new job
-// has a new ID, and so a new idempotency key by default. It returns an
-// error wrapping [retry.ErrInvalidOption] if dl has no name or its
-// payload is not a JSON object.
+// RedriveArgs returns the river.JobArgs of a [Worker]'s dead letter, kind
+// dl.Name with dl.Payload as encoded args, to insert again (a new ID, so
+// by default a new key). An error wrapping [retry.ErrInvalidOption] means
+// dl has no name or its payload is not a JSON object.
 func RedriveArgs(dl retry.DeadLetter) (river.JobArgs, error) {
 	if dl.Name == "" {
 		return nil, fmt.Errorf("%w: retryriver: dead letter %s has no name, so no job kind", retry.ErrInvalidOption, dl.ID)
@@ -36,12 +34,10 @@ type rawArgs struct {
 func (a rawArgs) Kind() string                 { return a.kind }
 func (a rawArgs) MarshalJSON() ([]byte, error) { return a.args, nil }
 
-// Reinsert returns a handler for deadletter.Redrive that inserts each
-// dead letter of a [Worker] again as a job, with client and opts (nil for
-// the kind's defaults; River then puts the job in the default queue, since
-// a dead letter does not keep the queue). A record that is no job
-// ([RedriveArgs]) fails as a permanent error: redriving it again would
-// not help.
+// Reinsert returns a deadletter.Redrive handler that inserts each
+// [Worker] dead letter again with client and opts (nil: the kind's
+// defaults, in the default queue, as a record keeps no queue). A record
+// that is no job ([RedriveArgs]) fails as a permanent error.
 func Reinsert[TTx any](client *river.Client[TTx], opts *river.InsertOpts) func(context.Context, retry.DeadLetter) error {
 	return func(ctx context.Context, dl retry.DeadLetter) error {
 		args, err := RedriveArgs(dl)

@@ -49,43 +49,11 @@ type Options struct {
 	Key func(job *rivertype.JobRow) string
 }
 
-// Worker wraps a river.Worker so that each attempt of a job runs through
-// a [retry.Retrier]: its classification, observers, metrics, budget,
-// breaker and idempotency, with River keeping the attempts and the
-// schedule. Build one with [Wrap] and register it with river.AddWorker.
-//
-// Each River attempt is one call of the Retrier's Do limited to one
-// attempt (retry.WithMaxAttempts(1)), with the job's encoded args as
-// payload ([retry.WithPayload]) and the job's key (Options.Key) as
-// idempotency key. Do's result maps to River's:
-//
-//   - success, or a success replayed by the idempotency store: the job
-//     completes;
-//   - a failure Do ends with [retry.OutcomePermanent] ([retry.Permanent],
-//     WithRetryIf refusing, a replayed permanent failure) or bad input
-//     ([retry.ErrInvalidOption]): river.JobCancel, the job is cancelled;
-//   - a failure holding a [retry.After] delay: river.JobSnooze for that
-//     delay capped as Do caps it; River does not count a snooze as an
-//     attempt, so after job.MaxAttempts snoozes (River's "snoozes"
-//     metadata) an After failure is a retryable one, to bound them;
-//   - a context cancelled (the client stopping, the job cancelled): the
-//     error as it is, for River to handle;
-//   - a river.JobCancel or river.JobSnooze error from the wrapped worker:
-//     passed on as it is;
-//   - any other failure (retryable, a panic): River retries it after the
-//     wait of [Policy] (see NextRetry), until the job's last attempt
-//     (job.MaxAttempts, River's setting: set it as you would
-//     WithMaxAttempts), when River discards the job and the Worker first
-//     writes its dead letter to Options.DeadLetters. A dead letter that
-//     is not recorded adds an error matching
-//     [retry.ErrDeadLetterNotRecorded] to the job's last error; the job
-//     is kept by River as discarded.
-//
-// Observers therefore hear each River attempt as a call of one attempt
-// (AttemptStart.Attempt is 1; the job's attempt is job.Attempt), ending
-// with OutcomeExhausted when River will retry or discard, and no OnRetry:
-// River schedules the next attempt. The Retrier's own WithMaxAttempts,
-// WithDeadLetter and waits between attempts do not apply; give it no
+// Worker wraps a river.Worker so that each attempt of a job is one call of
+// a [retry.Retrier]'s Do (classification, observers, metrics, budget,
+// breaker, idempotency), River keeping the attempts and the schedule; the
+// package doc's Outcomes section maps Do's result to River's. Build one
+// with [Wrap], register it with river.AddWorker, and give the Retrier no
 // WithDeadLetter, or each failed attempt is dead-lettered.
 type Worker[T river.JobArgs] struct {
 	inner  river.Worker[T]
