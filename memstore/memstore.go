@@ -1,5 +1,17 @@
 // Package memstore is a [retry.IdempotencyStore] in process memory, for
 // one process and for tests.
+//
+// # Cost
+//
+// A [Store] starts no goroutine: expired leases and records are ignored
+// when met and swept out when the store grows (a Claim that finds twice
+// as many keys as the last sweep left sweeps them all, O(1) per Claim on
+// average). A Go map never gives memory back, so a sweep that leaves
+// fewer than a quarter of the keys the map has held since it was made
+// rebuilds it at its new size: after a peak, memory falls back to within
+// a small multiple (2 to 4) of what the keys live at the last sweep need.
+// A store that no Claim grows keeps what it holds, expired keys included,
+// until one does. BENCHMARKS.md has the figures.
 package memstore
 
 import (
@@ -15,26 +27,11 @@ import (
 	"github.com/steadfast-go/retry/internal/isnil"
 )
 
-// Store is a [retry.IdempotencyStore] in process memory: it
-// makes calls idempotent across the goroutines of one process, and is
-// what tests use. Its records do not survive a restart and are not shared
-// between processes; use a Redis or PostgreSQL store for that.
-//
-// It is safe for concurrent use. It starts no goroutine: expired leases
-// and records are ignored when met and swept out when the store grows (a
-// Claim that finds twice as many keys as the last sweep left sweeps
-// them all, O(1) per Claim on average). A Go map never gives memory
-// back, so a sweep that leaves fewer than a quarter of the keys the map
-// has held since it was made rebuilds it at its new size: after a peak,
-// memory falls back to within a small multiple (2 to 4) of what the keys
-// live at the last sweep need. A store that no Claim grows keeps what it
-// holds, expired keys included, until one does.
-//
-// Build one with [New]. The zero Store is not usable, but it does not
-// panic: its Claim, Renew, Complete and Release return an error that
-// matches [retry.ErrInvalidOption] and says that a Store must be made
-// with New, so that Do fails closed (with
-// [retry.ErrIdempotencyUnavailable]) without calling fn.
+// Store is a [retry.IdempotencyStore] in process memory, shared by the
+// goroutines of one process; its records do not survive a restart (use a
+// Redis or PostgreSQL store for that). It is safe for concurrent use.
+// Build one with [New]: the zero Store's methods return an error matching
+// [retry.ErrInvalidOption], so Do fails closed without calling fn.
 type Store struct {
 	clock clock.Clock // nil when the store is unusable; err says why
 	err   error       // why the store is unusable, set by New
@@ -58,12 +55,10 @@ type memEntry struct {
 // Options configures [New]. The zero value, like a nil *Options, gives
 // the defaults.
 type Options struct {
-	// Clock is the clock on which the store measures leases and
-	// retention, such as a *clock.Mock in tests. Default (nil): real
-	// time. A nil pointer in the interface, such as (*clock.Mock)(nil),
-	// cannot tell the time: since New returns no error, the store it
-	// makes then returns an error naming Options.Clock from every Claim,
-	// Renew, Complete and Release, never real time in silence.
+	// Clock measures leases and retention (a *clock.Mock in tests).
+	// Default (nil): real time. A nil pointer in the interface, such as
+	// (*clock.Mock)(nil), makes every Claim, Renew, Complete and Release
+	// return an error naming Options.Clock.
 	Clock clock.Clock
 }
 
@@ -134,10 +129,9 @@ func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 	return retry.Claim{Status: retry.ClaimAcquired, Token: token}, nil
 }
 
-// Renew implements [retry.IdempotencyStore]. A token whose lease expired is
-// still honoured until another Claim takes the key over, or until a sweep
-// (which any Claim may start) drops the expired entry: then it returns
-// ErrLeaseLost, as the contract allows.
+// Renew implements [retry.IdempotencyStore]. An expired lease is honoured
+// until another Claim takes the key or a sweep drops it; then Renew
+// returns ErrLeaseLost, as the contract allows.
 func (m *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
 	return m.update(ctx, key, token, lease, func(e memEntry, until time.Time) memEntry {
 		e.expires = until
