@@ -12,4 +12,19 @@
 //
 // docs/overload.md explains how to choose between them, with the charts of
 // cmd/retrysim.
+//
+// # Cost
+//
+// Neither budget ever delays a retry: a denied one is refused at once. A
+// [Ratio] counts a call's first attempt with one atomic add, on one of 8
+// counters picked from where the goroutine's stack lies, so that callers
+// on many CPUs do not contend, and takes no lock; the clock is read, and
+// the window moved on under a mutex, only when a retry is asked for: the
+// calls counted since the window last moved are spread evenly over the
+// seconds since, as a steady load makes them. Counts are exact, and for
+// the same calls and times so are the decisions. A [TokenBucket] counts
+// tokens in thousandths, exactly, takes no lock ever, and costs a success
+// one atomic load while it is full ([TokenBucket.Full], which inlines, is
+// what a Retrier checks first on a first-try success). BENCHMARKS.md has
+// the figures.
 package overload

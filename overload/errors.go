@@ -13,9 +13,9 @@ var ErrBudgetExhausted = errors.New("retry budget exhausted")
 // retry.WithBreaker wrap it in the error they refuse with.
 var ErrCircuitOpen = errors.New("circuit open")
 
-// ErrNotCounted is matched by what Do tells a retry.Breaker of an
-// attempt that says nothing of the downstream: the call's context ended
-// it, it was cancelled, or another Retrier had already given up on its
-// error. A breaker should count it neither as a success nor as a failure
+// ErrNotCounted is matched by what Do tells a retry.Breaker of an attempt
+// that says nothing of the downstream (the call's context ended it, it
+// was cancelled, or another Retrier gave up on its error): count it
+// neither way
 // (gobreaker: Settings.IsExcluded).
 var ErrNotCounted = errors.New("attempt not counted: it says nothing of the downstream")

@@ -45,26 +45,13 @@ type RatioOptions struct {
 	Clock clock.Clock
 }
 
-// Ratio is a retry budget in the manner of the SRE book's per-client
-// retry ratio and Finagle's RetryBudget: over the last Window, retries may
-// be at most Ratio times the calls made, plus MinPerSecond per second of
-// the window. A denied retry is refused at once, never delayed. A call's
-// first attempt is never refused, and is what the ratio counts, when Do
-// tells it of it (a success or a failure worth retrying).
-//
-// A call's first attempt costs one atomic add, on one of 8 counters
-// picked at random, so that callers on many CPUs do not contend, and
-// takes no lock. The clock is read, and the window moved on under a
-// mutex, only when a retry is asked for: the calls counted since the
-// window last moved are spread evenly over the seconds since, as a
-// steady load makes them. Counts are exact, and for the same calls and
-// times so are the decisions.
-//
-// Build one with [NewRatio]. The zero Ratio is not usable, but it does
-// not panic: it refuses every retry, with an error that matches
-// [ErrBudgetExhausted] and says that a Ratio must be made with NewRatio.
-// A Ratio is safe for concurrent use and is meant to be shared by all the
-// calls to one downstream.
+// Ratio is a retry budget after the SRE book's per-client retry ratio and
+// Finagle's RetryBudget: over the last Window, retries may be at most
+// Ratio times the calls made (first attempts Do tells it of) plus
+// MinPerSecond per second; a first attempt is never refused. Build one
+// with [NewRatio] (the zero Ratio refuses every retry, matching
+// [ErrBudgetExhausted]) and share it by all calls to one downstream; it
+// is safe for concurrent use.
 type Ratio struct {
 	// The calls made, ever, spread over counters picked at random, so
 	// that callers on many CPUs do not contend for one cache line.
@@ -154,10 +141,9 @@ func NewRatio(o RatioOptions) (*Ratio, error) {
 	return b, nil
 }
 
-// Attempted counts a call at its first attempt, when Do tells it: a
-// first attempt that ended in success or in a failure worth retrying (see
-// retry.Budget), not a permanent answer or one the caller's context cut.
-// Later attempts and outcomes do not change a ratio budget.
+// Attempted counts a call at its first attempt if it ended in success or
+// a failure worth retrying (see retry.Budget), not a permanent answer or
+// one the caller's context cut; later attempts change nothing.
 func (b *Ratio) Attempted(attempt int, failed, throttled bool) {
 	if attempt == 1 {
 		b.calls[shardHint()].n.Add(1)

@@ -35,24 +35,14 @@ type TokenBucketOptions struct {
 	MaxWaiting int
 }
 
-// TokenBucket is a retry budget in the manner of gRPC's retry throttling
-// (gRFC A6): it starts full at MaxTokens; every failed attempt worth
-// retrying takes 1 token (ThrottleCost for a throttling error), every
-// success puts back TokenRatio, never beyond MaxTokens, and nothing else
-// moves it (a permanent answer, an attempt the caller's context cut); a
-// retry is allowed only while the bucket holds more than MaxTokens/2. A
-// denied retry is refused at once, never delayed. A call's first attempt
-// is never refused.
-//
-// Tokens are counted in thousandths, exactly. A success costs one atomic
-// load while the bucket is full, and takes no lock ever.
-//
-// Build one with [NewTokenBucket]. The zero TokenBucket is not usable,
-// but it does not panic: it is an empty bucket of size 0, which refuses
-// every retry with an error that matches [ErrBudgetExhausted] and says
-// that a TokenBucket must be made with NewTokenBucket. A TokenBucket is
-// safe for concurrent use and is meant to be shared by all the calls to
-// one downstream.
+// TokenBucket is a retry budget after gRPC's retry throttling (gRFC A6):
+// it starts full at MaxTokens; a failed attempt worth retrying takes 1
+// token (ThrottleCost if throttled), a success puts back TokenRatio up to
+// MaxTokens, nothing else moves it, and a retry is allowed only while it
+// holds more than MaxTokens/2; a first attempt is never refused. Build one
+// with [NewTokenBucket] (the zero value, of size 0, refuses every retry,
+// matching [ErrBudgetExhausted]) and share it by all calls to one
+// downstream; it is safe for concurrent use.
 type TokenBucket struct {
 	tokens       atomic.Int64 // thousandths of a token
 	max          int64
@@ -143,8 +133,7 @@ func (b *TokenBucket) Retry(wait time.Duration) error {
 func (b *TokenBucket) Waited() { b.wait.leave() }
 
 // Full reports whether the bucket holds MaxTokens, when a success changes
-// nothing: one atomic load, which inlines (a Retrier checks it first on a
-// first-try success).
+// nothing.
 func (b *TokenBucket) Full() bool { return b.tokens.Load() >= b.max }
 
 // Tokens returns the tokens in the bucket, for tests and health pages.
