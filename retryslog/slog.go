@@ -1,5 +1,28 @@
 // Package retryslog logs the calls of a [retry.Retrier] with log/slog:
 // retries, give-ups and dead letters that no sink stored.
+//
+// # Records
+//
+// The observer of [New] logs:
+//
+//   - each retry at Options.RetryLevel: "retry: attempt failed, retrying",
+//     with operation, attempt, delay and error;
+//   - a success after retries at RetryLevel: "retry: succeeded";
+//   - a permanent failure at Warn, a call stopped by its context's
+//     deadline at Warn, attempts exhausted, the time budget spent or a
+//     call refused by a budget or a breaker at Error: "retry: gave up",
+//     with operation, outcome, attempts, elapsed and error;
+//   - a cancelled call at RetryLevel: "retry: cancelled";
+//   - a dead letter that no sink stored at Error, whatever the outcome,
+//     with dead_letter=failed, since the work may be lost.
+//
+// A first-try success logs nothing. Errors are logged with their text as
+// is: keep secrets out of error messages.
+//
+// # Cost
+//
+// The observer checks logger.Enabled before it builds a record, so a
+// level that is off costs no record.
 package retryslog
 
 import (
@@ -28,24 +51,10 @@ type Options struct {
 	Attrs func(ctx context.Context) []slog.Attr
 }
 
-// New returns a [retry.Observer] that logs to logger:
-//
-//   - each retry at opts.RetryLevel: "retry: attempt failed, retrying",
-//     with operation, attempt, delay and error;
-//   - a success after retries at opts.RetryLevel: "retry: succeeded";
-//   - a permanent failure at Warn, a call stopped by its context's
-//     deadline at Warn, attempts exhausted, the time budget spent or a
-//     call refused by a budget or a breaker at Error: "retry: gave up",
-//     with operation, outcome, attempts, elapsed and error;
-//   - a cancelled call at opts.RetryLevel: "retry: cancelled";
-//   - a dead letter that no sink stored at Error, whatever the outcome,
-//     with dead_letter=failed, since the work may be lost.
-//
-// A first-try success logs nothing. Errors are logged with their text as
-// is: keep secrets out of error messages. A nil logger means
-// slog.Default() as it is when New is called; opts may be nil.
-// The observer is safe for concurrent use; it checks logger.Enabled before
-// building a record.
+// New returns a [retry.Observer] that logs retries, give-ups and
+// unrecorded dead letters to logger, as the package doc's Records section
+// lists. A nil logger means slog.Default() as it is when New is called;
+// opts may be nil. The observer is safe for concurrent use.
 func New(logger *slog.Logger, opts *Options) retry.Observer {
 	if logger == nil {
 		logger = slog.Default()
