@@ -14,9 +14,7 @@
 //
 //   - the attempt failed before the request had a connection (connection
 //     refused, DNS failure, TLS handshake failure, dial timeout), whatever
-//     the method: the server never saw it (through a base that is not an
-//     *http.Transport, only a failed dial or proxy connect counts: see
-//     [NewTransport]);
+//     the method: the server never saw it (see Unsent requests below);
 //   - the request is idempotent and the attempt failed later (a timeout, a
 //     reset, an early EOF, the Retrier's attempt timeout) or got a
 //     retryable status: 408, 429, 500, 502, 503 or 504 by default
@@ -43,6 +41,14 @@
 // reset before any byte went out, since net/http does not tell the two
 // apart; on a reused connection net/http itself sends again a request it
 // knows it did not write.
+//
+// Unsent requests: when the base is an *http.Transport
+// (http.DefaultTransport is one), a failure before httptrace's GotConn
+// fired counts as unsent. Any other base (a wrapper, an HTTP/2 or HTTP/3
+// transport, an in-process fake) may not fire GotConn, so there the
+// Transport fails closed: only a failed dial or proxy connect (a
+// *net.OpError with Op "dial" or "proxyconnect") counts as unsent, and
+// every other failure of a request that is not idempotent is final.
 //
 // On 429 and 503 a Retry-After header, in seconds or as an HTTP date,
 // replaces the backoff for the next wait, capped by the Retrier's
@@ -188,4 +194,10 @@
 // textproto.ProtocolError, is withheld from the point of the quote
 // (errors.Is and errors.As still find the original). Failed dials, TLS
 // and timeout errors keep their text.
+//
+// # Cost
+//
+// A response that needed one attempt carries no mark, so that the
+// Transport allocates nothing for [Attempts] on every request; Attempts
+// reports 1 for it. BENCHMARKS.md has the figures.
 package retryhttp

@@ -14,14 +14,11 @@ import (
 	"syscall"
 )
 
-// StatusError is the error of an attempt that got a retryable status, or
-// a permanent one ([Options.PermanentStatuses]). It is what observers see as
-// the attempt's error, and what errors.As finds in a [*retry.Error] when
-// the call ended without returning that response (its context was done,
-// or its dead letter was not recorded).
-// A permanent one is marked with
-// [retry.Permanent]. Its text names the status only. The Transport shares
-// one StatusError per status among its requests: do not change it.
+// StatusError is the error of an attempt that got a retryable or a
+// permanent ([Options.PermanentStatuses], marked [retry.Permanent])
+// status: what observers see, and what errors.As finds in a
+// [*retry.Error] when the call ended without that response. Its text
+// names the status only; it is shared per status, so do not change it.
 type StatusError struct {
 	// StatusCode is the response's status, such as 503.
 	StatusCode int

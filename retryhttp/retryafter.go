@@ -6,13 +6,10 @@ import (
 	"time"
 )
 
-// ParseRetryAfter parses the value of an HTTP Retry-After header (RFC 9110
-// §10.2.3): either a number of seconds ("120") or an HTTP date
-// ("Wed, 21 Oct 2015 07:28:00 GMT"), which is taken relative to now. It
-// reports false for an empty, negative or malformed value, so that the
-// caller falls back to its backoff; a date in the past gives 0 and true.
-// Pass the result to [retry.After], whose wait is capped by
-// [retry.WithMaxDelay] (30s when it is not given).
+// ParseRetryAfter parses a Retry-After value (RFC 9110 §10.2.3), seconds
+// ("120") or an HTTP date taken relative to now (a past one gives 0,
+// true); it reports false for an empty, negative or malformed value. Pass
+// the result to [retry.After], capped by [retry.WithMaxDelay] (default 30s).
 func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 	value = strings.TrimSpace(value)
 	if value == "" {

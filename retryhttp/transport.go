@@ -20,12 +20,10 @@ import (
 )
 
 // Transport is an [http.RoundTripper] that sends each request through a
-// [retry.Retrier]; see the package documentation for what it retries.
-// Build one with [NewTransport] or [NewClient]: a nil or zero Transport
-// has no Retrier, and its RoundTrip sends nothing and returns an error
-// wrapping [retry.ErrInvalidOption] that says so. A Transport is safe for
-// concurrent use by multiple goroutines and, like http.Transport, meant to
-// be built once and shared.
+// [retry.Retrier]. Build one with [NewTransport] or [NewClient] (a nil or
+// zero Transport's RoundTrip sends nothing and returns an error wrapping
+// [retry.ErrInvalidOption]); like http.Transport, it is safe for
+// concurrent use and meant to be built once and shared.
 type Transport struct {
 	base      http.RoundTripper
 	names     names
@@ -41,22 +39,12 @@ type Transport struct {
 	calls     sync.Pool // of *call
 }
 
-// NewTransport returns a Transport that sends requests through
-// opts.Base (http.DefaultTransport by default) with r's policy: attempts,
-// backoff, jitter, max delay, time budget, attempt timeout, observers,
-// dead letters and idempotency apply to every request. A nil r means the
-// library's defaults (the zero [retry.Retrier]); a nil opts means the
-// defaults of every [Options] field. An invalid option gives an error
-// wrapping [retry.ErrInvalidOption] that names the field and the problem.
-//
-// A request that is not idempotent (see the package documentation) is
-// retried after a failure only when it surely was not sent. When the base
-// is an *http.Transport (http.DefaultTransport is one), a failure before
-// httptrace's GotConn fired counts as unsent. Any other base (a wrapper,
-// an HTTP/2 or HTTP/3 transport, an in-process fake) may not fire
-// GotConn, so there the Transport fails closed: only a failed dial or
-// proxy connect (a *net.OpError with Op "dial" or "proxyconnect") counts
-// as unsent, and every other failure of such a request is final.
+// NewTransport returns a Transport that sends requests through opts.Base
+// (default http.DefaultTransport) with all of r's policy; a nil r means
+// the zero [retry.Retrier]'s defaults, a nil opts every [Options] default.
+// A request that is not idempotent is retried only when surely unsent,
+// which depends on the base (see the package doc's "What is retried"). An
+// invalid option gives an error wrapping [retry.ErrInvalidOption].
 func NewTransport(r *retry.Retrier, opts *Options) (*Transport, error) {
 	s, err := opts.settings()
 	if err != nil {
@@ -101,13 +89,11 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// RoundTrip sends req, and sends it again while the Retrier and the rules
-// of the package allow, then returns the final response, or the error
-// (see the package documentation). A call that ended on a status whose
-// dead letter no sink stored returns the error, matching
-// [retry.ErrDeadLetterNotRecorded], and closes the response. It does not
-// change req; like every RoundTripper it closes req's body, also on
-// errors.
+// RoundTrip sends req, again while the Retrier and the package's rules
+// allow, and returns the final response or error. A status whose dead
+// letter no sink stored gives an error matching
+// [retry.ErrDeadLetterNotRecorded], the response closed. It does not
+// change req, and closes its body, also on errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var err error
 	switch {
@@ -133,12 +119,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// Attempts returns how many attempts the Transport made for resp: how
-// many times it sent the request. Responses that needed one attempt
-// carry no mark (marking them would cost allocations on every request), so
-// Attempts reports 1 for them, and also for any response that did not come
-// through a Transport. It returns 0 for a nil resp. When RoundTrip returns
-// an error instead, errors.As finds a [*retry.Error] with the count.
+// Attempts returns how many times the Transport sent the request of resp:
+// 1 for a response that did not come through a Transport, 0 for nil.
+// After an error, errors.As finds a [*retry.Error] with the count.
 func Attempts(resp *http.Response) int {
 	if resp == nil {
 		return 0
