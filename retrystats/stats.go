@@ -1,5 +1,10 @@
 // Package retrystats counts the calls of [retry.Retrier]s in memory: an
 // observer for a health page or a test.
+//
+// # Cost
+//
+// A [Stats] uses atomic counters only: it takes no lock and makes no
+// allocation.
 package retrystats
 
 import (
@@ -13,18 +18,11 @@ import (
 	"github.com/steadfast-go/retry/retrymetrics"
 )
 
-// Stats is a [retry.Observer] that counts calls, attempts, retries, waits and
-// dead letters in memory, for a health page or a test. Pass it to
-// [retry.WithObserver] and read it with [Stats.Snapshot]. For per-operation
-// metrics use the retryprom or retryotel modules instead: Stats adds up
-// every call it observes, whatever its name.
-//
-// InFlight and Waiting follow the same rule as retryprom's and
-// retryotel's gauges, [retrymetrics.GaugeDelta].
-//
-// Stats uses atomic counters only: it takes no lock and makes no
-// allocation. A Stats is safe for concurrent use by multiple goroutines
-// and may be shared by several Retriers. The zero Stats is ready to use.
+// Stats is a [retry.Observer] (for [retry.WithObserver], read with
+// [Stats.Snapshot]) that adds up the calls, attempts, retries, waits and
+// dead letters of every call, whatever its name (per-operation metrics:
+// retryprom, retryotel); its gauges follow [retrymetrics.GaugeDelta]. The
+// zero Stats is ready; it is safe for concurrent use by several Retriers.
 type Stats struct {
 	// Attempts and calls in flight are derived in Snapshot, which saves
 	// two atomic adds per call on the hot path.
