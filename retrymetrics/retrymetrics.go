@@ -12,6 +12,13 @@
 // its functions take the fields of retry's events, not the events.
 // Nothing in it keeps global state; every function is safe for concurrent
 // use, and so is a [Table].
+//
+// # Cost
+//
+// [Table.Get] reads a copy-on-write map with one atomic load and takes a
+// lock only for a name it has not seen while the limit allows more. Names
+// longer than [MaxNameLen] are not kept, so however many there are they
+// cost no memory.
 package retrymetrics
 
 import (

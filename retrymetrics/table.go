@@ -19,14 +19,10 @@ const (
 )
 
 // MaxNameLen (128) is the longest operation name, in bytes, that a [Table]
-// gives a value of its own; longer names get [Other]'s. The limit on
-// distinct names bounds the number of series, this one the size of a
-// label: an operation name is a short, fixed identifier ("charge-card",
-// "payments.stripe.refund"), and 128 bytes leaves room for a namespaced
-// one, while a longer name is most likely data (a URL, a query, an ID)
-// that could hold a secret, and would make every series of the operation
-// carry it, up to failing a whole scrape whose label_value_length_limit
-// it exceeds.
+// gives a value of its own; longer names get [Other]'s. It bounds a
+// label's size: a longer name is most likely data (a URL, an ID) that
+// could hold a secret, on every series, and could fail a whole scrape's
+// label_value_length_limit.
 const MaxNameLen = 128
 
 // Table maps operation names to per-operation values, such as a set of
@@ -35,14 +31,11 @@ const MaxNameLen = 128
 // made with the name (or [Unnamed] for ""); the rest share the value made
 // for [Other], as do names that are not valid UTF-8, "other" itself, and
 // names longer than [MaxNameLen] bytes. Every name counts toward the
-// limit, "" included, except the names longer than MaxNameLen: the Table
-// does not keep them, so that however many there are they cost no memory
-// and leave the limit to the names that fit.
+// limit, "" included, but those longer than MaxNameLen, which the Table
+// does not keep.
 //
-// A Table is safe for concurrent use. Get reads a copy-on-write map with
-// one atomic load and takes a lock only for a name it has not seen while
-// the limit allows more. Build one with [NewTable]; the zero value is not
-// usable.
+// A Table is safe for concurrent use. Build one with [NewTable]; the zero
+// value is not usable.
 type Table[T any] struct {
 	max  int
 	make func(label string) T
