@@ -20,12 +20,10 @@ import (
 //		clk.Add(<-clk.Armed()) // Do is parked on the mock's timer now
 //	}
 //
-// Build context deadlines with clk.WithTimeout, since Do compares them
-// with clk.Now. With retry.WithAttemptTimeout, an attempt that hangs ends
-// only when the clock passes its deadline, and Armed says nothing before:
-// advance the clock by the attempt timeout yourself once fn has started
-// (see Example_attemptTimeout). A Clock is safe for concurrent use; its
-// zero value is not usable.
+// Build deadlines with clk.WithTimeout, as Do compares them with clk.Now.
+// Armed says nothing of an attempt timeout: advance the clock past it
+// yourself once fn has started (see Example_attemptTimeout). A Clock is
+// safe for concurrent use; its zero value is not usable.
 type Clock struct {
 	*clock.Mock
 	armed chan time.Duration
