@@ -3,6 +3,7 @@ package overload
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,8 +54,9 @@ type RatioOptions struct {
 // [ErrBudgetExhausted]) and share it by all calls to one downstream; it
 // is safe for concurrent use.
 type Ratio struct {
-	// The calls made, ever, spread over counters picked at random, so
-	// that callers on many CPUs do not contend for one cache line.
+	// The calls made, ever, spread over counters picked from the
+	// caller's stack address (shardHint), so that callers on many CPUs
+	// do not contend for one cache line.
 	calls   [ratioShards]callShard
 	ratio   float64
 	reserve float64 // retries the reserve allows over a whole window
@@ -172,15 +174,15 @@ func (b *Ratio) Retry(wait time.Duration) error {
 func (b *Ratio) Waited() { b.wait.leave() }
 
 // allow decides at now, and counts the retry if it is allowed. It is a
-// function of the calls counted and of now alone.
+// function of the calls counted and of now alone. The calls are read
+// under the mutex, so that each holder reads at least what the one before
+// it read and the window never counts calls back.
 func (b *Ratio) allow(now time.Time) bool {
-	calls := b.callCount()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n := int64(len(b.slots))
-	s := now.Unix()
-	b.advance(s, calls)
-	oldest := b.slots[(b.last+1)%n] // the window's first second
+	calls := b.callCount()
+	b.advance(now.Unix(), calls)
+	oldest := b.slot(b.last + 1) // the window's first second
 	var retries int64
 	for i := range b.slots {
 		retries += b.slots[i].retries
@@ -188,8 +190,18 @@ func (b *Ratio) allow(now time.Time) bool {
 	if float64(retries+1) > b.ratio*float64(calls-oldest.callsBefore)+b.reserve {
 		return false
 	}
-	b.slots[b.last%n].retries++
+	b.slot(b.last).retries++
 	return true
+}
+
+// slot is the ring's slot of second s, which may be before 1970.
+func (b *Ratio) slot(s int64) *ratioSlot {
+	n := int64(len(b.slots))
+	i := s % n
+	if i < 0 {
+		i += n
+	}
+	return &b.slots[i]
 }
 
 // unspend takes back a retry that allow counted but the waiting limit
@@ -197,7 +209,7 @@ func (b *Ratio) allow(now time.Time) bool {
 func (b *Ratio) unspend() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if slot := &b.slots[b.last%int64(len(b.slots))]; slot.retries > 0 {
+	if slot := b.slot(b.last); slot.retries > 0 {
 		slot.retries--
 	}
 }
@@ -206,17 +218,23 @@ func (b *Ratio) unspend() {
 // the calls counted since the window last moved are spread evenly over
 // the seconds from then to s, as a steady load makes them (the clock is
 // read only when a retry is asked for, not per call). A clock that went
-// back stays in its second.
+// back stays in its second. calls is never below b.lastCalls (allow reads
+// it under the mutex).
 func (b *Ratio) advance(s, calls int64) {
 	if s <= b.last {
 		b.lastCalls = calls // made by now: in this second, or before
 		return
 	}
 	n := int64(len(b.slots))
-	spread := s - b.last + 1 // the seconds from the last move's to s
-	added := calls - b.lastCalls
+	spread := uint64(s - b.last + 1) // the seconds from the last move's to s
+	added := uint64(calls - b.lastCalls)
 	for t := max(b.last+1, s-n+1); t <= s; t++ {
-		b.slots[t%n] = ratioSlot{callsBefore: b.lastCalls + added*(t-b.last)/spread}
+		// added*(t-last)/spread in 128 bits: calls × seconds passes
+		// int64 after a long spell without a retry asked for. The
+		// quotient is at most added, since t-last < spread.
+		hi, lo := bits.Mul64(added, uint64(t-b.last))
+		q, _ := bits.Div64(hi, lo, spread)
+		*b.slot(t) = ratioSlot{callsBefore: b.lastCalls + int64(q)}
 	}
 	b.last, b.lastCalls = s, calls
 }
