@@ -32,6 +32,7 @@ type call struct {
 	dlStored bool // the dead-letter hook stored the call's record
 	dlFailed bool // the dead-letter hook found every sink failing
 	refused  bool // the breaker refused the next attempt: the error says why
+	reached  bool // an attempt before called fn: tell has told the budget of the first
 }
 
 // settle tells the budget and the breaker how an attempt that called fn
@@ -58,8 +59,15 @@ func (c *call) tell(err error, j judgement, throttled bool, done func(error)) {
 	}
 	// Only a success refunds a budget, as gRFC A6 counts: a permanent
 	// answer or an attempt that says nothing of the downstream is not told.
+	// The call's first attempt to call fn is attempt 1 to the budget,
+	// even after looks at a held key (FailWhileHeld), which spend
+	// attempts but reach no downstream: a Ratio counts the call then.
+	n := c.attempts
+	if !c.reached {
+		n, c.reached = 1, true
+	}
 	if b := c.cfg.budget; b != nil && (err == nil || j == failure) {
-		b.Attempted(c.attempts, j == failure, throttled)
+		b.Attempted(n, j == failure, throttled)
 	}
 }
 

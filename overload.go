@@ -15,8 +15,9 @@ import (
 // the call's goroutine, under no lock of its own; implementations must be
 // safe for concurrent use and must not block.
 type Budget interface {
-	// Attempted is told how attempt number attempt (1 for a call's
-	// first) of fn ended, for two kinds of ending only, as gRFC A6
+	// Attempted is told how attempt number attempt of fn ended (1 for
+	// the call's first attempt that called fn, even after attempts that
+	// only found an idempotency key held), for two kinds of ending only, as gRFC A6
 	// counts: a success (failed false), and a failure worth retrying
 	// (failed true; throttled when its error carried a server's delay,
 	// [After], such as HTTP 429 with Retry-After), whether or not
