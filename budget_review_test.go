@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -48,4 +49,30 @@ func TestBudget_ratioCountsACallWhoseFirstLooksFoundTheKeyHeld(t *testing.T) {
 		assert.NoError(t, <-done, "the call's one retry is within Ratio 1 of its one call")
 		assert.EqualValues(t, 2, calls.Load())
 	})
+}
+
+// TestBudget_notToldOfAnAttemptPastTheDeadline: an attempt that returns
+// once the context's deadline has passed, before the context's own timer
+// has said so, ends the call as the context's end does (decide reads the
+// deadline: OutcomeUnknown with context.DeadlineExceeded), so the budget,
+// as the Budget doc says of an attempt ended by the call's context, hears
+// neither a success nor a failure. judge read ctx.Err() alone and told a
+// failure: the token bucket lost a token.
+func TestBudget_notToldOfAnAttemptPastTheDeadline(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Now())
+	b, err := overload.NewTokenBucket(overload.TokenBucketOptions{})
+	require.NoError(t, err)
+	r := mustNew(t, retry.WithBudget(b), retry.WithClock(mock))
+	ctx, cancel := context.WithDeadline(context.Background(), mock.Now().Add(time.Minute))
+	defer cancel()
+	err = r.Do(ctx, func(context.Context) error {
+		mock.Add(2 * time.Minute) // the attempt outlasts the deadline
+		return errors.New("i/o timeout")
+	})
+	var re *retry.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, retry.OutcomeUnknown, re.Outcome)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, 100.0, b.Tokens(), "an attempt the deadline ended is heard as neither")
 }

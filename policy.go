@@ -234,7 +234,7 @@ func (cfg *config) judge(ctx context.Context, err error) (j judgement, throttled
 		return answered, false
 	}
 	m := classify(err)
-	switch cfg.stops(m, ctx.Err() != nil) {
+	switch cfg.stops(m, cfg.ctxDone(ctx)) {
 	case wait:
 		if cfg.retryIf != nil && !m.hinted && cfg.retryIfRefuses(err) {
 			return answered, false
@@ -245,6 +245,18 @@ func (cfg *config) judge(ctx context.Context, err error) (j judgement, throttled
 	default: // the context, a cancellation, another Retrier's give-up
 		return notCounted, false
 	}
+}
+
+// ctxDone says whether the call's context has ended, as next reads it:
+// done, or its deadline passed on the Retrier's clock before the
+// context's own timer said so. judge reads it as next does, so that an
+// attempt the loop ends as the context's end is not told as a failure.
+func (cfg *config) ctxDone(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && cfg.until(deadline) <= 0
 }
 
 // wait computes the wait after attempt failed: jitter(backoff(attempt)),
