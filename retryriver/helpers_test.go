@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"testing"
 	"time"
 
@@ -19,7 +20,14 @@ import (
 	"github.com/steadfast-go/retry/pgstore"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests, or, when helperEnv is set, the helper process
+// the test binary was started as (see multiprocess_test.go).
+func TestMain(m *testing.M) {
+	if role := os.Getenv(helperEnv); role != "" {
+		os.Exit(runHelperProcess(role))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // testPool returns a pool on the test server (see pgdltest.Pool: skipped
 // without one, failed under CI=true).
