@@ -41,16 +41,30 @@ func (w *chargeWorker) Work(ctx context.Context, job *river.Job[chargeArgs]) err
 // replays the success instead of charging twice.
 func TestWorker_redeliveredJobDoesNotRepeatItsSideEffect(t *testing.T) {
 	pool := testPool(t)
+	assert.Equal(t, 1, redeliver(t, pool, retry.WithIdempotency(idemStore(t, pool), nil)), "the side effect ran once")
+}
+
+// TestWorker_redeliveredJobRepeatsItsSideEffectWithoutIdempotency is the
+// control run of the test above, with a Retrier without WithIdempotency:
+// the side effect runs again when River works the job again, which is
+// what the store prevents there.
+func TestWorker_redeliveredJobRepeatsItsSideEffectWithoutIdempotency(t *testing.T) {
+	assert.Equal(t, 2, redeliver(t, testPool(t)), "the side effect ran on each delivery")
+}
+
+// redeliver runs a charge job whose first result is lost through a
+// Retrier with opts, and returns how many times its side effect ran.
+func redeliver(t *testing.T, pool *pgxpool.Pool, opts ...retry.Option) int {
+	t.Helper()
 	schema := riverSchema(t, pool)
 	table := pgdltest.Table(t, pool)
 	ctx := t.Context()
 	_, err := pool.Exec(ctx, "CREATE TABLE "+table+" (job_id bigint NOT NULL, order_id text NOT NULL)")
 	require.NoError(t, err)
 
-	r, err := retry.New(retry.WithIdempotency(idemStore(t, pool), nil), retry.WithBackoff(retry.Constant(0)))
+	r, err := retry.New(append(opts, retry.WithBackoff(retry.Constant(0)))...)
 	require.NoError(t, err)
 	w, err := retryriver.Wrap[chargeArgs](&chargeWorker{pool: pool, table: table}, r, nil)
-	require.NoError(t, err)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
 	lose := river.WorkerMiddlewareFunc(func(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
@@ -75,5 +89,5 @@ func TestWorker_redeliveredJobDoesNotRepeatItsSideEffect(t *testing.T) {
 
 	var runs int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE job_id = $1", res.Job.ID).Scan(&runs))
-	assert.Equal(t, 1, runs, "the side effect ran once")
+	return runs
 }
