@@ -53,11 +53,10 @@ type FaultStats struct {
 	ChunksMoved int64 // chunks forwarded whole, both directions
 }
 
-// FaultProxy is a TCP proxy for tests that injects network faults between
-// a client and a server: random cuts, cuts on demand, and refused or
-// paused new connections. Build it with [NewFaultProxy]; the zero value is
-// not usable. Its methods are safe for concurrent use, also from fn or a
-// store hook while traffic flows.
+// FaultProxy is a TCP proxy that injects network faults between a client
+// and a server: random cuts, cuts on demand, refused or paused new
+// connections. Build it with [NewFaultProxy]; the zero value is not
+// usable. Its methods are safe for concurrent use, from fn or a hook too.
 type FaultProxy struct {
 	t       testing.TB
 	ln      net.Listener
@@ -162,12 +161,10 @@ func (p *FaultProxy) Refuse(on bool) {
 	p.mu.Unlock()
 }
 
-// Pause sets whether new connections are held: while on, each one is
-// accepted but not forwarded (the target is not dialled), so the client
-// sees a server that accepts and never answers, until Pause(false) lets
-// the held connections through or [FaultProxy.CutAll] or Close cuts them.
-// Current connections are left alone. Refuse wins over Pause. Default:
-// off.
+// Pause sets whether new connections are held, accepted but not dialled
+// on, like a server that never answers, until Pause(false) lets them
+// through or [FaultProxy.CutAll] or Close cuts them. Current connections
+// are left alone; Refuse wins over Pause. Default: off.
 func (p *FaultProxy) Pause(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -13,11 +13,10 @@ import (
 )
 
 // CheckNotRecorded returns nil when err is what Do returns for work that
-// ran but whose outcome the store could not record: an error matching
-// [retry.ErrOutcomeNotRecorded] and not [retry.ErrIdempotencyUnavailable]
-// (which says fn did not run), in which errors.As finds a [*retry.Error]
-// with [retry.OutcomePermanent].
-// Otherwise it returns an error that says what is missing.
+// ran but whose outcome was not recorded: it matches
+// [retry.ErrOutcomeNotRecorded], not [retry.ErrIdempotencyUnavailable],
+// and holds a [*retry.Error] with [retry.OutcomePermanent]. Otherwise its
+// error says what is missing.
 func CheckNotRecorded(err error) error {
 	var missing []string
 	if !errors.Is(err, retry.ErrOutcomeNotRecorded) {
@@ -120,22 +119,9 @@ func (r FaultReport) String() string {
 }
 
 // TestExactlyOnceUnderFaults has Goroutines callers call retry.DoValue,
-// CallersPerKey of them with each of Keys keys, while Proxy cuts the
-// store's connections at random. It does so in rounds about one Lease
-// apart; after the first, a round calls only the keys no call has
-// replayed yet, whose outcome may be lost (their claim has lapsed by
-// then), until every key is replayed or MaxRounds. It checks what the
-// store and Do promise together:
-//   - every key's fn ran exactly once in all (an outcome Do could not
-//     record for a whole lease would let a later round run fn again:
-//     under these faults, that is Do or the store giving up too soon);
-//   - no fn ran after a call with its key returned nil;
-//   - a call that ran fn returned nil, or an error that passes
-//     [CheckNotRecorded] with fn's value;
-//   - a replay returns the value of one of the key's runs;
-//   - every key is replayed at last.
-//
-// It logs and returns the figures.
+// CallersPerKey of them with each of Keys keys, in rounds, while Proxy
+// cuts the store's connections at random; it logs and returns the
+// figures. The package doc lists what it checks.
 func TestExactlyOnceUnderFaults(t *testing.T, c ExactlyOnceUnderFaults) FaultReport {
 	t.Helper()
 	if c.Store == nil || c.Proxy == nil {
@@ -426,11 +412,10 @@ func (f *faultRun) check(t *testing.T) {
 	}
 }
 
-// ObservedStore is an [retry.IdempotencyStore] that calls AfterComplete,
-// if set, after each Complete of the store it wraps, with the key and the
-// error, in the caller's goroutine; the other methods pass through. A
-// test uses it to see a store call fail, or to end a fault then. It is as
-// safe for concurrent use as the store and AfterComplete are.
+// ObservedStore wraps a [retry.IdempotencyStore] and calls AfterComplete,
+// if set, with the key and error of each Complete, in the caller's
+// goroutine, to see a store call fail or end a fault then. It is as safe
+// for concurrent use as the store and AfterComplete are.
 type ObservedStore struct {
 	retry.IdempotencyStore
 	AfterComplete func(key string, err error)

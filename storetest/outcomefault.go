@@ -34,16 +34,8 @@ type OutcomeFault struct {
 }
 
 // TestOutcomeAfterFault checks what Do does when fn succeeds and the store
-// then fails, in two subtests:
-//   - "fault-ends-within-lease": the fault ends after the first Complete
-//     failed. Do still records the outcome and returns nil with fn's
-//     value; the next call replays it, and fn ran once.
-//   - "fault-outlasts-lease": Do keeps trying to record the outcome for at
-//     least half the lease and gives up before the claim's lease could
-//     run out. Its error passes [CheckNotRecorded] (and matches
-//     StoreError), and DoValue still returns fn's value.
-//
-// Time is real: each subtest takes about one Lease.
+// then fails, in two subtests of about one Lease of real time each. The
+// package doc lists what they check.
 func TestOutcomeAfterFault(t *testing.T, c OutcomeFault) {
 	t.Helper()
 	if c.Store == nil || c.Break == nil || c.Mend == nil {

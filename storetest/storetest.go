@@ -17,6 +17,44 @@
 // Do behaves when the network fails.
 //
 // It needs only the standard library's testing package.
+//
+// # What the suites check
+//
+// [TestExactlyOnceUnderFaults] runs rounds about one Lease apart; after
+// the first, a round calls only the keys no call has replayed yet, whose
+// outcome may be lost (their claim has lapsed by then), until every key
+// is replayed or MaxRounds. It checks what the store and Do promise
+// together:
+//   - every key's fn ran exactly once in all (an outcome Do could not
+//     record for a whole lease would let a later round run fn again:
+//     under these faults, that is Do or the store giving up too soon);
+//   - no fn ran after a call with its key returned nil;
+//   - a call that ran fn returned nil, or an error that passes
+//     [CheckNotRecorded] with fn's value;
+//   - a replay returns the value of one of the key's runs;
+//   - every key is replayed at last.
+//
+// [TestOutcomeAfterFault] has fn succeed and the store then fail:
+//   - "fault-ends-within-lease": the fault ends after the first Complete
+//     failed. Do still records the outcome and returns nil with fn's
+//     value; the next call replays it, and fn ran once.
+//   - "fault-outlasts-lease": Do keeps trying to record the outcome for at
+//     least half the lease and gives up before the claim's lease could
+//     run out. Its error passes [CheckNotRecorded] (and matches
+//     StoreError), and DoValue still returns fn's value.
+//
+// [TestUnknownOutcome] ends the caller's context while fn runs, after fn
+// acted, and lets fn outlive its lease:
+//   - "at-most-once": the next call, at once and after the lease, replays
+//     an error matching [retry.ErrOutcomeUnknown]; fn ran once.
+//   - "at-least-once": the next call at once finds the key held; after
+//     the lease, a call runs fn again.
+//   - "renewed-while-fn-runs": fn runs five leases; a caller that comes
+//     meanwhile finds the key held, the call succeeds, and fn ran once.
+//
+// These suites take real time: each subtest of TestOutcomeAfterFault
+// about one Lease, each of TestUnknownOutcome a few leases against a
+// server (its waits are time.Sleep).
 package storetest
 
 import (

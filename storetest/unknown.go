@@ -26,16 +26,8 @@ type UnknownOutcome struct {
 }
 
 // TestUnknownOutcome checks what Do does when the caller's context ends
-// while fn runs, after fn acted, and when fn outlives its lease:
-//   - "at-most-once": the next call, at once and after the lease, replays
-//     an error matching [retry.ErrOutcomeUnknown]; fn ran once.
-//   - "at-least-once": the next call at once finds the key held; after
-//     the lease, a call runs fn again.
-//   - "renewed-while-fn-runs": fn runs five leases; a caller that comes
-//     meanwhile finds the key held, the call succeeds, and fn ran once.
-//
-// Its waits are time.Sleep: for a server, each subtest takes a few leases
-// of real time.
+// while fn runs and when fn outlives its lease, in three subtests of a
+// few leases of real time each. The package doc lists what they check.
 func TestUnknownOutcome(t *testing.T, c UnknownOutcome) {
 	t.Helper()
 	if c.New == nil {
