@@ -24,6 +24,26 @@
 // semantics of [deadletter.Filter].
 //
 // It needs only the standard library's testing package.
+//
+// # What the suite checks
+//
+// The records [TestSink] puts have times in UTC and in whole
+// microseconds, which PostgreSQL keeps exactly, and IDs and names of
+// ASCII letters and digits.
+//
+// Every sink: Put then Pending (and List and Get) gives back every field
+// as put, payload bytes exactly; a second Put of an ID keeps the first
+// record; Put refuses a record without an ID or whose reason is not a
+// failure outcome, with an error wrapping [retry.ErrInvalidOption], and
+// fails on a done context; error texts are stored bounded as
+// [deadletter.Clip] bounds them, the payload whole; concurrent Puts all
+// land; MarkRedriven returns true once per record, also to concurrent
+// callers, and false for an unknown one.
+//
+// A [Lister] and a [Purger]: the [deadletter.Filter] table (names,
+// reasons, since and until, states, IDs, limits, empty selections) gives
+// what Filter.Select and Filter.Match give; invalid filters are refused;
+// Purge deletes what List would return, and only that.
 package deadlettertest
 
 import (
@@ -42,19 +62,17 @@ import (
 	"github.com/steadfast-go/retry/deadletter"
 )
 
-// Lister is a sink that lists its records with a [deadletter.Filter], as
-// the sinks of this module do: the records f selects, oldest first (by
-// GaveUp, then ID), at most f.Limit of them, with Redriven set for the
-// records marked as redriven; an invalid f gives an error wrapping
+// Lister is a sink that lists the records a [deadletter.Filter] selects,
+// oldest first (by GaveUp, then ID), at most f.Limit, with Redriven set
+// for marked records; an invalid f gives an error wrapping
 // [retry.ErrInvalidOption].
 type Lister interface {
 	List(ctx context.Context, f deadletter.Filter) ([]retry.DeadLetter, error)
 }
 
 // Purger is a sink that deletes the records a [deadletter.Filter] selects
-// (the oldest f.Limit of them when it is set) and says how many; an
-// invalid f gives an error wrapping [retry.ErrInvalidOption]. A purged
-// record is unknown to MarkRedriven.
+// (the oldest f.Limit of them when set) and says how many; an invalid f
+// is refused as by [Lister]. MarkRedriven does not know a purged record.
 type Purger interface {
 	Purge(ctx context.Context, f deadletter.Filter) (int, error)
 }
@@ -76,23 +94,9 @@ type Harness struct {
 	NotFound error
 }
 
-// TestSink runs the contract suite against the sinks h makes. The records
-// it puts have times in UTC and in whole microseconds, which PostgreSQL
-// keeps exactly, and IDs and names of ASCII letters and digits.
-//
-// Every sink: Put then Pending (and List and Get) gives back every field
-// as put, payload bytes exactly; a second Put of an ID keeps the first
-// record; Put refuses a record without an ID or whose reason is not a
-// failure outcome, with an error wrapping [retry.ErrInvalidOption], and
-// fails on a done context; error texts are stored bounded as
-// [deadletter.Clip] bounds them, the payload whole; concurrent Puts all
-// land; MarkRedriven returns true once per record, also to concurrent
-// callers, and false for an unknown one.
-//
-// A [Lister] and a [Purger]: the [deadletter.Filter] table (names,
-// reasons, since and until, states, IDs, limits, empty selections) gives
-// what Filter.Select and Filter.Match give; invalid filters are refused;
-// Purge deletes what List would return, and only that.
+// TestSink runs the contract suite against the sinks h makes, and
+// against their List, Purge and Get when they are a [Lister], [Purger]
+// or [Getter]. The package doc lists what it checks.
 func TestSink(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
