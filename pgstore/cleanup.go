@@ -10,16 +10,9 @@ import (
 const cleanupBatch = 1000
 
 // Cleanup deletes the rows whose lease or retention has expired and
-// returns how many it deleted. Expired rows are already free to claim, so
-// deleting them changes no outcome; it only keeps the table and its
-// indexes small. A claim whose lease expired is deleted too: its holder
-// then gets [retry.ErrLeaseLost] from Renew or Complete, as after a
-// takeover.
-//
-// The store never runs Cleanup by itself; call it from a periodic job
-// (every few minutes is plenty). It deletes in batches of 1000 rows,
-// skipping rows locked by running claims, until none is left or ctx is
-// done; any number of processes may run it at once.
+// returns how many. The holder of a deleted claim then gets
+// [retry.ErrLeaseLost] from Renew or Complete, as after a takeover. The
+// store never runs it by itself; the package doc's Cost section says how.
 func (s *Store) Cleanup(ctx context.Context) (int64, error) {
 	now, _ := s.times(0)
 	var total int64

@@ -10,8 +10,8 @@
 // only while that token still holds it.
 //
 // Leases and retention are measured on the server's clock (now()) unless
-// [Options.Clock] injects one. Expired rows are claimable at once; [Store.Cleanup]
-// deletes them to keep the table small. Any positive time.Duration is a
+// [Options.Clock] injects one. Expired rows are claimable at once;
+// [Store.Cleanup] deletes them. Any positive time.Duration is a
 // valid lease or retention, math.MaxInt64 (the usual "forever", about 292
 // years) too: it is added to the time exactly, in whole microseconds
 // rounded up, and PostgreSQL's timestamps reach the year 294276. An
@@ -34,4 +34,36 @@
 // refused with an error wrapping [retry.ErrInvalidOption]. [New] takes
 // its settings as an [*Options], whose fields document their defaults; a
 // nil *Options gives them all.
+//
+// rec.Error of [Store.Complete] is stored in a text column, which cannot
+// hold invalid UTF-8 or NUL bytes: such bytes are stored, and replayed,
+// as U+FFFD ([pgschema.Text], as pgdeadletter stores text) rather than
+// losing the outcome. rec.Value, bytea, is stored as it is.
+//
+// # Migrating
+//
+// [Store.Migrate] creates the table and its expiry index when they do not
+// exist; [Store.Schema] gives the same DDL to migration tools. Processes
+// that start together may all call Migrate: a transaction-scoped advisory
+// lock on the table runs them one at a time, since concurrent CREATE … IF
+// NOT EXISTS can fail in PostgreSQL (see [pgschema.Migrate]). The lock is
+// the same for every spelling of the table: a name without a schema is
+// resolved to current_schema() first, so stores configured with "t" and
+// "public.t" wait for each other. A named schema must exist already.
+//
+// # Cost
+//
+// Renew, Complete and Release are one statement each, atomic in the
+// database; Claim is one, rarely two (when the row appears between the
+// statement's snapshot and its insert), and writes nothing when it finds
+// a held or completed key. A [Store] starts no goroutine and keeps no
+// state besides the pool.
+//
+// Expired rows are free to claim, so deleting them changes no outcome; it
+// only keeps the table and its indexes small. The store never deletes
+// them by itself: call [Store.Cleanup] from a periodic job (every few
+// minutes is plenty). It deletes in batches of 1000 rows, so a backlog
+// never holds many row locks or a long transaction, skipping rows locked
+// by running claims, until none is left or ctx is done; any number of
+// processes may run it at once. BENCHMARKS.md has the figures.
 package pgstore

@@ -23,14 +23,10 @@ func (s *Store) Schema() string {
 	).Replace(schemaSQL)
 }
 
-// Migrate creates the store's table and index when they do not exist; it
-// changes nothing when they do. Processes that start together may all call
-// it: a transaction-scoped advisory lock on the table runs them one at a
-// time, since concurrent CREATE … IF NOT EXISTS can fail in PostgreSQL
-// (see [pgschema.Migrate]). The lock is the same for every spelling of
-// the table: a name without a schema is resolved to current_schema()
-// first, so stores configured with "t" and "public.t" wait for each
-// other. A named schema must exist already.
+// Migrate creates the store's table and index when they do not exist and
+// changes nothing when they do. Concurrent calls, from any process, are
+// safe; the package doc's Migrating section says how. A named schema
+// must exist already.
 func (s *Store) Migrate(ctx context.Context) error {
 	if err := pgschema.Migrate(ctx, s.pool, "pgstore", s.table, s.Schema()); err != nil {
 		return fmt.Errorf("pgstore: migrate %s: %w", s.name, err)

@@ -18,14 +18,10 @@ import (
 )
 
 // Store is a [retry.IdempotencyStore] on a PostgreSQL table. Build it with
-// [New] (the zero value is not usable) and create its table with
-// [Store.Migrate].
-//
-// A Store is safe for concurrent use by multiple goroutines, and stores in
-// different processes that share the table coordinate through it: every
-// method is one statement, atomic in the database. It starts no goroutine
-// and keeps no state besides the pool; closing the pool is the caller's
-// job.
+// [New] (the zero value is not usable); create its table with
+// [Store.Migrate]. It is safe for concurrent use, and stores in other
+// processes that share the table coordinate through it. Closing the pool
+// is the caller's job.
 type Store struct {
 	pool  *pgxpool.Pool
 	clock clock.Clock // nil: the server's now()
@@ -36,11 +32,10 @@ type Store struct {
 
 var _ retry.IdempotencyStore = (*Store)(nil)
 
-// New returns a Store that keeps its records in pool's database. pool must
-// not be nil; opts may be nil, for the defaults (see [Options]). An
-// invalid option gives an error that wraps [retry.ErrInvalidOption] and
-// names the problem. New does not touch the database; call
-// [Store.Migrate] to create the table.
+// New returns a Store that keeps its records in pool's database, which
+// it does not touch. pool must not be nil; a nil opts gives the defaults.
+// An invalid option gives an error wrapping [retry.ErrInvalidOption]
+// that names the problem.
 func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
 		return nil, invalid("the pool is nil; build one with pgxpool.New")
@@ -69,10 +64,8 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 func (s *Store) Table() string { return s.name }
 
 // Claim claims key for lease when the key is free, and otherwise reports
-// who holds it or the stored outcome; see [retry.IdempotencyStore]. It
-// costs one statement, rarely two (when the row appears between the
-// statement's snapshot and its insert); finding a held or completed key
-// writes nothing. lease must be positive.
+// who holds it or the stored outcome; see [retry.IdempotencyStore]. lease
+// must be positive.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (retry.Claim, error) {
 	if lease <= 0 {
 		return retry.Claim{}, fmt.Errorf("%w: pgstore: claim: the lease is %v; it must be positive", retry.ErrInvalidOption, lease)
@@ -119,11 +112,11 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 // than a few mean something is deeply wrong.
 const maxClaimReads = 8
 
-// Renew extends the lease held under token to lease from now. It returns
-// an error matching [retry.ErrLeaseLost] when token no longer holds key:
-// another caller took it over, the outcome was stored or released, or
-// [Store.Cleanup] deleted the expired claim. A lease that expired but was
-// not taken over is still held, and is renewed. lease must be positive.
+// Renew extends the lease held under token to lease from now, also one
+// that expired but was not taken over. It returns an error matching
+// [retry.ErrLeaseLost] when token no longer holds key (taken over,
+// completed, released, or deleted by [Store.Cleanup]). lease must be
+// positive.
 func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
 	if lease <= 0 {
 		return fmt.Errorf("%w: pgstore: renew: the lease is %v; it must be positive", retry.ErrInvalidOption, lease)
@@ -132,15 +125,10 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 	return s.fenced(ctx, "renew", s.q.renew, []byte(key), token, interval(lease), until)
 }
 
-// Complete stores rec as key's outcome for retention and ends the lease.
-// It returns an error matching [retry.ErrLeaseLost], storing nothing, when
-// token no longer holds key. retention must not be negative; 0 stores an
-// outcome that expires at once.
-//
-// rec.Error is stored in a text column, which cannot hold invalid UTF-8
-// or NUL bytes: such bytes in it are stored, and replayed, as U+FFFD
-// ([pgschema.Text], as pgdeadletter stores text), rather than losing the
-// outcome. rec.Value, bytea, is stored as it is.
+// Complete stores rec as key's outcome for retention (0: it expires at
+// once; negative is refused) and ends the lease. It returns an error
+// matching [retry.ErrLeaseLost], storing nothing, when token no longer
+// holds key. The package doc says how rec.Error's bytes are stored.
 func (s *Store) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
 	if retention < 0 {
 		return fmt.Errorf("%w: pgstore: complete: the retention is %v; it must not be negative", retry.ErrInvalidOption, retention)

@@ -22,6 +22,17 @@
 // which quote it anyway. Upper case, quotes, spaces, a third part,
 // non-ASCII letters, reserved words and longer names are refused, never
 // folded, cut or spliced into SQL as given.
+//
+// # Migrations
+//
+// [Migrate] runs the DDL in one transaction under a transaction-scoped
+// advisory lock, so that processes that start together run it one at a
+// time: concurrent CREATE … IF NOT EXISTS statements can fail in
+// PostgreSQL. The lock's key is the caller's lock name (such as
+// "pgstore") and the table with its schema resolved: its own, or for a
+// name without one the schema an unqualified CREATE in the transaction
+// creates in, current_schema(). So "t" and "public.t" (when public is
+// first in the search path) take the same lock.
 package pgschema
 
 import (
@@ -119,17 +130,11 @@ func (t Table) Quoted() string {
 	return pgx.Identifier{t.schema, t.name}.Sanitize()
 }
 
-// Migrate runs ddl, one or more statements without parameters that
-// create table t, in one transaction on pool, under a transaction-scoped
-// advisory lock, so that processes that start together run it one at a
-// time: concurrent CREATE … IF NOT EXISTS statements can fail in
-// PostgreSQL. The lock's key is lock (the caller's name, such as
-// "pgstore") and the table with its schema resolved: t's own, or for a
-// name without one the schema an unqualified CREATE in the transaction
-// creates in, current_schema(). So "t" and "public.t" (when public is
-// first in the search path) take the same lock. The statements should be
-// idempotent. It returns the database's error as it is, for the caller to
-// wrap; ctx bounds the whole transaction. The zero Table is refused.
+// Migrate runs ddl (statements without parameters that create table t,
+// and should be idempotent) in one transaction on pool, one process at a
+// time per lock name and table (see Migrations in the package doc). ctx bounds the
+// transaction; the database's error is returned as it is, for the caller
+// to wrap. The zero Table is refused.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, lock string, t Table, ddl string) error {
 	if t.name == "" {
 		return errors.New("the table has no name; get one from ParseTable")
