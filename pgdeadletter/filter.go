@@ -84,17 +84,9 @@ func ceilMicro(t time.Time) time.Time {
 }
 
 // List returns the records f selects, oldest first (by GaveUp, then ID),
-// at most f.Limit of them when it is set: the same records as
-// f.Select on the whole table. Since and Until compare to the nanosecond
-// with the stored, microsecond, times, as Select does; a Name or ID that
-// PostgreSQL text cannot hold (invalid UTF-8, NUL) matches nothing, as no
-// stored record has it.
-//
-// A selected row that cannot be decoded (see [ErrUndecodable]) is
-// skipped: List returns the other records together with an error
-// matching ErrUndecodable that names each skipped one. Such a row counts
-// towards f.Limit, so fewer than f.Limit records may come back. Any other
-// error means nothing could be listed, and no records are returned.
+// at most f.Limit when set: what f.Select gives on the whole table. An
+// error matching [ErrUndecodable] comes with the records of the rows it
+// could decode; any other error comes with no records.
 func (s *Sink) List(ctx context.Context, f deadletter.Filter) ([]retry.DeadLetter, error) {
 	recs, bad, err := s.list(ctx, f)
 	if err != nil {
@@ -125,11 +117,9 @@ func (s *Sink) list(ctx context.Context, f deadletter.Filter) (recs []retry.Dead
 	return nil, nil, fmt.Errorf("pgdeadletter: listing dead letters: %w", err)
 }
 
-// Purge deletes the records f selects (the oldest f.Limit of them when
-// Limit is set), the ones [Sink.List] returns, and returns how many it
-// deleted. The zero Filter selects
-// every record: Purge(ctx, deadletter.Filter{}) empties the table. Purge
-// by ID with deadletter.Filter{IDs: ids}.
+// Purge deletes the records [Sink.List] would return for f and says how
+// many. The zero Filter selects every record, so it empties the table;
+// deadletter.Filter{IDs: ids} purges by ID.
 func (s *Sink) Purge(ctx context.Context, f deadletter.Filter) (int, error) {
 	if err := f.Validate(); err != nil {
 		return 0, err

@@ -34,13 +34,9 @@ func (s *Sink) Schema() string {
 }
 
 // Migrate creates the sink's table and indexes when they do not exist and
-// changes nothing when they do, so every process may call it at start-up.
-// A transaction-scoped advisory lock on the table runs concurrent calls
-// one at a time, since concurrent CREATE … IF NOT EXISTS statements can
-// fail in PostgreSQL (see [pgschema.Migrate]). The lock is the same for
-// every spelling of the table: a name without a schema is resolved to
-// current_schema() first, so sinks configured with "t" and "public.t"
-// wait for each other. A named schema must exist already.
+// changes nothing when they do. Every process may call it at start-up;
+// Migrating in the package doc says how concurrent calls are run. A
+// named schema must exist already.
 func (s *Sink) Migrate(ctx context.Context) error {
 	if err := pgschema.Migrate(ctx, s.pool, "pgdeadletter", s.ident, s.Schema()); err != nil {
 		return fmt.Errorf("pgdeadletter: migrating %s: %w", s.table, err)

@@ -13,7 +13,8 @@
 // purges and redrives them from a shell.
 //
 // Times are kept to the microsecond, PostgreSQL's precision, and read back
-// in UTC.
+// in UTC. [Sink.List]'s Since and Until compare to the nanosecond with the
+// stored times, as [deadletter.Filter.Select] does.
 //
 // Table names follow one rule, shared with pgstore and kept in the package
 // [github.com/steadfast-go/retry/pgstore/pgschema]: "table" or
@@ -25,6 +26,40 @@
 // refused with an error wrapping [retry.ErrInvalidOption]. [New] takes
 // its settings as an [*Options], whose fields document their defaults; a
 // nil *Options gives them all.
+//
+// # Text
+//
+// PostgreSQL text cannot hold invalid UTF-8 or NUL bytes. [Sink.Put]
+// refuses a record whose ID or IdempotencyKey has them; in the other text
+// fields, error messages above all, such bytes are stored as U+FFFD
+// rather than losing the record ([pgschema.Text], the rule pgstore
+// follows too). The error texts are then bounded as [deadletter.Clip]
+// says (4096 bytes each, 64 KiB a record); the payload is stored whole. A
+// [deadletter.Filter] Name or ID with such bytes matches nothing, as no
+// stored record has it.
+//
+// # Undecodable rows
+//
+// A row whose reason this version does not know (written by hand, or by
+// a newer version that knows more outcomes) cannot be read back as a
+// record; Put never writes one. [Sink.List] skips such rows and returns
+// the other records with an error matching [ErrUndecodable] that names
+// each skipped record; a skipped row counts towards the filter's Limit,
+// so fewer records may come back. [Sink.Pending] skips them without an
+// error, so that one of them does not stop [deadletter.Redrive] from
+// replaying the others. Fix or purge them by ID (Purge does not decode
+// rows).
+//
+// # Migrating
+//
+// [Sink.Migrate] creates the table and its indexes; [Sink.Schema] gives
+// the same DDL to migration tools. Every process may call Migrate at
+// start-up: a transaction-scoped advisory lock on the table runs
+// concurrent calls one at a time, since concurrent CREATE … IF NOT EXISTS
+// statements can fail in PostgreSQL (see [pgschema.Migrate]). The lock is
+// the same for every spelling of the table: a name without a schema is
+// resolved to current_schema() first, so sinks configured with "t" and
+// "public.t" wait for each other. A named schema must exist already.
 package pgdeadletter
 
 import (
@@ -46,21 +81,15 @@ import (
 var ErrNotFound = errors.New("pgdeadletter: dead letter not found")
 
 // ErrUndecodable is matched by the error of [Sink.List] and [Sink.Get] for
-// a row of the table that cannot be read back as a record: one whose
-// reason this version does not know (written by hand, or by a newer
-// version that knows more outcomes). [Sink.Put] never writes one. List
-// skips such rows and returns the other records with the error, which
-// names each skipped record; [Sink.Pending] skips them without an error,
-// so that one of them does not stop [deadletter.Redrive] from replaying
-// the others. Fix or purge them by ID (Purge does not decode rows).
+// a row that cannot be read back as a record, such as one with a reason
+// this version does not know; see Undecodable rows in the package doc.
 var ErrUndecodable = errors.New("pgdeadletter: dead letter cannot be decoded")
 
 // Sink keeps dead letters in one PostgreSQL table. Build one with [New]
-// (the zero value is not usable) and create its table with
-// [Sink.Migrate]. A Sink is safe for concurrent use, and any number of
-// Sinks, in any number of processes, may share a table: Put and MarkRedriven are
-// single atomic statements. Every method returns when its ctx is done,
-// with ctx's error.
+// (the zero value is not usable); create its table with [Sink.Migrate].
+// It is safe for concurrent use, and Sinks in any number of processes may
+// share a table: Put and MarkRedriven are single atomic statements. Every
+// method returns with ctx's error when ctx is done.
 type Sink struct {
 	pool  *pgxpool.Pool
 	ident pgschema.Table // the table's name, checked
@@ -87,11 +116,10 @@ type Options struct {
 	Table string
 }
 
-// New returns a Sink that stores records in pool's database. pool must
-// not be nil; opts may be nil, for the defaults (see [Options]). An
-// invalid option gives an error that wraps [retry.ErrInvalidOption] and
-// names the field. New does not connect: call [Sink.Migrate] to create
-// the table.
+// New returns a Sink that stores records in pool's database, without
+// connecting. pool must not be nil; a nil opts gives the defaults. An
+// invalid option gives an error wrapping [retry.ErrInvalidOption] that
+// names the field.
 func New(pool *pgxpool.Pool, opts *Options) (*Sink, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pgdeadletter: the pool is nil", retry.ErrInvalidOption)
@@ -124,17 +152,10 @@ func (s *Sink) Table() string { return s.ident.String() }
 const columns = "id, name, idempotency_key, payload, attempts, first_attempt, gave_up, reason, last_error, errors, redrives, redrive_of, redriven"
 
 // Put stores dl and returns nil once the row is committed. It is
-// idempotent on dl.ID: a Put repeated after a timeout or a lost reply
-// leaves one row, the first one stored.
-//
-// dl.ID must not be empty, and it and dl.IdempotencyKey must be valid
-// UTF-8 without NUL bytes, which PostgreSQL text cannot hold. dl.Reason
-// must be a failure outcome (not OutcomeSuccess, nor a value beyond the
-// known outcomes), so that every stored record can be read back. In the
-// other text fields, error messages above all, invalid bytes are stored
-// as U+FFFD rather than losing the record. The error texts are then
-// bounded as [deadletter.Clip] says (4096 bytes each, 64 KiB a record);
-// the payload is stored whole.
+// idempotent on dl.ID: a repeated Put leaves the first row stored. dl.ID
+// must not be empty, and dl.Reason must be a failure outcome (not
+// OutcomeSuccess, nor beyond the known outcomes); Text in the package
+// doc says what becomes of the text fields' bytes.
 func (s *Sink) Put(ctx context.Context, dl retry.DeadLetter) error {
 	switch {
 	case dl.ID == "":
@@ -192,10 +213,9 @@ func (s *Sink) Pending(ctx context.Context) ([]retry.DeadLetter, error) {
 }
 
 // MarkRedriven marks the record id as redriven, at the server's time, and
-// reports whether this call did it. One UPDATE … WHERE redriven IS NULL
-// does it, so for each id exactly one MarkRedriven ever returns true,
-// whatever the number of concurrent redrivers and processes; see
-// [deadletter.Source]. An unknown id gives false.
+// reports whether this call did it: for each id exactly one call ever
+// returns true, across goroutines and processes ([deadletter.Source]).
+// An unknown id gives false.
 func (s *Sink) MarkRedriven(ctx context.Context, id string) (bool, error) {
 	tag, err := s.pool.Exec(ctx, s.mark, id)
 	if err != nil {
