@@ -6,8 +6,22 @@
 // outcome. Leases and retention are the key's PX expiry, measured by the
 // Redis server, so an abandoned claim frees itself and an old outcome
 // disappears without any sweeper. Every operation is one atomic command or
-// Lua script on that single key, so a first-time key costs two round trips
-// (claim, complete) and the store works unchanged on Redis Cluster.
+// Lua script on that single key, so the store works unchanged on Redis
+// Cluster.
+//
+// # Errors
+//
+// Errors from Redis (connection refused, timeout, a cancelled context)
+// are returned wrapped with the operation's name; retry.Do treats them as
+// the store being unavailable. go-redis re-sends a command whose reply was
+// lost (Options.MaxRetries); every method gives the same answer whether
+// its command ran once or twice.
+//
+// # Cost
+//
+// A first-time key costs two round trips (claim, complete), a replay one,
+// and each retry one more (the lease renewal). BENCHMARKS.md has the
+// figures.
 package redisstore
 
 import (
@@ -22,15 +36,9 @@ import (
 )
 
 // Store is a [retry.IdempotencyStore] on Redis. Build one with [New]; the
-// zero value is not usable. It is safe for concurrent use by multiple
-// goroutines and processes: every method is a single atomic command or
-// script on the key's Redis key.
-//
-// Errors from Redis (connection refused, timeout, a cancelled context)
-// are returned wrapped with the operation's name; retry.Do treats them as
-// the store being unavailable. go-redis re-sends a command whose reply was
-// lost (Options.MaxRetries); every method gives the same answer whether
-// its command ran once or twice.
+// zero value is not usable. It is safe for concurrent use by goroutines
+// and processes, and safe against go-redis re-sending a command (see
+// Errors in the package doc).
 type Store struct {
 	client  redis.UniversalClient
 	prefix  string
@@ -39,11 +47,10 @@ type Store struct {
 
 var _ retry.IdempotencyStore = (*Store)(nil)
 
-// New returns a Store that keeps its keys on client, which may be a
-// *redis.Client, *redis.ClusterClient or *redis.Ring. opts may be nil,
-// for the defaults (see [Options]). New makes no call to Redis. A nil
-// client or an invalid option gives an error that wraps
-// retry.ErrInvalidOption and names the problem.
+// New returns a Store that keeps its keys on client (a *redis.Client,
+// *redis.ClusterClient or *redis.Ring), without calling Redis; a nil opts
+// gives the defaults. A nil client or an invalid option gives an error
+// wrapping retry.ErrInvalidOption that names the problem.
 func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 	if isNil(client) {
 		return nil, invalid("the Redis client is nil")
