@@ -8,8 +8,9 @@
 // While the breaker is open, an attempt is refused at once: fn is not
 // called and no wait is spent, and Do returns an [*retry.Error] of
 // [retry.OutcomeRefused] that matches [overload.ErrCircuitOpen],
-// gobreaker.ErrOpenState (or gobreaker.ErrTooManyRequests in the
-// half-open state) and the last real attempt's error, if there was one.
+// gobreaker.ErrOpenState (or gobreaker.ErrTooManyRequests when half-open
+// with MaxRequests attempts under way) and the last real attempt's error,
+// if there was one.
 // Do also asks the breaker before each wait between attempts (Refuses):
 // a call whose attempt has just tripped it ends at once, without the
 // wait.
@@ -30,6 +31,18 @@
 //     state neither closes nor re-opens the breaker;
 //   - the attempt's error, a failure, for an error Do would retry
 //     (attempts left or not), and for a panic in fn.
+//
+// [NewBreaker] excludes the attempts of [overload.ErrNotCounted] from the
+// counts ([Excluded]) besides what Settings.IsExcluded excludes; a
+// breaker given to [New] must be built with IsExcluded calling Excluded.
+// Settings.IsSuccessful, if set, sees the failures' errors (a permanent
+// error never reaches it: Do passes nil).
+//
+// # Cost
+//
+// A [Breaker] holds no state of its own beyond gobreaker's, which takes a
+// mutex. Its refusals are built once, with the Breaker, so refusing an
+// attempt makes no allocation.
 package retrygobreaker
 
 import (
@@ -42,15 +55,10 @@ import (
 	"github.com/steadfast-go/retry/overload"
 )
 
-// Breaker is a [retry.Breaker] backed by a gobreaker
-// TwoStepCircuitBreaker; pass it to [retry.WithBreaker]. Share one
-// Breaker among all the calls to one downstream, whatever Retrier makes
-// them.
-//
-// Build one with [New] or [NewBreaker]. The zero Breaker, like a nil
-// *Breaker, is not usable: it refuses every attempt with an error that
-// wraps [retry.ErrInvalidOption]. A Breaker is safe for concurrent use:
-// it holds no state of its own beyond gobreaker's, which takes a mutex.
+// Breaker is a [retry.Breaker] on a gobreaker TwoStepCircuitBreaker, for
+// [retry.WithBreaker]; share one among the calls to one downstream. It is
+// safe for concurrent use. Build it with [New] or [NewBreaker]: a zero or
+// nil Breaker refuses each attempt, wrapping [retry.ErrInvalidOption].
 type Breaker struct {
 	cb      twoStep
 	open    *refusal // the refusal of the open state
@@ -68,11 +76,11 @@ type twoStep interface {
 
 var _ retry.Breaker = (*Breaker)(nil)
 
-// New adapts cb, a breaker that other code may share: its state and
-// counts are cb's own, read with cb.State and cb.Counts. Build cb with
-// Settings.IsExcluded set to [Excluded] (or a function that calls it),
-// so that attempts that say nothing of the downstream are not counted
-// as failures. A nil cb gives an error wrapping [retry.ErrInvalidOption].
+// New adapts cb, a breaker other code may share, whose state and counts
+// stay cb's own (cb.State, cb.Counts). Build cb with Settings.IsExcluded
+// calling [Excluded], or attempts that say nothing of the downstream
+// count as failures. A nil cb gives an error wrapping
+// [retry.ErrInvalidOption].
 func New[T any](cb *gobreaker.TwoStepCircuitBreaker[T]) (*Breaker, error) {
 	if cb == nil {
 		return nil, fmt.Errorf("%w: retrygobreaker.New: the breaker is nil; build one with gobreaker.NewTwoStepCircuitBreaker or use NewBreaker", retry.ErrInvalidOption)
@@ -80,19 +88,12 @@ func New[T any](cb *gobreaker.TwoStepCircuitBreaker[T]) (*Breaker, error) {
 	return newBreaker(cb), nil
 }
 
-// NewBreaker builds a gobreaker TwoStepCircuitBreaker from st and adapts
-// it; st's zero fields take gobreaker's defaults (one trial attempt in
-// the half-open state, counts never cleared while closed, open for 60
-// seconds, open after more than 5 consecutive failed attempts). Use
-// st.OnStateChange to follow its state, or build the breaker yourself and
-// pass it to [New].
-//
-// gobreaker then sees what Do tells of each attempt: nil for a success
-// or an answer for good, the attempt's error for a failure, and an error
-// matching [overload.ErrNotCounted] for an attempt that says nothing of
-// the downstream, which NewBreaker excludes from the counts ([Excluded])
-// besides what st.IsExcluded excludes. st.IsSuccessful, if set, sees the
-// failures' errors (a permanent error never reaches it: Do passes nil).
+// NewBreaker builds a gobreaker TwoStepCircuitBreaker from st, excluding
+// what [Excluded] reports from its counts, and adapts it. st's zero
+// fields take gobreaker's defaults: one trial attempt when half-open,
+// counts never cleared while closed, open for 60 seconds, open after
+// more than 5 consecutive failed attempts. st.OnStateChange follows its
+// state.
 func NewBreaker(st gobreaker.Settings) (*Breaker, error) {
 	if user := st.IsExcluded; user != nil {
 		st.IsExcluded = func(err error) bool { return Excluded(err) || user(err) }
@@ -127,14 +128,10 @@ func (notBuilt) Error() string {
 }
 func (notBuilt) Unwrap() error { return retry.ErrInvalidOption }
 
-// Allow asks the breaker for leave to make an attempt; Do calls it before
-// every attempt that would call fn. While gobreaker refuses (open, or
-// half-open with MaxRequests attempts under way), it returns an error
-// that matches [overload.ErrCircuitOpen] and gobreaker's own error
-// (gobreaker.ErrOpenState or gobreaker.ErrTooManyRequests) with
-// errors.Is, and whose text names the breaker and its state only.
-// Otherwise done reports how the attempt ended: failed is true for an
-// error Do would retry; see the package documentation.
+// Allow asks leave to make an attempt; Do calls it before each attempt
+// that would call fn. While gobreaker refuses, its error is the refusal
+// the package doc describes, whose text names only the breaker and its
+// state; otherwise done tells gobreaker how the attempt ended.
 func (b *Breaker) Allow() (done func(err error), err error) {
 	if b == nil || b.cb == nil {
 		return nil, errNotBuilt
@@ -147,17 +144,13 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 }
 
 // Excluded reports whether err is what Do tells a breaker of an attempt
-// that says nothing of the downstream ([overload.ErrNotCounted]: the
-// call's context ended it, it was cancelled, another Retrier had given up
-// on it). [NewBreaker] excludes those attempts from gobreaker's counts;
-// for a breaker built by hand and given to [New], set
-// Settings.IsExcluded to Excluded (or call it from your own).
+// that says nothing of the downstream ([overload.ErrNotCounted]), for the
+// Settings.IsExcluded of a breaker given to [New]; [NewBreaker] sets it.
 func Excluded(err error) bool { return errors.Is(err, overload.ErrNotCounted) }
 
-// Refuses reports, without reserving a request, whether the breaker is
-// open: Do asks it before each wait between attempts, so that a call does
-// not wait for an attempt the breaker would refuse. It returns the error
-// Allow would refuse with, or nil.
+// Refuses returns the error Allow would refuse with, or nil, without
+// reserving a request; Do asks it before each wait between attempts, so
+// that a call does not wait for an attempt the breaker would refuse.
 func (b *Breaker) Refuses() error {
 	if b == nil || b.cb == nil {
 		return errNotBuilt
