@@ -82,20 +82,9 @@ func (d *deadLetterConfig) covers(e *Error) bool {
 // deadline that came before any attempt) write a [DeadLetter] to sink
 // before Do returns. opts may be nil for the defaults; sink and
 // opts.Fallback must not hold a nil pointer or func. Default: none, and no
-// per-attempt history is kept.
-//
-// Do calls sink.Put once, on a goroutine of its own, with ctx's values but
-// not its cancellation, and waits no longer than DeadLetterOptions.Timeout.
-// Each error text is cut to 4,096 bytes (its first and last bytes), the
-// attempts' errors to 64 KiB in all (the middle ones dropped); the payload
-// is kept whole. If the sink and fallback fail, Do's error also matches
-// [ErrDeadLetterNotRecorded]: work is never dropped silently.
-//
-// Whatever On says, these are not dead-lettered, since a redrive would
-// repeat work that did not fail: a failure replayed by [WithIdempotency]
-// (except in [Retrier.ForRedrive]), a call that lost to another holder of
-// its key (found held, or [ErrLeaseLost]), and a success the store could
-// not record, also when an inner idempotent Do in fn returned them.
+// per-attempt history is kept. If the sink and fallback fail, Do's error
+// also matches [ErrDeadLetterNotRecorded]. The package doc's Dead letters
+// section says how Put is called and what is never dead-lettered.
 func WithDeadLetter(sink DeadLetterSink, opts *DeadLetterOptions) Option {
 	var o DeadLetterOptions
 	if opts != nil {

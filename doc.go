@@ -101,6 +101,32 @@
 // Pass the key downstream (retryhttp sends it as Idempotency-Key) to close
 // these too.
 //
+// # Dead letters
+//
+// With [WithDeadLetter], Do calls the sink's Put once, on a goroutine of
+// its own, with ctx's values but not its cancellation, and waits no
+// longer than DeadLetterOptions.Timeout. Each error text is cut to 4,096
+// bytes (its first and last bytes), the attempts' errors to 64 KiB in all
+// (the middle ones dropped); the payload is kept whole. If the sink and
+// fallback fail, Do's error also matches [ErrDeadLetterNotRecorded]: work
+// is never dropped silently.
+//
+// Whatever DeadLetterOptions.On says, these are not dead-lettered, since
+// a redrive would repeat work that did not fail: a failure replayed by
+// [WithIdempotency] (except in [Retrier.ForRedrive]), a call that lost to
+// another holder of its key (found held, or [ErrLeaseLost]), and a
+// success the store could not record, also when an inner idempotent Do in
+// fn returned them.
+//
+// A Retrier from ForRedrive dead-letters every failure, whatever its
+// outcome, as a new record with Redrives one higher and RedriveOf = dl.ID,
+// to r's sink or else to src. That includes a failure replayed by
+// WithIdempotency, since dl's work would otherwise be lost; a replay that
+// lost to another holder of the key, or whose success the store could not
+// record, is not dead-lettered. A record without a key is replayed
+// without idempotency (r's default key would be shared by unrelated
+// records); to give the replay dl's key, use [ContextWithIdempotencyKey].
+//
 // # Cost
 //
 // A prebuilt [Retrier]'s Do makes no allocation when the first attempt

@@ -5,16 +5,9 @@ package retry
 // redrive of your own. Call it before marking dl redriven: for a record Do
 // would refuse (a key over 255 bytes, when r has [WithIdempotency]) it
 // returns an error wrapping [ErrInvalidOption]. src must not be nil when r
-// has no sink.
-//
-// Every failure is dead-lettered, whatever its outcome, as a new record with
-// Redrives one higher and RedriveOf = dl.ID, to r's sink or else to src.
-// That includes a failure replayed by [WithIdempotency], which other calls
-// do not record, since dl's work would otherwise be lost; a replay that lost
-// to another holder of the key, or whose success the store could not
-// record, is not dead-lettered. A record without a key is replayed without
-// idempotency (r's default key would be shared by unrelated records); to
-// give the replay dl's key, use [ContextWithIdempotencyKey].
+// has no sink. Every failure is dead-lettered anew, with Redrives one
+// higher, and a record without a key is replayed without idempotency;
+// Dead letters in the package doc gives the rules.
 func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error) {
 	return r.With(WithName(dl.Name), WithPayload(dl.Payload), Option{set: setFunc, v: func(c config) config {
 		d := &deadLetterConfig{timeout: defaultDeadLetterTimeout, maxErrors: defaultDeadLetterErrors, puts: make(chan struct{}, maxPuts)}
