@@ -127,6 +127,33 @@
 // without idempotency (r's default key would be shared by unrelated
 // records); to give the replay dl's key, use [ContextWithIdempotencyKey].
 //
+// # Breakers
+//
+// A [Breaker]'s Allow refuses an attempt with a non-nil error (wrapping
+// [overload.ErrCircuitOpen]): fn is not called, and the call ends at once
+// with an [*Error] of [OutcomeRefused] that matches the refusal and the
+// last real attempt's error, if any. Otherwise Do calls done when the
+// attempt ends with nil for a success or an answer for good ([Permanent],
+// refused by [WithRetryIf]); an error matching [overload.ErrNotCounted]
+// when the attempt says nothing of the downstream (the call's context
+// ended it, it was cancelled, or another Retrier gave up on its error);
+// else the attempt's error, a failure, as a panic in fn is.
+//
+// A Breaker may also have a method Refuses() error, which says, reserving
+// nothing, whether Allow would refuse now; Do asks it before each wait, so
+// that a breaker that has just opened ends the call at once, without a
+// wait.
+//
+// # Observer events
+//
+// A call's events are OnAttemptStart, OnAttemptEnd, then OnRetry (a wait
+// and the next OnAttemptStart follow) or OnDone. OnDone comes exactly once
+// per call, even when no attempt ran or fn panicked (then the error of
+// OnAttemptEnd and OnDone reads "retry: the attempt panicked", Outcome is
+// OutcomePermanent, and the panic goes on), but not for bad input
+// ([ErrInvalidOption]). A panic in WithRetryIf is told this way only when
+// a budget or breaker judges the attempt; otherwise no end is told.
+//
 // # Cost
 //
 // A prebuilt [Retrier]'s Do makes no allocation when the first attempt

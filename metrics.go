@@ -96,15 +96,8 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 // metrics, logs and traces; set one with [WithObserver]. Implementations
 // must be safe for concurrent use, must not block, and must not keep ctx
 // after the call; Do holds no lock while calling them. Events are values
-// an Observer may keep.
-//
-// A call's events are OnAttemptStart, OnAttemptEnd, then OnRetry (a wait
-// and the next OnAttemptStart follow) or OnDone. OnDone comes exactly once
-// per call, even when no attempt ran or fn panicked (then the error of
-// OnAttemptEnd and OnDone reads "retry: the attempt panicked", Outcome is
-// OutcomePermanent, and the panic goes on), but not for bad input
-// ([ErrInvalidOption]). A panic in WithRetryIf is told this way only when
-// a budget or breaker judges the attempt; otherwise no end is told.
+// an Observer may keep. OnDone comes exactly once per call, but not for
+// bad input; Observer events in the package doc gives the order.
 type Observer interface {
 	// OnAttemptStart is called just before each attempt.
 	OnAttemptStart(ctx context.Context, e AttemptStart)

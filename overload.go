@@ -47,21 +47,9 @@ type Budget interface {
 
 // Breaker is a circuit breaker's gate, asked before every attempt; pass one
 // to [WithBreaker] (retrygobreaker adapts sony/gobreaker). Implementations
-// must be safe for concurrent use and must not block.
-//
-// Allow refuses an attempt with a non-nil error (wrapping
-// [overload.ErrCircuitOpen]): fn is not called, and the call ends at once
-// with an [*Error] of [OutcomeRefused] that matches the refusal and the last
-// real attempt's error, if any. Otherwise Do calls done when the attempt
-// ends with nil for a success or an answer for good ([Permanent], refused
-// by [WithRetryIf]); an error matching [overload.ErrNotCounted] when the
-// attempt says nothing of the downstream (the call's context ended it,
-// it was cancelled, or another Retrier gave up on its error); else the
-// attempt's error, a failure, as a panic in fn is.
-//
-// A Breaker may also have a method Refuses() error, which says, reserving
-// nothing, whether Allow would refuse now; Do asks it before each wait, so
-// that a breaker that has just opened ends the call at once, without a wait.
+// must be safe for concurrent use and must not block. Breakers in the
+// package doc says what Do does with Allow's refusal, what it tells done,
+// and the optional Refuses method.
 type Breaker interface {
 	Allow() (done func(err error), err error)
 }
