@@ -7,14 +7,11 @@ import (
 )
 
 // IdempotencyStore records, per idempotency key, who runs the work and how
-// it ended, so that a repeated call never repeats a side effect; see
-// [WithIdempotency]. The storetest package has a contract test suite.
-//
-// Every method must be atomic with respect to every other call on the same
-// key, from any goroutine or process, and safe for concurrent use. Leases
-// and retention are measured on the store's own clock. After a lease
-// expires and before another Claim takes the key over, the old token may be
-// honoured or refused (with ErrLeaseLost); once taken over, it must be
+// it ended, for [WithIdempotency]; storetest has its contract suite. Each
+// method must be safe for concurrent use and atomic against every call on
+// the same key, from any process. Leases and retention run on the store's
+// clock. An expired lease's token may be honoured or refused (with
+// ErrLeaseLost) until another Claim takes the key over, then must be
 // refused. A store error makes Do fail closed with
 // [ErrIdempotencyUnavailable] unless IdempotencyOptions.FailOpen is set.
 type IdempotencyStore interface {

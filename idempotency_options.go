@@ -109,11 +109,9 @@ func (c *config) checkIdem() {
 // idempotency keys and the IETF Idempotency-Key draft. opts may be nil for
 // the defaults; see [IdempotencyOptions] for the key and the settings.
 // store must not be nil, nor hold a nil pointer. Keys never appear in Do's
-// error text or logs. Default: no idempotency.
-//
-// What Do does with a completed, held or unrecordable key, and the few
-// cases in which a side effect can still happen twice, are in the package
-// doc's "Idempotent calls" section.
+// error text or logs. Default: no idempotency. Idempotent calls in the
+// package doc says what Do does with a completed, held or unrecordable
+// key, and when a side effect can still happen twice.
 func WithIdempotency(store IdempotencyStore, opts *IdempotencyOptions) Option {
 	var o IdempotencyOptions
 	if opts != nil {

@@ -328,14 +328,12 @@ func WithAttemptTimeout(d time.Duration) Option {
 
 // WithClock sets the clock for waits, the time budget, attempt, store and
 // sink timeouts, and observer durations. c must not be nil, nor hold a nil
-// pointer. Default: real time.
-//
-// If c has a method WaitArmed(d time.Duration), as the retrytest package's
-// Clock does, Do calls it on its goroutine once per wait between attempts,
-// after arming the timer and before blocking (d = 0 for a zero wait, which
-// arms no timer), but not when it stops instead: a test must not advance a
-// mock before then, or Do waits forever. Deadlines are compared with c.Now,
-// so with a mock build them with mock.WithTimeout or mock.WithDeadline.
+// pointer. Default: real time. Deadlines are compared with c.Now: with a
+// mock, build them with mock.WithTimeout or mock.WithDeadline. If c has a
+// method WaitArmed(d time.Duration), like retrytest's Clock, Do calls it
+// on its goroutine once per wait between attempts, after arming the timer
+// (none for d = 0) and before blocking, not when it stops instead; a test
+// must not advance a mock before then, or Do waits forever.
 func WithClock(c clock.Clock) Option {
 	if s, isNil := nilArg(c); isNil {
 		return invalid("WithClock(%s): the clock must not be nil", s)
