@@ -46,6 +46,17 @@
 //   - tests: [WithClock] with a mock clock; the retrytest package's Clock
 //     says when Do has armed a wait (see the mockClock example).
 //
+// # Waits
+//
+// [Retrier.Wait] computes a wait as Do does. When err holds an [After]
+// marker, d is the server's delay, capped as Do caps it ([WithMaxDelay],
+// else 30s), and server is true; otherwise d is the [Backoff]'s delay for
+// the attempt and prev (the wait before it, 0 after the first), randomized
+// by the [Jitter] and capped by WithMaxDelay. rnd gives the samples in
+// [0, 1) Do would draw, at most two, in order (a randomized Backoff's,
+// then the Jitter's); a nil rnd draws from r's source, as
+// float64(src.Uint64()>>11) / (1<<53) for [WithRandom]'s src.
+//
 // # Idempotent calls
 //
 // With [WithIdempotency], Do claims the call's key in the store with a
@@ -127,6 +138,16 @@
 // without idempotency (r's default key would be shared by unrelated
 // records); to give the replay dl's key, use [ContextWithIdempotencyKey].
 //
+// # Budgets
+//
+// A [Retrier] from [New] has a retry budget of its own, shared with those
+// from [Retrier.With]: overload.NewRatio's defaults on the Retrier's
+// clock, so retries may be 10 % of the last 10 seconds' calls plus 2 a
+// second (about 1.1x the load on a downstream that fails every call, and a
+// one-second blip after steady traffic is retried in full; see
+// docs/overload.md). [WithBudget] replaces it, or with nil removes it;
+// [Do], [DoValue] and the zero Retrier have none.
+//
 // # Breakers
 //
 // A [Breaker]'s Allow refuses an attempt with a non-nil error (wrapping
@@ -153,6 +174,14 @@
 // OutcomePermanent, and the panic goes on), but not for bad input
 // ([ErrInvalidOption]). A panic in WithRetryIf is told this way only when
 // a budget or breaker judges the attempt; otherwise no end is told.
+//
+// # Clocks
+//
+// [WithClock] sets the clock Do waits and times on. If it has a method
+// WaitArmed(d time.Duration), like the retrytest package's Clock, Do calls
+// it on its goroutine once per wait between attempts, after arming the
+// timer (none for d = 0) and before blocking, not when it stops instead; a
+// test must not advance a mock before then, or Do waits forever.
 //
 // # Cost
 //

@@ -328,12 +328,9 @@ func WithAttemptTimeout(d time.Duration) Option {
 
 // WithClock sets the clock for waits, the time budget, attempt, store and
 // sink timeouts, and observer durations. c must not be nil, nor hold a nil
-// pointer. Default: real time. Deadlines are compared with c.Now: with a
-// mock, build them with mock.WithTimeout or mock.WithDeadline. If c has a
-// method WaitArmed(d time.Duration), like retrytest's Clock, Do calls it
-// on its goroutine once per wait between attempts, after arming the timer
-// (none for d = 0) and before blocking, not when it stops instead; a test
-// must not advance a mock before then, or Do waits forever.
+// pointer. Default: real time. Deadlines are compared with c.Now, so build
+// a mock's with mock.WithTimeout or mock.WithDeadline. Clocks in the
+// package doc says how Do tells a test it has armed a wait (WaitArmed).
 func WithClock(c clock.Clock) Option {
 	if s, isNil := nilArg(c); isNil {
 		return invalid("WithClock(%s): the clock must not be nil", s)

@@ -55,13 +55,9 @@ type Breaker interface {
 }
 
 // WithBudget sets the retry budget the Retrier's calls share with every
-// other call given b; nil removes it, leaving [WithMaxAttempts]. Default
-// for [New]: a budget of the Retrier's own, shared with those from
-// [Retrier.With]: overload.NewRatio's defaults on the Retrier's clock, so
-// retries may be 10 % of the last 10 seconds' calls plus 2 a second (about
-// 1.1x the load on a downstream that fails every call, and a one-second
-// blip after steady traffic is retried in full; see docs/overload.md).
-// [Do], [DoValue] and the zero Retrier have none.
+// other call given b; nil removes it, leaving [WithMaxAttempts]. Default:
+// for [New], a budget of the Retrier's own (Budgets in the package doc
+// gives it); [Do], [DoValue] and the zero Retrier have none.
 func WithBudget(b Budget) Option {
 	if s, isNil := nilArg(b); isNil && b != nil {
 		return invalid("WithBudget(%s): pass a nil interface to remove the budget", s)
