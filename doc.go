@@ -112,6 +112,16 @@
 // Pass the key downstream (retryhttp sends it as Idempotency-Key) to close
 // these too.
 //
+// # Keys
+//
+// A call's key is IdempotencyOptions.Key, or the one given by
+// [ContextWithIdempotencyKey], which overrides it, except in a context
+// inherited from an enclosing idempotent call with the same key: there the
+// Retrier's Key wins, and without a different one the call fails at once
+// with a permanent error wrapping [ErrInvalidOption], rather than wait for
+// itself. Do checks the key (1 to 255 bytes). Keys never appear in Do's
+// error text or logs.
+//
 // # Dead letters
 //
 // With [WithDeadLetter], Do calls the sink's Put once, on a goroutine of

@@ -6,14 +6,12 @@ import (
 	"time"
 )
 
-// IdempotencyStore records, per idempotency key, who runs the work and how
-// it ended, for [WithIdempotency]; storetest has its contract suite. Each
-// method must be safe for concurrent use and atomic against every call on
-// the same key, from any process. Leases and retention run on the store's
-// clock. An expired lease's token may be honoured or refused (with
-// ErrLeaseLost) until another Claim takes the key over, then must be
-// refused. A store error makes Do fail closed with
-// [ErrIdempotencyUnavailable] unless IdempotencyOptions.FailOpen is set.
+// IdempotencyStore records, per key, who runs the work and how it ended,
+// for [WithIdempotency]; storetest has its contract suite. Each method
+// must be safe for concurrent use and atomic against every call on the
+// same key, from any process; leases and retention run on the store's
+// clock. An expired lease's token may be refused (with ErrLeaseLost), and
+// must be once another Claim has taken the key over.
 type IdempotencyStore interface {
 	// Claim looks key up and, when it is free (never seen, its lease
 	// expired, or its retention expired), claims it for lease and stores
@@ -142,13 +140,9 @@ func (e *replayedError) Is(target error) bool {
 type idemKeyType struct{}
 
 // ContextWithIdempotencyKey returns a copy of ctx carrying key, to give
-// each call through a shared Retrier with [WithIdempotency] its own key.
-// It overrides IdempotencyOptions.Key, except in a context inherited from
-// an enclosing idempotent call with the same key: there the Retrier's Key
-// wins, and without a different one the call fails at once with a permanent
-// error wrapping [ErrInvalidOption], rather than wait for itself. Do checks
-// the key (1 to 255 bytes); without WithIdempotency it is ignored. It never
-// appears in Do's errors or logs; [IdempotencyKeyFromContext] reads it.
+// each call through a shared Retrier with [WithIdempotency] its own key;
+// without WithIdempotency it is ignored. [IdempotencyKeyFromContext] reads
+// it; Keys in the package doc says when it overrides IdempotencyOptions.Key.
 func ContextWithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idemKeyType{}, key)
 }

@@ -107,11 +107,9 @@ func (c *config) checkIdem() {
 // WithIdempotency makes every call run at most once per key, across
 // attempts, callers and processes sharing store, after Stripe's
 // idempotency keys and the IETF Idempotency-Key draft. opts may be nil for
-// the defaults; see [IdempotencyOptions] for the key and the settings.
-// store must not be nil, nor hold a nil pointer. Keys never appear in Do's
-// error text or logs. Default: no idempotency. Idempotent calls in the
-// package doc says what Do does with a completed, held or unrecordable
-// key, and when a side effect can still happen twice.
+// the defaults ([IdempotencyOptions]); store must not be nil, nor hold a
+// nil pointer. Default: none. Idempotent calls and Keys in the package doc
+// give the rules, and when a side effect can still happen twice.
 func WithIdempotency(store IdempotencyStore, opts *IdempotencyOptions) Option {
 	var o IdempotencyOptions
 	if opts != nil {
