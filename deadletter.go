@@ -69,11 +69,10 @@ type DeadLetterSink interface {
 
 // ErrDeadLetterNotRecorded is matched by the error of a call that should
 // have been dead-lettered but whose sinks all failed or timed out; the
-// error still matches the call's own failure (errors.As finds the [*Error])
-// and each sink's error, so the caller can keep the work itself. It means
-// "not known to be recorded": a sink whose write committed before its
-// connection broke fails too, so work may be dead-lettered twice, under
-// two IDs, but never silently lost.
+// error also matches the call's failure ([*Error]) and each sink's error,
+// so the caller can keep the work. It means "not known to be recorded": a
+// sink may fail after its write committed, so work may be dead-lettered
+// twice, under two IDs, but is never silently lost.
 var ErrDeadLetterNotRecorded = errors.New("retry: dead letter not recorded")
 
 // newDeadLetterID returns a new random record ID: 32 lower-case hex digits

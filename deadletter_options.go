@@ -81,10 +81,8 @@ func (d *deadLetterConfig) covers(e *Error) bool {
 // DeadLetterOptions.On (by default every failure but a cancel, and a
 // deadline that came before any attempt) write a [DeadLetter] to sink
 // before Do returns. opts may be nil for the defaults; sink and
-// opts.Fallback must not hold a nil pointer or func. Default: none, and no
-// per-attempt history is kept. If the sink and fallback fail, Do's error
-// also matches [ErrDeadLetterNotRecorded]. The package doc's Dead letters
-// section says how Put is called and what is never dead-lettered.
+// opts.Fallback must not hold a nil pointer or func. Default: none. Dead
+// letters in the package doc gives the rules, and the error if both fail.
 func WithDeadLetter(sink DeadLetterSink, opts *DeadLetterOptions) Option {
 	var o DeadLetterOptions
 	if opts != nil {

@@ -1,13 +1,11 @@
 package retry
 
-// ForRedrive returns a Retrier that replays dl, a dead letter, with r's
-// policy, dl's name and payload; deadletter.Redrive uses it, and so can a
-// redrive of your own. Call it before marking dl redriven: for a record Do
-// would refuse (a key over 255 bytes, when r has [WithIdempotency]) it
-// returns an error wrapping [ErrInvalidOption]. src must not be nil when r
-// has no sink. Every failure is dead-lettered anew, with Redrives one
-// higher, and a record without a key is replayed without idempotency;
-// Dead letters in the package doc gives the rules.
+// ForRedrive returns a Retrier that replays dl with r's policy and dl's
+// name and payload, for deadletter.Redrive or a redrive of your own; src
+// must not be nil when r has no sink. Call it before marking dl redriven:
+// it fails with [ErrInvalidOption] for a record Do would refuse (a key
+// over 255 bytes, with [WithIdempotency]). A record without a key is
+// replayed without idempotency; see Dead letters in the package doc.
 func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error) {
 	return r.With(WithName(dl.Name), WithPayload(dl.Payload), Option{set: setFunc, v: func(c config) config {
 		d := &deadLetterConfig{timeout: defaultDeadLetterTimeout, maxErrors: defaultDeadLetterErrors, puts: make(chan struct{}, maxPuts)}

@@ -78,12 +78,12 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 }
 
 // Do calls fn until it succeeds or the policy says to stop. It returns nil
-// only if a call of fn returned nil or [WithIdempotency] replayed a success;
-// otherwise the error holds an [*Error] for errors.As (it is that error
-// unless a dead letter could not be recorded), or wraps [ErrInvalidOption]
-// for bad input, when nothing is called. fn gets ctx, or a context derived
-// from it with [WithAttemptTimeout] or [WithIdempotency]; if ctx is already
-// done, fn is not called. See the package doc's Cost section.
+// only if a call of fn returned nil or [WithIdempotency] replayed a
+// success; else an error holding an [*Error] (that error, unless a dead
+// letter went unrecorded), or wrapping [ErrInvalidOption] for bad input,
+// when nothing is called. fn gets ctx, or one derived from it by
+// [WithAttemptTimeout] or WithIdempotency; if ctx is already done, fn is
+// not called. The package doc's Cost section has its costs.
 func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error {
 	if r == nil || ctx == nil || fn == nil {
 		return badCall(r == nil, ctx == nil)
