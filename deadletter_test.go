@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -580,4 +581,19 @@ func TestDeadLetterSinkPanicIsItsFailure(t *testing.T) {
 	err = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errDead) })
 	assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 	assert.Equal(t, 1, fallback.Len(), "the fallback stored it")
+}
+
+type wrapped struct{ err error }
+
+func (w *wrapped) Error() string { return "wrapped: " + w.err.Error() }
+func (w *wrapped) Unwrap() error { return w.err }
+
+func TestDeadLetter_largeMaxErrorsKeepsTheErrorsMade(t *testing.T) {
+	sink := deadletter.NewMemorySink()
+	r := mustNew(t, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)),
+		retry.WithDeadLetter(sink, &retry.DeadLetterOptions{MaxErrors: math.MaxInt}))
+	err := r.Do(context.Background(), func(context.Context) error { return errTransient })
+	require.Error(t, err)
+	require.Equal(t, 1, sink.Len())
+	assert.Len(t, sink.Records()[0].Errors, 3)
 }

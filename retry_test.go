@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/memstore"
 )
 
 var (
@@ -996,4 +998,217 @@ func bubbleGoroutines(t *testing.T) int {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// A call whose context ends while it waits keeps both the context's error
+// and its cause, whatever combination the standard contexts make of them,
+// and its outcome follows the context's error (unknown when the context
+// ends during an attempt: fn may have acted).
+func TestDo_contextEndsInAWaitWithEveryKindOfCause(t *testing.T) {
+	custom := errors.New("shutting down")
+	for name, tc := range map[string]struct {
+		end       func(parent context.Context) (context.Context, func())
+		outcome   retry.Outcome
+		is        []error
+		inAttempt bool // the context ends during the attempt (a deadline never ends a wait: Do stops before it)
+	}{
+		"cancel": {func(p context.Context) (context.Context, func()) {
+			ctx, cancel := context.WithCancel(p)
+			time.AfterFunc(time.Second, cancel)
+			return ctx, cancel
+		}, retry.OutcomeCanceled, []error{context.Canceled}, false},
+		"cancel with a cause": {func(p context.Context) (context.Context, func()) {
+			ctx, cancel := context.WithCancelCause(p)
+			time.AfterFunc(time.Second, func() { cancel(custom) })
+			return ctx, func() { cancel(nil) }
+		}, retry.OutcomeCanceled, []error{context.Canceled, custom}, false},
+		"cancel with DeadlineExceeded as the cause": {func(p context.Context) (context.Context, func()) {
+			ctx, cancel := context.WithCancelCause(p)
+			time.AfterFunc(time.Second, func() { cancel(context.DeadlineExceeded) })
+			return ctx, func() { cancel(nil) }
+		}, retry.OutcomeCanceled, []error{context.Canceled, context.DeadlineExceeded}, false},
+		"deadline with Canceled as the cause": {func(p context.Context) (context.Context, func()) {
+			return context.WithDeadlineCause(p, time.Now().Add(time.Second), context.Canceled)
+		}, retry.OutcomeUnknown, []error{context.DeadlineExceeded, context.Canceled, retry.ErrOutcomeUnknown}, true},
+		"cancel under a deadline": {func(p context.Context) (context.Context, func()) {
+			d, stop := context.WithTimeout(p, time.Hour)
+			ctx, cancel := context.WithCancel(d)
+			time.AfterFunc(time.Second, cancel)
+			return ctx, func() { cancel(); stop() }
+		}, retry.OutcomeCanceled, []error{context.Canceled}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, stop := tc.end(t.Context())
+				defer stop()
+				// A wait of 30 minutes: the deadline of an hour does not stop it early.
+				r := mustNew(t, retry.WithBackoff(retry.Constant(30*time.Minute)), retry.WithJitter(retry.NoJitter))
+				fn := failOnce
+				if tc.inAttempt {
+					fn = func(ctx context.Context) error { <-ctx.Done(); return errTransient }
+				}
+				err := r.Do(ctx, fn)
+				var re *retry.Error
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, tc.outcome, re.Outcome)
+				for _, target := range tc.is {
+					assert.ErrorIs(t, err, target)
+				}
+				assert.ErrorIs(t, err, errTransient)
+			})
+		})
+	}
+}
+
+func TestWithWaitArmed_isCalledForZeroWaitsWithoutATimer(t *testing.T) {
+	// synctest turns a hook that is never called into a reported deadlock
+	// instead of a hung test.
+	synctest.Test(t, func(t *testing.T) {
+		clk := &countingClock{Mock: clock.NewMock()}
+		armed := make(chan time.Duration)
+		r := mustNew(t, retry.WithClock(clk), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(4),
+			retry.WithWaitArmed(func(d time.Duration) { armed <- d }))
+		fn, calls := failing(3, errTransient)
+		done := make(chan error, 1)
+		go func() { done <- r.Do(t.Context(), fn) }()
+		var waits []time.Duration
+		for range 3 {
+			waits = append(waits, <-armed)
+		}
+		require.NoError(t, <-done)
+		assert.Equal(t, []time.Duration{0, 0, 0}, waits, "one call per wait, with d = 0")
+		assert.Equal(t, int64(4), calls.Load())
+		assert.Zero(t, clk.timers.Load(), "a zero wait arms no timer")
+	})
+}
+
+// TestReadmeMockClockRecipe runs the recipe of docs/testing.md (once in
+// the README) as written, for
+// schedules with non-zero, zero and mixed waits.
+func TestReadmeMockClockRecipe(t *testing.T) {
+	schedules := map[string][]retry.Option{
+		"default":   nil,
+		"constant0": {retry.WithBackoff(retry.Constant(0))},
+		"mixed": {retry.WithBackoff(retry.BackoffFunc(func(attempt int) time.Duration {
+			return time.Duration(attempt-1) * time.Second // 0, then 1s
+		}))},
+	}
+	for name, extra := range schedules {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				fn, calls := failing(2, errTransient)
+
+				// The recipe, from docs/testing.md "Testing your retrying code".
+				mock := clock.NewMock()
+				armed := make(chan time.Duration)
+				r, _ := retry.New(append([]retry.Option{retry.WithClock(mock), retry.WithWaitArmed(func(d time.Duration) { armed <- d })}, extra...)...)
+				done := make(chan error, 1)
+				go func() { done <- r.Do(ctx, fn) }()
+				for range 2 {
+					mock.Add(<-armed) // Do is parked on the mock's timer now
+				}
+				err := <-done
+
+				require.NoError(t, err)
+				assert.Equal(t, int64(3), calls.Load())
+			})
+		})
+	}
+}
+
+// TestDo_packageLevelOptionsActFromTheFirstAttempt: the package-level Do
+// calls fn before it builds its policy only when no option acts on the
+// first attempt; every option that does still acts on it.
+func TestDo_packageLevelOptionsActFromTheFirstAttempt(t *testing.T) {
+	t.Run("observer", func(t *testing.T) {
+		rec := &recorder{}
+		require.NoError(t, retry.Do(t.Context(), func(context.Context) error { return nil }, retry.WithObserver(rec)))
+		assert.Equal(t, []string{"start", "end", "done"}, rec.events)
+	})
+	t.Run("attempt_timeout", func(t *testing.T) {
+		hasDeadline := false
+		require.NoError(t, retry.Do(t.Context(), func(ctx context.Context) error {
+			_, hasDeadline = ctx.Deadline()
+			return nil
+		}, retry.WithAttemptTimeout(time.Minute)))
+		assert.True(t, hasDeadline, "the first attempt has its own context")
+	})
+	t.Run("max_elapsed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			calls := 0
+			err := retry.Do(t.Context(), func(context.Context) error {
+				calls++
+				time.Sleep(2 * time.Second)
+				return errTransient
+			}, retry.WithMaxElapsed(3*time.Second), retry.WithBackoff(retry.Constant(2*time.Second)),
+				retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(5))
+			var re *retry.Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, retry.OutcomeMaxElapsed, re.Outcome, "the budget counts the first attempt's 2s")
+			assert.Equal(t, 1, calls)
+		})
+	})
+	t.Run("idempotency", func(t *testing.T) {
+		store := memstore.New(nil)
+		ctx := retry.ContextWithIdempotencyKey(t.Context(), "order-1")
+		calls := 0
+		fn := func(context.Context) error { calls++; return nil }
+		require.NoError(t, retry.Do(ctx, fn, retry.WithIdempotency(store, nil)))
+		require.NoError(t, retry.Do(ctx, fn, retry.WithIdempotency(store, nil)))
+		assert.Equal(t, 1, calls, "the second call replays the first one's success")
+	})
+	t.Run("dead_letter", func(t *testing.T) {
+		sink := deadletter.NewMemorySink()
+		err := retry.Do(t.Context(), func(context.Context) error { return errTransient },
+			retry.WithDeadLetter(sink, nil), retry.WithMaxAttempts(1))
+		require.ErrorIs(t, err, errTransient)
+		assert.Equal(t, 1, sink.Len())
+	})
+	t.Run("bad_option_after_good_ones", func(t *testing.T) {
+		calls := 0
+		err := retry.Do(t.Context(), func(context.Context) error { calls++; return nil },
+			retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.Jitter(99)))
+		require.ErrorIs(t, err, retry.ErrInvalidOption)
+		assert.Zero(t, calls)
+	})
+}
+
+// TestDo_packageLevelOptionsActOnRetries: the options that the first
+// attempt does not need, which the package-level Do applies only after it
+// failed, shape the retries as they do on a Retrier.
+func TestDo_packageLevelOptionsActOnRetries(t *testing.T) {
+	t.Run("schedule", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clk := &advancingClock{Mock: clock.NewMock()}
+			fn, calls := failing(5, errTransient)
+			err := retry.Do(t.Context(), fn, retry.WithClock(clk), retry.WithMaxAttempts(3),
+				retry.WithBackoff(retry.Linear(time.Second, time.Second, time.Minute)), retry.WithJitter(retry.NoJitter),
+				retry.WithMaxDelay(1500*time.Millisecond), retry.WithName("op"))
+			require.ErrorIs(t, err, retry.ErrExhausted)
+			assert.Equal(t, int64(3), calls.Load())
+			assert.Equal(t, []time.Duration{time.Second, 1500 * time.Millisecond}, clk.waits, "Linear, capped, on the given clock")
+		})
+	})
+	t.Run("retry_if", func(t *testing.T) {
+		fn, calls := failing(5, errFatal)
+		err := retry.Do(t.Context(), fn, retry.WithBackoff(retry.Constant(0)),
+			retry.WithRetryIf(func(err error) bool { return err != errFatal }))
+		var re *retry.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, retry.OutcomePermanent, re.Outcome)
+		assert.Equal(t, int64(1), calls.Load())
+	})
+}
+
+// advancingClock is a mock clock that records every wait Do arms and
+// moves its time on by the wait at once.
+type advancingClock struct {
+	*clock.Mock
+	waits []time.Duration
+}
+
+func (c *advancingClock) WaitArmed(d time.Duration) {
+	c.waits = append(c.waits, d)
+	c.Add(d)
 }
