@@ -204,12 +204,13 @@ func (c *call) fail(o Outcome, cause, ctxErr error) *Error {
 func (c *call) stopFor(v verdict) error {
 	switch v {
 	case stopContext:
+		e := c.stopForContext(false)
 		if c.ran {
 			// fn was running when the context ended, or returned
 			// past the deadline: it may have acted.
-			return c.stopUnknown()
+			e.Outcome = OutcomeUnknown
 		}
-		return c.stopForContext(false)
+		return e
 	case stopExhausted:
 		return c.fail(OutcomeExhausted, ErrExhausted, nil)
 	case stopInner:
@@ -240,7 +241,7 @@ func (c *call) stopFor(v verdict) error {
 // stopForContext builds the error of a call whose context is done, keeping
 // both the context's cause and its error (they differ with
 // context.WithCancelCause). waited says the call ended in a wait.
-func (c *call) stopForContext(waited bool) error {
+func (c *call) stopForContext(waited bool) *Error {
 	c.waited = waited
 	ctxErr := c.ctx.Err()
 	cause := context.Cause(c.ctx)
@@ -260,21 +261,6 @@ func (c *call) stopForContext(waited bool) error {
 }
 
 func isCutAttempt(err error) bool { _, ok := err.(*cutAttempt); return ok }
-
-// stopUnknown builds the error of a call whose last attempt was cut by
-// the context's end: OutcomeUnknown, with the context's cause (or
-// context.DeadlineExceeded when the deadline passed before the context
-// said so).
-func (c *call) stopUnknown() error {
-	ctxErr, cause := c.ctx.Err(), context.Cause(c.ctx)
-	if ctxErr == nil {
-		ctxErr, cause = context.DeadlineExceeded, context.DeadlineExceeded
-	}
-	if cause == ctxErr {
-		ctxErr = nil
-	}
-	return c.fail(OutcomeUnknown, cause, ctxErr)
-}
 
 // next asks the policy what follows a failed attempt. It reads the clock
 // only for what the Retrier needs: the time budget, the context deadline.
