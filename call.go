@@ -395,6 +395,14 @@ func (cfg *config) wallNow() time.Time {
 	return cfg.clock.Now()
 }
 
+// withTimeout is context.WithTimeout on the call's clock.
+func (cfg *config) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if cfg.clock == nil {
+		return context.WithTimeout(parent, d)
+	}
+	return cfg.clock.WithTimeout(parent, d)
+}
+
 // until is the time left before t, a deadline, on the call's clock.
 func (cfg *config) until(t time.Time) time.Duration {
 	if cfg.clock == nil {

@@ -158,12 +158,7 @@ const putGrace = 50 * time.Millisecond
 // the sink's failure, not the caller's crash.
 func (c *call) putDeadLetter(sink DeadLetterSink, dl DeadLetter) error {
 	d := c.cfg.dl
-	ctx, cancel := context.WithoutCancel(c.ctx), context.CancelFunc(nil)
-	if c.cfg.clock == nil {
-		ctx, cancel = context.WithTimeout(ctx, d.timeout)
-	} else {
-		ctx, cancel = c.cfg.clock.WithTimeout(ctx, d.timeout)
-	}
+	ctx, cancel := c.cfg.withTimeout(context.WithoutCancel(c.ctx), d.timeout)
 	defer cancel()
 	select {
 	case d.puts <- struct{}{}:

@@ -408,7 +408,7 @@ const unknownValue = "outcome-unknown"
 // fails, the claim lapses with its lease, as at least once.
 func (s *idemCall[T]) settleUnknown(e *Error) {
 	if !s.ic.atLeastOnce {
-		ctx, cancel := s.leaseCtx(context.WithoutCancel(s.ctx))
+		ctx, cancel := s.storeCtxUntil(context.WithoutCancel(s.ctx), s.leaseEnd())
 		err := s.ic.store.Complete(ctx, s.key, s.token, StoredOutcome{Permanent: true, Value: []byte(unknownValue), Error: errorText(e)}, s.ic.retention)
 		cancel()
 		_ = err // stored, lost lease, or failed: the claim is the store's either way
@@ -416,26 +416,13 @@ func (s *idemCall[T]) settleUnknown(e *Error) {
 	s.token = ""
 }
 
-// leaseCtx bounds a store call by StoreTimeout and by the end of the
-// claim's lease, less a tenth of it (see leaseMargin): a call that is not
-// answered by then may find the key taken over.
-func (s *idemCall[T]) leaseCtx(parent context.Context) (context.Context, context.CancelFunc) {
-	d := min(s.ic.storeTimeout, s.leaseLeft())
-	if s.cfg.clock != nil {
-		return s.cfg.clock.WithTimeout(parent, d)
-	}
-	return context.WithTimeout(parent, d)
+// leaseEnd is when the claim may stop being held, as Do counts it: one
+// lease after it was last taken or renewed, less a tenth of the lease left
+// for the store's clock and the network. Store calls that need the claim
+// are cut off by then.
+func (s *idemCall[T]) leaseEnd() time.Time {
+	return s.held.Add(s.ic.lease - s.ic.lease/10)
 }
-
-// leaseLeft is how long the claim is surely held yet, less leaseMargin;
-// 0 when it may be gone.
-func (s *idemCall[T]) leaseLeft() time.Duration {
-	return max(s.held.Add(s.ic.lease-s.leaseMargin()).Sub(s.cfg.now()), 0)
-}
-
-// leaseMargin is the part of the lease that Do leaves unused at its end,
-// for the store's clock and the network: a tenth of the lease.
-func (s *idemCall[T]) leaseMargin() time.Duration { return s.ic.lease / 10 }
 
 // recordSuccess stores v as the key's outcome. When v cannot be encoded,
 // fn's side effect has happened all the same: it records a permanent
@@ -504,11 +491,7 @@ func (s *idemCall[T]) storeCtx(detached bool) (context.Context, context.CancelFu
 }
 
 func (s *idemCall[T]) storeCtxFrom(parent context.Context) (context.Context, context.CancelFunc) {
-	d := s.ic.storeTimeout
-	if s.cfg.clock != nil {
-		return s.cfg.clock.WithTimeout(parent, d)
-	}
-	return context.WithTimeout(parent, d)
+	return s.cfg.withTimeout(parent, s.ic.storeTimeout)
 }
 
 // unavailable reports a store failure. The key is left out of the text on
@@ -565,7 +548,7 @@ const (
 // complete stores rec as the key's outcome. A transient store error is
 // retried, renewing the claim between tries so that no one takes the key
 // over meanwhile, while the claim is surely held: until a tenth of a lease
-// (leaseMargin) before its lease, as last confirmed, could run out, and
+// before its lease, as last confirmed, could run out, and
 // for no more than one lease after fn's end. Each store call is cut off
 // at that bound too, so Do reports before the lease could run out. A try
 // that failed may still have been stored (its reply lost), so when a
@@ -579,7 +562,7 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 	lease := s.ic.lease
 	detached := context.WithoutCancel(s.ctx)
 	end := s.cfg.now().Add(lease)
-	bound := func() time.Time { return minTime(end, s.held.Add(lease-s.leaseMargin())) }
+	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
 	var timer waitTimer
 	defer timer.stop()
 	var lastErr error
@@ -640,11 +623,7 @@ var errLeaseEnding = errors.New("the claim's lease was about to run out")
 
 // storeCtxUntil bounds a store call by StoreTimeout and by until.
 func (s *idemCall[T]) storeCtxUntil(parent context.Context, until time.Time) (context.Context, context.CancelFunc) {
-	d := min(s.ic.storeTimeout, max(until.Sub(s.cfg.now()), 0))
-	if s.cfg.clock != nil {
-		return s.cfg.clock.WithTimeout(parent, d)
-	}
-	return context.WithTimeout(parent, d)
+	return s.cfg.withTimeout(parent, min(s.ic.storeTimeout, max(until.Sub(s.cfg.now()), 0)))
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -66,7 +66,7 @@ func (r *renewer[T]) renew() {
 
 	s := r.s
 	at := s.cfg.now()
-	ctx, cancel := s.leaseCtx(context.WithoutCancel(s.ctx))
+	ctx, cancel := s.storeCtxUntil(context.WithoutCancel(s.ctx), s.leaseEnd())
 	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
 	cancel()
 
@@ -82,7 +82,7 @@ func (r *renewer[T]) renew() {
 		}
 	case s.ic.failOpen:
 		s.stale = true
-	case !errors.Is(err, ErrLeaseLost) && s.leaseLeft() > retryIn:
+	case !errors.Is(err, ErrLeaseLost) && s.leaseEnd().Sub(s.cfg.now()) > retryIn:
 		if !r.stopped {
 			r.arm(retryIn)
 		}
