@@ -443,6 +443,12 @@ func TestBudget_onlySuccessRefunds(t *testing.T) {
 			return mustNew(t, retry.WithBudget(b), retry.WithRetryIf(func(error) bool { return false })).
 				Do(context.Background(), func(context.Context) error { return errTransient })
 		}, 6},
+		{"inner_retrier_gave_up", func(t *testing.T, b *overload.TokenBucket) error {
+			inner := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(1))
+			return mustNew(t, retry.WithBudget(b)).Do(context.Background(), func(ctx context.Context) error {
+				return inner.Do(ctx, func(context.Context) error { return errTransient })
+			})
+		}, 6},
 		{"retryable_failure_last_attempt", func(t *testing.T, b *overload.TokenBucket) error {
 			return mustNew(t, retry.WithBudget(b), retry.WithMaxAttempts(1)).Do(context.Background(), func(context.Context) error { return errTransient })
 		}, 5},

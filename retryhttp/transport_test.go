@@ -24,6 +24,7 @@ import (
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/memstore"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retryhttp"
 )
 
@@ -1010,4 +1011,23 @@ func TestDeadLetterRecordedKeepsTheResponse(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, "response 2", body)
 	assert.Equal(t, 1, sink.Len())
+}
+
+// A status of Options.PermanentStatuses is an answer for good: as gRFC A6
+// counts a non-retryable status, the Retrier's token bucket hears it as
+// neither success nor failure, and is not refunded.
+func TestPermanentStatusDoesNotRefundTheBudget(t *testing.T) {
+	e := newEnv(t, statuses(http.StatusNotFound))
+	b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 10, TokenRatio: 0.5})
+	require.NoError(t, err)
+	for range 4 {
+		b.Attempted(1, true, false)
+	}
+	require.Equal(t, 6.0, b.Tokens())
+	c := e.client(fast(t, 3, retry.WithBudget(b)), &retryhttp.Options{PermanentStatuses: []int{http.StatusNotFound}})
+	resp, _, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Equal(t, int64(1), e.requests.Load(), "not retried")
+	assert.Equal(t, 6.0, b.Tokens(), "a permanent status refunds nothing")
 }
