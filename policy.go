@@ -292,18 +292,14 @@ func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool, rnd 
 	return d
 }
 
-// sample draws one uniform sample in [0, 1): from rnd if it is not nil,
-// else from the Retrier's source.
+// sample draws one uniform sample in [0, 1): from rnd if it is not nil
+// ([Retrier.Wait]), else from the Retrier's source.
 func (cfg *config) sample(rnd func() float64) float64 {
-	if rnd != nil {
+	switch {
+	case rnd != nil:
 		return rnd()
+	case cfg.rand != nil:
+		return cfg.rand.float64()
 	}
-	return cfg.random()
-}
-
-func (cfg *config) random() float64 {
-	if cfg.rand == nil {
-		return rand.Float64()
-	}
-	return cfg.rand.float64()
+	return rand.Float64()
 }
