@@ -132,7 +132,7 @@ func (s *FileSink) Put(ctx context.Context, dl retry.DeadLetter) error {
 		// The reader keys records by ID: one without would be lost.
 		return fmt.Errorf("%w: FileSink.Put: the dead letter has no ID", retry.ErrInvalidOption)
 	}
-	if dl.Reason == retry.OutcomeSuccess || dl.Reason > retry.OutcomeUnknown {
+	if !failure(dl.Reason) {
 		// The reader would take its line for a torn one.
 		return fmt.Errorf("%w: FileSink.Put: dead letter %s: its reason, outcome %d, is not a failure outcome", retry.ErrInvalidOption, dl.ID, uint8(dl.Reason))
 	}

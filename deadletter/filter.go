@@ -47,7 +47,7 @@ func (f Filter) Validate() error {
 		return fmt.Errorf("%w: deadletter: filter since %s is not before until %s", retry.ErrInvalidOption, f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
 	}
 	for _, o := range f.Reasons {
-		if o == retry.OutcomeSuccess || o > retry.OutcomeUnknown {
+		if !failure(o) {
 			return fmt.Errorf("%w: deadletter: filter reason %v is not a failure outcome", retry.ErrInvalidOption, o)
 		}
 	}
@@ -95,4 +95,10 @@ func (f Filter) Select(recs []retry.DeadLetter) ([]retry.DeadLetter, error) {
 		out = out[:f.Limit]
 	}
 	return out, nil
+}
+
+// failure reports whether o is an outcome a dead letter can have: the
+// test of Validate for its reasons and of MemorySink and FileSink Put.
+func failure(o retry.Outcome) bool {
+	return o != retry.OutcomeSuccess && o <= retry.OutcomeUnknown
 }

@@ -159,12 +159,6 @@ func (m *MemorySink) Purge(ctx context.Context, f Filter) (int, error) {
 	return len(sel), nil
 }
 
-// failure reports whether o is an outcome a dead letter can have, the
-// test Filter.Validate makes of its reasons.
-func failure(o retry.Outcome) bool {
-	return o != retry.OutcomeSuccess && o <= retry.OutcomeUnknown
-}
-
 // cloneDeadLetter copies the slices of dl, so that a stored record shares
 // no memory with its caller.
 func cloneDeadLetter(dl retry.DeadLetter) retry.DeadLetter {
