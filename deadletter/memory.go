@@ -113,11 +113,8 @@ func (m *MemorySink) List(ctx context.Context, f Filter) ([]retry.DeadLetter, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
 	m.mu.Lock()
-	sel, err := f.Select(m.recs)
+	sel, err := f.Select(m.recs) // Select validates f
 	m.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -135,12 +132,9 @@ func (m *MemorySink) Purge(ctx context.Context, f Filter) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := f.Validate(); err != nil {
-		return 0, err
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	sel, err := f.Select(m.recs)
+	sel, err := f.Select(m.recs) // Select validates f
 	if err != nil || len(sel) == 0 {
 		return 0, err
 	}
