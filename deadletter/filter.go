@@ -89,7 +89,7 @@ func (f Filter) Select(recs []retry.DeadLetter) ([]retry.DeadLetter, error) {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b retry.DeadLetter) int {
-		return cmp.Or(a.GaveUp.Compare(b.GaveUp), strings.Compare(a.ID, b.ID))
+		return oldestFirst(a.GaveUp, a.ID, b.GaveUp, b.ID)
 	})
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
@@ -101,4 +101,10 @@ func (f Filter) Select(recs []retry.DeadLetter) ([]retry.DeadLetter, error) {
 // test of Validate for its reasons and of MemorySink and FileSink Put.
 func failure(o retry.Outcome) bool {
 	return o != retry.OutcomeSuccess && o <= retry.OutcomeUnknown
+}
+
+// oldestFirst compares two records, a and b, by GaveUp, then ID: the
+// order of Select, and of ScanFile, which sorts without the records.
+func oldestFirst(aGaveUp time.Time, aID string, bGaveUp time.Time, bID string) int {
+	return cmp.Or(aGaveUp.Compare(bGaveUp), strings.Compare(aID, bID))
 }

@@ -3,7 +3,6 @@ package deadletter
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -205,17 +204,15 @@ type selected struct {
 // Filter.Select, without holding them, its torn lines and how many bytes
 // it read. f is valid.
 func selectLines(r io.Reader, f Filter) (sel []selected, torn tornLines, n int64, err error) {
-	limit := f.Limit
-	f.Limit = 0
-	sel, torn, n, err = matchLines(r, f)
+	sel, torn, n, err = matchLines(r, f) // ignores f.Limit
 	if err != nil {
 		return nil, torn, n, err
 	}
 	slices.SortStableFunc(sel, func(a, b selected) int {
-		return cmp.Or(a.gaveUp.Compare(b.gaveUp), strings.Compare(a.id, b.id))
+		return oldestFirst(a.gaveUp, a.id, b.gaveUp, b.id)
 	})
-	if limit > 0 && len(sel) > limit {
-		sel = sel[:limit]
+	if f.Limit > 0 && len(sel) > f.Limit {
+		sel = sel[:f.Limit]
 	}
 	return sel, torn, n, nil
 }
