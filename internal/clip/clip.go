@@ -6,6 +6,7 @@
 package clip
 
 import (
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -69,27 +70,24 @@ func forward(s string, i int) int {
 // is clipped or dropped, the returned slice is a new one; else it is errs.
 func Record[E any](last string, errs []E, text func(*E) *string) (string, []E) {
 	last = Text(last)
-	total, clipped := len(last), false
-	for i := range errs {
-		t := *text(&errs[i])
+	total := len(last)
+	out, copied := errs, false // out is a copy of errs once copied
+	for i := range out {
+		t := *text(&out[i])
 		if len(t) > MaxText {
-			clipped = true
+			if !copied {
+				out, copied = slices.Clone(errs), true
+			}
 			t = Text(t)
+			*text(&out[i]) = t
 		}
 		total += len(t)
 	}
-	if !clipped && total <= MaxRecord {
-		return last, errs
-	}
-	out := make([]E, len(errs))
-	copy(out, errs)
-	for i := range out {
-		if p := text(&out[i]); len(*p) > MaxText {
-			*p = Text(*p)
-		}
-	}
 	if total <= MaxRecord {
 		return last, out
+	}
+	if !copied {
+		out = slices.Clone(errs)
 	}
 	// Keep the first, the last, the second, the one before the last… while
 	// they fit.
