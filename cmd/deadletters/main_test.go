@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -278,4 +279,15 @@ func TestPrintingStripsControlCharacters(t *testing.T) {
 	assert.NotContains(t, out.String(), "\x1b")
 	assert.NotContains(t, out.String(), "\x07")
 	assert.Contains(t, out.String(), "Last error:       boom ]0;pwned  second line")
+}
+
+// printTable prints recs as a table, as list does.
+func printTable(w io.Writer, recs []retry.DeadLetter) error {
+	t := newTable(w)
+	for _, dl := range recs {
+		if err := t.row(dl); err != nil {
+			return err
+		}
+	}
+	return t.flush()
 }

@@ -46,17 +46,6 @@ func (t *table) row(dl retry.DeadLetter) error {
 
 func (t *table) flush() error { return t.tw.Flush() }
 
-// printTable prints recs as a table.
-func printTable(w io.Writer, recs []retry.DeadLetter) error {
-	t := newTable(w)
-	for _, dl := range recs {
-		if err := t.row(dl); err != nil {
-			return err
-		}
-	}
-	return t.flush()
-}
-
 // printRecord prints every field of dl.
 func printRecord(w io.Writer, dl retry.DeadLetter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
