@@ -213,11 +213,12 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 	// would not), else a generated one. Never the scoped store key below.
 	// The caller's context key makes a request retryable only with
 	// Options.IdempotencyKeys, which says the server honours keys.
+	ctxKey, inCtx := retry.IdempotencyKeyFromContext(c.reqCtx)
 	key, keyed := "", false
 	if v := req.Header[t.keyHeader]; len(v) > 0 && v[0] != "" {
 		key, keyed = v[0], true
-	} else if k, _ := retry.IdempotencyKeyFromContext(c.reqCtx); k != "" && validHeaderValue(k) {
-		key, keyed = k, t.keys
+	} else if ctxKey != "" && validHeaderValue(ctxKey) {
+		key, keyed = ctxKey, t.keys
 		c.req = withKey(req, t.keyHeader, key)
 	} else if !c.idempotent && t.keys {
 		key, keyed = newKey(), true
@@ -235,7 +236,7 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		// context wins, unless it is an enclosing idempotent call's:
 		// package retry tells, and then takes this one.
 		scoped := storeKey(method, req.URL.Scheme, req.URL.Host, req.URL.RequestURI(), key)
-		if _, ok := retry.IdempotencyKeyFromContext(c.ctx); ok {
+		if inCtx {
 			c.ctx = idemctx.WithRequestKey(c.ctx, scoped)
 		} else {
 			c.ctx = retry.ContextWithIdempotencyKey(c.ctx, scoped)
