@@ -141,15 +141,16 @@ type Options struct {
 	OperationName func(*http.Request) string
 }
 
-// settings are Options checked, with the defaults filled in.
+// settings are Options checked, with the defaults filled in: what a
+// Transport is built with.
 type settings struct {
 	base      http.RoundTripper
 	statuses  [200]*StatusError // index code-400; nil: a success
 	methods   []string          // nil: the default methods; empty: none
 	bodyLimit int64
-	readAhead time.Duration
+	readAhead time.Duration // bounds hold's read of a retryable status's body
 	keys      bool
-	keyHeader string // canonical
+	keyHeader string // canonical: the header of a request's idempotency key
 	name      func(*http.Request) string
 }
 

@@ -25,18 +25,11 @@ import (
 // [retry.ErrInvalidOption]); like http.Transport, it is safe for
 // concurrent use and meant to be built once and shared.
 type Transport struct {
-	base      http.RoundTripper
-	names     names
-	statuses  [200]*StatusError // index code-400; nil: a success
-	methods   []string          // nil: the default methods; empty: none
-	bodyLimit int64
-	readAhead time.Duration // bounds hold's read of a retryable status's body
-	keys      bool
-	keyHeader string // canonical: the header of a request's idempotency key
-	traced    bool   // base is an *http.Transport, which fires httptrace's GotConn
-	name      func(*http.Request) string
-	named     bool      // the Retrier has a name of its own (retry.WithName), which requests keep
-	calls     sync.Pool // of *call
+	settings
+	names  names
+	traced bool      // base is an *http.Transport, which fires httptrace's GotConn
+	named  bool      // the Retrier has a name of its own (retry.WithName), which requests keep
+	calls  sync.Pool // of *call
 }
 
 // NewTransport returns a Transport that sends requests through opts.Base
@@ -54,7 +47,7 @@ func NewTransport(r *retry.Retrier, opts *Options) (*Transport, error) {
 		r = &retry.Retrier{}
 	}
 	_, traced := s.base.(*http.Transport)
-	t := &Transport{base: s.base, statuses: s.statuses, methods: s.methods, bodyLimit: s.bodyLimit, readAhead: s.readAhead, keys: s.keys, keyHeader: s.keyHeader, traced: traced, name: s.name, named: r.Name() != ""}
+	t := &Transport{settings: s, traced: traced, named: r.Name() != ""}
 	t.names.base = r
 	t.calls.New = func() any {
 		c := new(call)
