@@ -3,8 +3,6 @@ package retryriver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,13 +13,13 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
 )
 
 // Defaults of Options.
 const (
 	defaultDeadLetterTimeout = 5 * time.Second
-	maxErrorText             = 4096 // bytes of each error text a dead letter keeps, as Do's
-	maxDeadLetterErrors      = 10   // per-attempt errors a dead letter keeps: the first and last 5
+	maxDeadLetterErrors      = 10 // per-attempt errors a dead letter keeps: the first and last 5
 )
 
 // Options tunes [Wrap]. The zero value, or a nil *Options, gives the
@@ -181,9 +179,8 @@ func snoozes(metadata []byte) int64 {
 // with reason and the error text last; it returns cause, joined with why
 // the record was not kept if it was not.
 func (w *Worker[T]) deadLetter(ctx context.Context, row *rivertype.JobRow, key string, reason retry.Outcome, last string, cause error) error {
-	last = clip(last)
 	dl := retry.DeadLetter{
-		ID:             newID(),
+		ID:             deadletter.NewID(),
 		Name:           row.Kind,
 		IdempotencyKey: key,
 		Payload:        bytes.Clone(row.EncodedArgs),
@@ -199,12 +196,13 @@ func (w *Worker[T]) deadLetter(ctx context.Context, row *rivertype.JobRow, key s
 		dl.FirstAttempt = *row.AttemptedAt
 	}
 	for _, ae := range row.Errors {
-		dl.Errors = append(dl.Errors, retry.AttemptError{Attempt: ae.Attempt, Error: clip(ae.Error)})
+		dl.Errors = append(dl.Errors, retry.AttemptError{Attempt: ae.Attempt, Error: ae.Error})
 	}
 	dl.Errors = append(dl.Errors, retry.AttemptError{Attempt: row.Attempt, Error: last})
 	if n := len(dl.Errors); n > maxDeadLetterErrors {
 		dl.Errors = append(dl.Errors[:maxDeadLetterErrors/2:maxDeadLetterErrors/2], dl.Errors[n-maxDeadLetterErrors/2:]...)
 	}
+	dl = deadletter.Clip(dl) // each error text to 4096 bytes, as Do's
 	pctx, stop := context.WithTimeout(context.WithoutCancel(ctx), w.put)
 	defer stop()
 	if err := w.sink.Put(pctx, dl); err != nil {
@@ -220,23 +218,4 @@ func errorText(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// clip cuts s to maxErrorText bytes, its first and last ones, as Do
-// cuts the error texts of its dead letters.
-func clip(s string) string {
-	if len(s) <= maxErrorText {
-		return s
-	}
-	const marker = " … "
-	half := (maxErrorText - len(marker)) / 2
-	return s[:half] + marker + s[len(s)-half:]
-}
-
-// newID returns 32 lower-case hex digits from a random 128-bit value, as
-// the IDs of Do's dead letters.
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
