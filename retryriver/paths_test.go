@@ -161,8 +161,8 @@ type orderArgs struct {
 
 func (orderArgs) Kind() string { return "retryriver_order" }
 
-// orderWorker charges an order, a row per run; it fails instead if the
-// args say so.
+// orderWorker charges an order, a row per run in a table (not idempotent
+// by itself); it fails instead if the args say so.
 type orderWorker struct {
 	river.WorkerDefaults[orderArgs]
 	pool  *pgxpool.Pool

@@ -16,25 +16,6 @@ import (
 	"github.com/steadfast-go/retry/retryriver"
 )
 
-type chargeArgs struct {
-	Order string `json:"order"`
-}
-
-func (chargeArgs) Kind() string { return "retryriver_charge" }
-
-// chargeWorker's side effect is a row per run in a table: not idempotent
-// by itself.
-type chargeWorker struct {
-	river.WorkerDefaults[chargeArgs]
-	pool  *pgxpool.Pool
-	table string
-}
-
-func (w *chargeWorker) Work(ctx context.Context, job *river.Job[chargeArgs]) error {
-	_, err := w.pool.Exec(ctx, "INSERT INTO "+w.table+" (job_id, order_id) VALUES ($1, $2)", job.ID, job.Args.Order)
-	return err
-}
-
 // TestWorker_redeliveredJobDoesNotRepeatItsSideEffect loses the result of
 // a job's first attempt after its work ran, as a crash before River
 // records it does: River works the job again, and the idempotency store
@@ -52,7 +33,7 @@ func TestWorker_redeliveredJobRepeatsItsSideEffectWithoutIdempotency(t *testing.
 	assert.Equal(t, 2, redeliver(t, testPool(t)), "the side effect ran on each delivery")
 }
 
-// redeliver runs a charge job whose first result is lost through a
+// redeliver runs an order job whose first result is lost through a
 // Retrier with opts, and returns how many times its side effect ran.
 func redeliver(t *testing.T, pool *pgxpool.Pool, opts ...retry.Option) int {
 	t.Helper()
@@ -64,7 +45,8 @@ func redeliver(t *testing.T, pool *pgxpool.Pool, opts ...retry.Option) int {
 
 	r, err := retry.New(append(opts, retry.WithBackoff(retry.Constant(0)))...)
 	require.NoError(t, err)
-	w, err := retryriver.Wrap[chargeArgs](&chargeWorker{pool: pool, table: table}, r, nil)
+	w, err := retryriver.Wrap[orderArgs](&orderWorker{pool: pool, table: table}, r, nil)
+	require.NoError(t, err)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
 	lose := river.WorkerMiddlewareFunc(func(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
@@ -79,7 +61,7 @@ func redeliver(t *testing.T, pool *pgxpool.Pool, opts ...retry.Option) int {
 	events, stop := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	defer stop()
 
-	res, err := client.Insert(ctx, chargeArgs{Order: "42"}, nil)
+	res, err := client.Insert(ctx, orderArgs{Order: "42"}, nil)
 	require.NoError(t, err)
 	ev := waitEvent(t, events, res.Job.ID)
 	require.Equal(t, river.EventKindJobFailed, ev.Kind, "the first result is lost")
