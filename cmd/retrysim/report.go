@@ -23,8 +23,11 @@ type results struct {
 }
 
 // blipByName finds a run of scenario f.
-func (r *results) blipByName(p protection) *outageRun {
-	for _, o := range r.f {
+func (r *results) blipByName(p protection) *outageRun { return runOf(r.f, p) }
+
+// runOf finds p's run among runs, or nil.
+func runOf(runs []*outageRun, p protection) *outageRun {
+	for _, o := range runs {
 		if o.name == p.name {
 			return o
 		}
@@ -37,14 +40,7 @@ func (r *results) blipByName(p protection) *outageRun {
 const breakerPhases = 10
 
 // byName finds an outage run.
-func (r *results) byName(p protection) *outageRun {
-	for _, o := range r.outage {
-		if o.name == p.name {
-			return o
-		}
-	}
-	return nil
-}
+func (r *results) byName(p protection) *outageRun { return runOf(r.outage, p) }
 
 // check is one bound the scenarios must meet.
 type check struct {
@@ -124,7 +120,7 @@ func (r *results) checks() []check {
 		cs = append(cs, check{scenario: "e", bound: fmt.Sprintf("gobreaker: calls fail for at most %s after the outage (its open period, a probe's timeout and a second), over %d outage lengths", seconds(limit), max(len(r.phases), 1)),
 			measured: "at most " + seconds(worst), ok: worst <= limit})
 	}
-	if nb := r.blipByName(noBudget); nb != nil {
+	if r.f != nil {
 		p := r.cfg.blip
 		for _, v := range []protection{noBudget, ratio} {
 			o := r.blipByName(v)
