@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/benbjohnson/clock"
-
 	"github.com/steadfast-go/retry/overload"
 )
 
@@ -280,48 +278,6 @@ func (c *call) next(attempt int, prev time.Duration, err error, maxAttempts int)
 	return c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil || hasDeadline && left <= 0, elapsed, left, hasDeadline)
 }
 
-// sleep waits d on the call's timer and reports whether it ran to the end
-// (false: the context was done first). A zero wait arms no timer, but
-// still calls the clock's WaitArmed hook, so that a test advancing a mock
-// clock once per wait sees every wait of any schedule.
-func (c *call) sleep(d time.Duration) bool {
-	ch := c.armWait(d)
-	if ch == nil {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	case <-c.ctx.Done():
-		return false
-	}
-}
-
-// armWait arms the call's timer for a wait of d and tells the clock's
-// WaitArmed hook; it returns nil for a zero wait, which arms nothing. The
-// loop selects on the channel itself, so that a parked call's stack holds
-// one frame less: with the runtime's frames under the select, a plain or
-// observed call then stays within a goroutine's first 2 KB stack.
-func (c *call) armWait(d time.Duration) <-chan time.Time {
-	if d <= 0 && c.cfg.waitArmed == nil {
-		return nil // inlined: a zero wait without a hook costs no call
-	}
-	return c.armTimer(d)
-}
-
-// armTimer is armWait's part for a non-zero wait or a hook.
-func (c *call) armTimer(d time.Duration) <-chan time.Time {
-	if d <= 0 {
-		c.cfg.waitArmed(0)
-		return nil
-	}
-	ch := c.timer.arm(c.cfg.clock, d)
-	if c.cfg.waitArmed != nil {
-		c.cfg.waitArmed(d)
-	}
-	return ch
-}
-
 // scheduled tells the observer of a retry. It is kept out of line so that
 // the event's struct does not widen the loop's frame, which a parked call
 // keeps on its stack.
@@ -331,82 +287,8 @@ func (c *call) scheduled(d time.Duration, err error) {
 	c.cfg.observer.OnRetry(c.ctx, Scheduled{Name: c.cfg.name, Attempt: c.attempts, Delay: d, Err: err})
 }
 
-// waitTimer is the one timer of a call, made at the first non-zero wait and
-// reset for the later ones. Without an injected clock it is a plain
-// time.Timer, which saves the clock package's wrapper allocation.
-type waitTimer struct {
-	real *time.Timer
-	mock *clock.Timer
-}
-
-func (w *waitTimer) arm(clk clock.Clock, d time.Duration) <-chan time.Time {
-	if clk == nil {
-		if w.real == nil {
-			w.real = time.NewTimer(d)
-		} else {
-			w.real.Reset(d) // Go 1.23 timers: no stale value can be left in C
-		}
-		return w.real.C
-	}
-	if w.mock == nil {
-		w.mock = clk.Timer(d)
-	} else {
-		w.mock.Reset(d)
-	}
-	return w.mock.C
-}
-
-func (w *waitTimer) stop() {
-	if w.real != nil {
-		w.real.Stop()
-	}
-	if w.mock != nil {
-		w.mock.Stop()
-	}
-}
-
 // needsStart says whether a call must read the clock when it starts: for
 // observers, the time budget, or dead letters.
 func (cfg *config) needsStart() bool {
 	return cfg.observer != nil || cfg.maxElapsed > 0 || cfg.dl.active()
-}
-
-// epoch anchors the real clock's readings in now. It is set once, at
-// start-up.
-var epoch = time.Now()
-
-// now reads the call's clock to measure time spans: the results are for
-// Sub with each other and nothing else. On the real clock it reads only
-// the monotonic clock, which costs half of time.Now (observed calls read
-// it twice); the wall reading it carries is epoch's moved on by the
-// monotonic time, so timestamps for people come from wallNow.
-func (cfg *config) now() time.Time {
-	if cfg.clock == nil {
-		return epoch.Add(time.Since(epoch))
-	}
-	return cfg.clock.Now()
-}
-
-// wallNow is the call's clock for timestamps that people read.
-func (cfg *config) wallNow() time.Time {
-	if cfg.clock == nil {
-		return time.Now()
-	}
-	return cfg.clock.Now()
-}
-
-// withTimeout is context.WithTimeout on the call's clock.
-func (cfg *config) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if cfg.clock == nil {
-		return context.WithTimeout(parent, d)
-	}
-	return cfg.clock.WithTimeout(parent, d)
-}
-
-// until is the time left before t, a deadline, on the call's clock.
-func (cfg *config) until(t time.Time) time.Duration {
-	if cfg.clock == nil {
-		return time.Until(t) // monotonic when t has a monotonic reading
-	}
-	return t.Sub(cfg.clock.Now())
 }

@@ -85,19 +85,19 @@ func newIdemCall[T any](ctx context.Context, cfg *config) (*idemCall[T], error) 
 // the option's ("" when the call is not idempotent). A context key that
 // an enclosing idempotent call holds (it reached this call through that
 // call's fn) was meant for that call: IdempotencyOptions.Key wins over it.
-func (c *config) idempotencyKey(ctx context.Context) string {
-	if c.idem == nil {
+func (cfg *config) idempotencyKey(ctx context.Context) string {
+	if cfg.idem == nil {
 		return ""
 	}
 	k, ok := IdempotencyKeyFromContext(ctx)
 	if !ok {
-		return c.idem.key
+		return cfg.idem.key
 	}
-	if chainHolds(ctx, c.idem.store, k) {
+	if chainHolds(ctx, cfg.idem.store, k) {
 		// Meant for the enclosing call: this call's own key wins, the
 		// option's or the one retryhttp gives a request.
-		if c.idem.key != "" {
-			return c.idem.key
+		if cfg.idem.key != "" {
+			return cfg.idem.key
 		}
 		if rk, ok := idemctx.RequestKey(ctx); ok {
 			return rk
@@ -758,16 +758,6 @@ func (e *codecError) Error() string {
 }
 
 func (e *codecError) Unwrap() error { return e.err }
-
-// sleepDetached waits d on the Retrier's clock whatever the caller's
-// context says: the outcome must be recorded even if the caller left.
-func sleepDetached(cfg *config, t *waitTimer, d time.Duration) {
-	ch := t.arm(cfg.clock, d)
-	if cfg.waitArmed != nil {
-		cfg.waitArmed(d)
-	}
-	<-ch
-}
 
 // release frees the key; if it fails, the claim lapses with its lease.
 func (s *idemCall[T]) release() {

@@ -95,12 +95,12 @@ type idemConfig struct {
 
 // checkIdem validates what only the options together can tell, once they
 // are all applied.
-func (c *config) checkIdem() {
-	if c.idem == nil || c.attemptTimeout <= 0 {
+func (cfg *config) checkIdem() {
+	if cfg.idem == nil || cfg.attemptTimeout <= 0 {
 		return
 	}
-	if c.idem.lease <= c.attemptTimeout {
-		c.fail("the idempotency lease (%v) must be longer than WithAttemptTimeout (%v), or a running attempt could lose its claim; raise IdempotencyOptions.Lease", c.idem.lease, c.attemptTimeout)
+	if cfg.idem.lease <= cfg.attemptTimeout {
+		cfg.fail("the idempotency lease (%v) must be longer than WithAttemptTimeout (%v), or a running attempt could lose its claim; raise IdempotencyOptions.Lease", cfg.idem.lease, cfg.attemptTimeout)
 	}
 }
 

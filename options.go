@@ -3,6 +3,7 @@ package retry
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -80,70 +81,70 @@ func invalid(format string, args ...any) Option {
 }
 
 // applyOne applies o to c.
-func (c *config) applyOne(i int, o *Option) {
+func (cfg *config) applyOne(i int, o *Option) {
 	switch o.set {
 	case setNone:
-		c.fail("option %d is the zero Option; build options with the With functions", i)
+		cfg.fail("option %d is the zero Option; build options with the With functions", i)
 	case setInvalid:
-		c.failWith(o.v.(error))
+		cfg.failWith(o.v.(error))
 	case setMaxAttempts:
-		c.maxAttempts = int(o.n)
+		cfg.maxAttempts = int(o.n)
 	case setBackoff:
 		if err := checkBackoff(o.v); err != nil {
-			c.failWith(err)
+			cfg.failWith(err)
 		} else {
-			c.backoff = o.v.(Backoff)
+			cfg.backoff = o.v.(Backoff)
 		}
 	case setJitter:
 		j := Jitter(o.n)
 		if err := j.validate(); err != nil {
-			c.failWith(err)
+			cfg.failWith(err)
 		} else {
-			c.jitter, c.jitterSet = j, true
+			cfg.jitter = j
 		}
 	case setMaxDelay:
-		c.maxDelay = time.Duration(o.n)
+		cfg.maxDelay = time.Duration(o.n)
 	case setMaxElapsed:
-		c.maxElapsed = time.Duration(o.n)
+		cfg.maxElapsed = time.Duration(o.n)
 	case setAttemptTimeout:
-		c.attemptTimeout = time.Duration(o.n)
+		cfg.attemptTimeout = time.Duration(o.n)
 	case setClock:
-		c.clock = o.v.(clock.Clock)
+		cfg.clock = o.v.(clock.Clock)
 	case setRetryIf:
-		c.retryIf = o.v.(func(error) bool)
+		cfg.retryIf = o.v.(func(error) bool)
 	case setRandom:
-		c.rand = o.v.(*lockedSource)
+		cfg.rand = o.v.(*lockedSource)
 	case setObserver:
 		obs := o.v.(Observer)
-		switch prev := c.observer.(type) {
+		switch prev := cfg.observer.(type) {
 		case nil:
-			c.observer = obs
+			cfg.observer = obs
 		case observers:
-			c.observer = append(prev[:len(prev):len(prev)], obs)
+			cfg.observer = append(prev[:len(prev):len(prev)], obs)
 		default:
-			c.observer = observers{prev, obs}
+			cfg.observer = observers{prev, obs}
 		}
 	case setName:
-		c.name = o.s
+		cfg.name = o.s
 	case setPayload:
-		c.payload = o.v.([]byte)
+		cfg.payload = o.v.([]byte)
 	case setIdempotency:
-		c.idem = o.v.(*idemConfig)
+		cfg.idem = o.v.(*idemConfig)
 	case setDeadLetter:
-		c.dl = o.v.(*deadLetterConfig)
+		cfg.dl = o.v.(*deadLetterConfig)
 	case setBudget:
-		c.budget, c.budgetSet = nil, true
+		cfg.budget = nil
 		if o.v != nil {
-			c.budget = o.v.(Budget)
+			cfg.budget = o.v.(Budget)
 		}
 	case setBreaker:
-		c.breaker = o.v.(Breaker)
+		cfg.breaker = o.v.(Breaker)
 	case setNestedRetries:
-		c.nestedRetries = true
+		cfg.nestedRetries = true
 	case setFunc:
 		// By value: a *config passed to a func value would put every
 		// config on the heap.
-		*c = o.v.(func(config) config)(*c)
+		*cfg = o.v.(func(config) config)(*cfg)
 	}
 }
 
@@ -180,9 +181,10 @@ func quickOptions(opts []Option) bool {
 	return true
 }
 
-// config holds what the options set, with the defaults resolved once, by
-// apply, for the calls to use as they are. An unresolved config (the zero
-// Retrier's) is never used by a call: Do takes zeroConfig instead.
+// config holds what the options set over the defaults, for the calls to
+// use as they are; build makes it, apply adds options to it. The zero
+// Retrier's config, all zero, is never used by a call: Do takes zeroConfig
+// instead.
 type config struct {
 	err            error // the first invalid option, reported by New
 	maxAttempts    int
@@ -204,27 +206,92 @@ type config struct {
 	budget         Budget                // nil: no budget
 	bucket         *overload.TokenBucket // budget, when it is one: its success inlines; set by derive
 	breaker        Breaker               // nil: no breaker
-	budgetSet      bool                  // WithBudget was given (New adds the default otherwise)
 	guarded        bool                  // a budget or a breaker is asked before each wait; set by derive
 	nestedRetries  bool                  // retry errors other Retriers gave up on
-	resolved       bool                  // apply has filled in the defaults
 	slow           bool                  // the first attempt needs the loop's state; set by derive
-	jitterSet      bool
-	zeroWaits      bool // the backoff is Constant(0); set by resolve
+	zeroWaits      bool                  // the backoff is Constant(0); set by resolve
 }
 
-func (c *config) fail(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+func (cfg *config) fail(format string, args ...any) {
+	if cfg.err == nil {
+		cfg.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
 	}
 }
 
 // failWith keeps err unless an earlier option was invalid: New reports
 // the first problem.
-func (c *config) failWith(err error) {
-	if c.err == nil {
-		c.err = err
+func (cfg *config) failWith(err error) {
+	if cfg.err == nil {
+		cfg.err = err
 	}
+}
+
+// defaults is a Retrier's settings before any option.
+func defaults() config {
+	return config{maxAttempts: defaultMaxAttempts, backoff: defaultBackoff, jitter: FullJitter}
+}
+
+// defaultBackoff is the schedule of a Retrier without WithBackoff. It is
+// made once, so that the defaults cost no allocation.
+var defaultBackoff Backoff = exponential{initial: defaultInitialDelay, multiplier: defaultMultiplier, max: defaultBackoffMax}
+
+// zeroConfig is what the zero Retrier does: New() without its budget. It
+// is made once and never changed.
+var zeroConfig = build(nil, false)
+
+// config returns the Retrier's settings: zeroConfig for the zero Retrier,
+// whose attempts New would have set.
+func (r *Retrier) config() *config {
+	if r.c.maxAttempts == 0 {
+		return &zeroConfig
+	}
+	return &r.c
+}
+
+// build returns the settings opts make over the defaults, with the first
+// invalid option's error in err; withBudget adds New's default budget, on
+// the Retrier's clock, unless an option sets one.
+func build(opts []Option, withBudget bool) config {
+	cfg := defaults()
+	for i := range opts {
+		cfg.applyOne(i, &opts[i])
+	}
+	if withBudget && !slices.ContainsFunc(opts, setsBudget) {
+		cfg.budget = defaultBudget(cfg.clock)
+	}
+	_ = cfg.derive()
+	return cfg
+}
+
+func setsBudget(o Option) bool { return o.set == setBudget }
+
+// apply applies opts over cfg, in order, as With does, and derives what
+// the calls read from the result; it returns the first invalid option's
+// error.
+func (cfg *config) apply(opts []Option) error {
+	for i := range opts {
+		cfg.applyOne(i, &opts[i])
+	}
+	return cfg.derive()
+}
+
+// derive checks the settings as a whole and sets what the calls read
+// instead of working it out each time. It is the one place that state is
+// set, so it cannot disagree with the settings.
+func (cfg *config) derive() error {
+	cfg.checkIdem()
+	cfg.waitArmed = cfg.testWaitArmed
+	if a, ok := cfg.clock.(interface{ WaitArmed(time.Duration) }); ok {
+		cfg.waitArmed = a.WaitArmed
+	}
+	// Everything that needs the loop's state from the first attempt on
+	// sends calls down the slow path.
+	cfg.slow = cfg.observer != nil || cfg.attemptTimeout > 0 || cfg.maxElapsed > 0 || cfg.idem != nil || cfg.dl.active() || cfg.breaker != nil
+	cfg.guarded = cfg.breaker != nil || cfg.budget != nil
+	cfg.bucket, _ = cfg.budget.(*overload.TokenBucket)
+	b, ok := cfg.backoff.(constant)
+	cfg.zeroWaits = ok && b.d == 0
+	return cfg.err
 }
 
 // nilArg reports whether v is nil in effect, and names it for an error:

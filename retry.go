@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
-
-	"github.com/steadfast-go/retry/overload"
 )
 
 // Retrier runs functions with a fixed retry policy; build one with [New].
@@ -22,45 +19,11 @@ type Retrier struct {
 // option gives an error that wraps [ErrInvalidOption] and names the
 // problem; New never panics.
 func New(opts ...Option) (*Retrier, error) {
-	r := &Retrier{}
-	r.c.set(opts)
-	if !r.c.budgetSet {
-		r.c.budget, r.c.budgetSet = defaultBudget(r.c.clock), true
-	}
-	if err := r.c.derive(); err != nil {
-		return nil, err
+	r := &Retrier{c: build(opts, true)}
+	if r.c.err != nil {
+		return nil, r.c.err
 	}
 	return r, nil
-}
-
-// apply applies opts to c and derives what the calls read from the result.
-func (c *config) apply(opts []Option) error {
-	c.set(opts)
-	return c.derive()
-}
-
-func (c *config) set(opts []Option) {
-	for i := range opts {
-		c.applyOne(i, &opts[i])
-	}
-}
-
-// derive checks the settings as a whole, resolves the defaults, and sets
-// what the calls read instead of working it out each time. It is the one
-// place that state is set, so it cannot disagree with the settings.
-func (c *config) derive() error {
-	c.checkIdem()
-	c.resolve()
-	c.waitArmed = c.testWaitArmed
-	if a, ok := c.clock.(interface{ WaitArmed(time.Duration) }); ok {
-		c.waitArmed = a.WaitArmed
-	}
-	// Everything that needs the loop's state from the first attempt on
-	// sends calls down the slow path.
-	c.slow = c.observer != nil || c.attemptTimeout > 0 || c.maxElapsed > 0 || c.idem != nil || c.dl.active() || c.breaker != nil
-	c.guarded = c.breaker != nil || c.budget != nil
-	c.bucket, _ = c.budget.(*overload.TokenBucket)
-	return c.err
 }
 
 // With returns a new Retrier with r's options followed by opts, for
@@ -70,7 +33,7 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: the *Retrier is nil; build one with New", ErrInvalidOption)
 	}
-	n := &Retrier{c: r.c}
+	n := &Retrier{c: *r.config()}
 	if err := n.c.apply(opts); err != nil {
 		return nil, err
 	}
@@ -114,43 +77,6 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 	}
 	_, err := run(ctx, cfg, u)
 	return err
-}
-
-// zeroConfig is what the zero Retrier does: New() with no options. It is
-// made once and never changed.
-var zeroConfig = func() config {
-	var c config
-	_ = c.apply(nil)
-	return c
-}()
-
-// config returns the Retrier's resolved settings.
-func (r *Retrier) config() *config {
-	if !r.c.resolved {
-		return &zeroConfig
-	}
-	return &r.c
-}
-
-// defaultBackoff is the schedule of a Retrier without WithBackoff. It is
-// made once, so that resolving it costs no allocation.
-var defaultBackoff Backoff = exponential{initial: defaultInitialDelay, multiplier: defaultMultiplier, max: defaultBackoffMax}
-
-// resolve fills in the defaults of what the options left unset.
-func (c *config) resolve() {
-	if c.maxAttempts == 0 {
-		c.maxAttempts = defaultMaxAttempts
-	}
-	if c.backoff == nil {
-		c.backoff = defaultBackoff
-	}
-	if !c.jitterSet {
-		c.jitter, c.jitterSet = FullJitter, true
-	}
-	// Set anew each time: With may change the backoff.
-	b, ok := c.backoff.(constant)
-	c.zeroWaits = ok && b.d == 0
-	c.resolved = true
 }
 
 // fullBucket reports whether the budget is the library's token bucket and
@@ -222,8 +148,7 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 		}
 		// Build the policy now, on the heap, where the loop's calls
 		// may keep it. It cannot fail: quickOptions checked opts.
-		r = &Retrier{}
-		_ = r.c.apply(opts)
+		r = &Retrier{c: build(opts, false)}
 	} else {
 		var done bool
 		if r, first, done = prepare(ctx, fn, opts); done {
@@ -247,9 +172,9 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 //
 //go:noinline
 func prepare(ctx context.Context, fn func(context.Context) error, opts []Option) (r *Retrier, first error, done bool) {
-	var c config
-	if err := c.apply(opts); err != nil {
-		return nil, err, true
+	c := build(opts, false)
+	if c.err != nil {
+		return nil, c.err, true
 	}
 	if !c.slow && ctx != nil && fn != nil && ctx.Err() == nil {
 		if first = fn(ctx); first == nil {
@@ -272,14 +197,13 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 		if err == nil {
 			return v, nil
 		}
-		r := &Retrier{}
-		_ = r.c.apply(opts)
+		r := &Retrier{c: build(opts, false)}
 		return loop(ctx, &r.c, fn, err, nil)
 	}
-	r := &Retrier{}
-	if err := r.c.apply(opts); err != nil {
+	r := &Retrier{c: build(opts, false)}
+	if r.c.err != nil {
 		var zero T
-		return zero, err
+		return zero, r.c.err
 	}
 	return DoValueOn(ctx, r, fn)
 }
