@@ -3,7 +3,6 @@ package retry_test
 import (
 	"context"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -221,6 +220,8 @@ var handFn func(context.Context) error
 // absolute per goroutine: the stack is its whole stack (2,048 B unless it
 // grew), the heap what it holds after the GC (the runtime reuses the
 // goroutine descriptors of earlier runs, so they are not in it).
+//
+// measureParked says how a call counts as parked.
 func BenchmarkParkedCalls(b *testing.B) {
 	const n = 100_000
 	// Warm up: the first 100,000 goroutines grow runtime tables that later
@@ -248,22 +249,21 @@ func BenchmarkParkedCalls(b *testing.B) {
 		},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			do := func(parked *sync.WaitGroup) func(context.Context) error {
+			do := func() func(context.Context) error {
 				// No budget: it would refuse most of these retries.
-				opts := []retry.Option{retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2),
-					retry.WithWaitArmed(func(time.Duration) { parked.Done() })}
+				opts := []retry.Option{retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2)}
 				if c.opts != nil {
 					opts = append(opts, c.opts()...)
 				}
 				r := mustNew(b, opts...)
 				if c.ctx == nil {
-					return func(ctx context.Context) error { return r.Do(ctx, failOnce) }
+					return func(ctx context.Context) error { return r.Do(ctx, parkedAttempt) }
 				}
 				var keys atomic.Int64
-				return func(ctx context.Context) error { return r.Do(c.ctx(ctx, keys.Add(1)), failOnce) }
+				return func(ctx context.Context) error { return r.Do(c.ctx(ctx, keys.Add(1)), parkedAttempt) }
 			}
 			for b.Loop() {
-				got := measureParked(b, n, do)
+				got := measureParked(b, n, do())
 				floor := measureParked(b, n, parkedFloor)
 				bare := measureParked(b, n, parkedBare)
 				got.Report(b, "")
@@ -279,39 +279,76 @@ func BenchmarkParkedCalls(b *testing.B) {
 
 // parkedBare is the bare goroutine: the same failed call, then a park on
 // the context.
-func parkedBare(parked *sync.WaitGroup) func(context.Context) error {
-	return func(ctx context.Context) error {
-		_ = failOnce(ctx)
-		parked.Done()
-		<-ctx.Done()
-		return ctx.Err()
-	}
+func parkedBare(ctx context.Context) error {
+	_ = parkedAttempt(ctx)
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 // parkedFloor is the least a hand-written wait does for Do's result.
-func parkedFloor(parked *sync.WaitGroup) func(context.Context) error {
-	return func(ctx context.Context) error {
-		_ = failOnce(ctx)
-		t := time.NewTimer(time.Hour)
-		defer t.Stop()
-		parked.Done()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
+func parkedFloor(ctx context.Context) error {
+	_ = parkedAttempt(ctx)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 }
 
-// measureParked measures n calls that prepare builds; each marks itself
-// parked with Done when it starts its wait.
-func measureParked(b *testing.B, n int, prepare func(parked *sync.WaitGroup) func(context.Context) error) parkcost.Cost {
-	var parked sync.WaitGroup
-	parked.Add(n)
-	c, err := parkcost.Measure(n, prepare(&parked), parked.Wait)
+// parkedAttempts counts the calls of parkedAttempt, the failing attempt
+// of the parked-call measures (one measure at a time).
+var parkedAttempts atomic.Int64
+
+func parkedAttempt(context.Context) error {
+	parkedAttempts.Add(1)
+	return errTransient
+}
+
+// measureParked measures n calls of call, each of which makes one
+// parkedAttempt and then parks in a wait until the context is done, or
+// makes a second and last one once a short wait has ended (the default
+// FullJitter draws a few of the hour's waits short enough).
+//
+// They run on the real clock, as users' calls do, whose waits are plain
+// time.Timers: a clock with a WaitArmed method, which would say when each
+// call is parked, is a mock, whose timers cost more. Nor can they run in
+// a synctest bubble (which has no form for benchmarks anyway), whose time
+// has no monotonic reading: time.Since then takes a deeper path, which
+// alone puts an observed call at 4 KB of stack. So, as for the peers in
+// the benchmarks module, "parked" is read from the scheduler: every call
+// has made its first attempt, at least as many goroutines wait as calls
+// are left to park (n, less one per attempt past n) besides the ballast,
+// and their number has stopped growing, so that the few that the
+// runtime's and the test's own waiting goroutines could stand in for have
+// parked too.
+func measureParked(tb testing.TB, n int, call func(context.Context) error) parkcost.Cost {
+	tb.Helper()
+	parkedAttempts.Store(0)
+	parked := func() {
+		const settled = 10 // polls, a millisecond apart, without a new waiting goroutine
+		most, same := uint64(0), 0
+		for deadline := time.Now().Add(time.Minute); same < settled; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				tb.Fatalf("not parked after a minute: %d attempts for %d calls, %d goroutines waiting",
+					parkedAttempts.Load(), n, parkcost.Waiting())
+			}
+			attempts, w := parkedAttempts.Load(), parkcost.Waiting()
+			switch {
+			case attempts < int64(n) || w < uint64(2*int64(n)-attempts)+parkcost.Ballast:
+				same = 0
+			case w > most:
+				most, same = w, 0
+			default:
+				same++
+			}
+		}
+	}
+	c, err := parkcost.Measure(n, call, parked)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return c
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/memstore"
+	"github.com/steadfast-go/retry/retrytest"
 )
 
 var (
@@ -512,7 +513,7 @@ func TestDo_deadlineOnTheMockClock(t *testing.T) {
 	// real clock: a mock deadline read on the real clock lies decades in
 	// the past, which would stop Do after one attempt.
 	synctest.Test(t, func(t *testing.T) {
-		mock := clock.NewMock()
+		mock := &advancingClock{Mock: clock.NewMock()} // moves on by each wait once Do has armed it
 		ctx, cancel := mock.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		calls := 0
@@ -520,7 +521,7 @@ func TestDo_deadlineOnTheMockClock(t *testing.T) {
 			calls++
 			return errTransient
 		}, retry.WithClock(mock), retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter),
-			retry.WithMaxAttempts(10), retry.WithWaitArmed(func(d time.Duration) { mock.Add(d) }))
+			retry.WithMaxAttempts(10))
 		// Attempts at 0, 2 and 4s on the mock; the next wait would end at 6s.
 		assert.Equal(t, 3, calls)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -639,13 +640,15 @@ func TestDo_constantBackoffWaits(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var waits []time.Duration
-				r, err := tc.r.With(append(tc.opts, retry.WithWaitArmed(func(d time.Duration) { waits = append(waits, d) }))...)
+				// The clock's WaitArmed records every wait Do arms, the
+				// zero ones too.
+				clk := &advancingClock{Mock: clock.NewMock()}
+				r, err := tc.r.With(append(tc.opts, retry.WithClock(clk))...)
 				require.NoError(t, err)
 				err = r.Do(t.Context(), func(context.Context) error { return tc.fail })
 				require.ErrorIs(t, err, retry.ErrExhausted)
-				require.Len(t, waits, 2)
-				tc.want(t, waits)
+				require.Len(t, clk.waits, 2)
+				tc.want(t, clk.waits)
 			})
 		})
 	}
@@ -876,17 +879,28 @@ func (c *countingClock) Timer(d time.Duration) *clock.Timer {
 	return c.Mock.Timer(d)
 }
 
+// armedCountingClock is a retrytest.Clock, which reports each wait Do
+// arms on Armed, that counts the timers a call asks for.
+type armedCountingClock struct {
+	*retrytest.Clock
+	timers atomic.Int64
+}
+
+func (c *armedCountingClock) Timer(d time.Duration) *clock.Timer {
+	c.timers.Add(1)
+	return c.Clock.Timer(d)
+}
+
 func TestDo_usesOneTimerPerCallAndNoneForZeroWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		clk := &countingClock{Mock: clock.NewMock()}
-		armed := make(chan time.Duration)
+		clk := &armedCountingClock{Clock: retrytest.NewClock()}
 		r := mustNew(t, retry.WithClock(clk), retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
-			retry.WithMaxAttempts(5), retry.WithWaitArmed(func(d time.Duration) { armed <- d }))
+			retry.WithMaxAttempts(5))
 		done := make(chan error, 1)
 		before := bubbleGoroutines(t)
 		go func() { done <- r.Do(t.Context(), func(context.Context) error { return errTransient }) }()
 		for range 4 {
-			d := <-armed
+			d := <-clk.Armed()
 			// Counted in this test's bubble only: other tests'
 			// goroutines come and go meanwhile.
 			assert.Equal(t, before+1, bubbleGoroutines(t), "Do starts no goroutine of its own")
@@ -907,18 +921,17 @@ func TestDo_usesOneTimerPerCallAndNoneForZeroWaits(t *testing.T) {
 func TestDo_mockClockRecipe(t *testing.T) {
 	// The recipe from the package docs, run without synctest: WaitArmed
 	// says when Do is parked, so mock.Add never races the timer.
-	mock := clock.NewMock()
-	armed := make(chan time.Duration)
-	r := mustNew(t, retry.WithClock(mock), retry.WithBackoff(retry.Exponential(time.Second, 2, time.Minute)),
-		retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(4), retry.WithWaitArmed(func(d time.Duration) { armed <- d }))
+	clk := retrytest.NewClock()
+	r := mustNew(t, retry.WithClock(clk), retry.WithBackoff(retry.Exponential(time.Second, 2, time.Minute)),
+		retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(4))
 	done := make(chan error, 1)
 	fn, calls := failing(3, errTransient)
 	go func() { done <- r.Do(t.Context(), fn) }()
 	var waits []time.Duration
 	for range 3 {
-		d := <-armed
+		d := <-clk.Armed()
 		waits = append(waits, d)
-		mock.Add(d)
+		clk.Add(d)
 	}
 	require.NoError(t, <-done)
 	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, waits)
@@ -1060,20 +1073,18 @@ func TestDo_contextEndsInAWaitWithEveryKindOfCause(t *testing.T) {
 	}
 }
 
-func TestWithWaitArmed_isCalledForZeroWaitsWithoutATimer(t *testing.T) {
-	// synctest turns a hook that is never called into a reported deadlock
-	// instead of a hung test.
+func TestDo_callsTheClocksWaitArmedForZeroWaitsWithoutATimer(t *testing.T) {
+	// synctest turns a WaitArmed that is never called into a reported
+	// deadlock instead of a hung test.
 	synctest.Test(t, func(t *testing.T) {
-		clk := &countingClock{Mock: clock.NewMock()}
-		armed := make(chan time.Duration)
-		r := mustNew(t, retry.WithClock(clk), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(4),
-			retry.WithWaitArmed(func(d time.Duration) { armed <- d }))
+		clk := &armedCountingClock{Clock: retrytest.NewClock()}
+		r := mustNew(t, retry.WithClock(clk), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(4))
 		fn, calls := failing(3, errTransient)
 		done := make(chan error, 1)
 		go func() { done <- r.Do(t.Context(), fn) }()
 		var waits []time.Duration
 		for range 3 {
-			waits = append(waits, <-armed)
+			waits = append(waits, <-clk.Armed())
 		}
 		require.NoError(t, <-done)
 		assert.Equal(t, []time.Duration{0, 0, 0}, waits, "one call per wait, with d = 0")
@@ -1100,13 +1111,12 @@ func TestReadmeMockClockRecipe(t *testing.T) {
 				fn, calls := failing(2, errTransient)
 
 				// The recipe, from docs/testing.md "Testing your retrying code".
-				mock := clock.NewMock()
-				armed := make(chan time.Duration)
-				r, _ := retry.New(append([]retry.Option{retry.WithClock(mock), retry.WithWaitArmed(func(d time.Duration) { armed <- d })}, extra...)...)
+				clk := retrytest.NewClock()
+				r, _ := retry.New(append([]retry.Option{retry.WithClock(clk)}, extra...)...)
 				done := make(chan error, 1)
 				go func() { done <- r.Do(ctx, fn) }()
 				for range 2 {
-					mock.Add(<-armed) // Do is parked on the mock's timer now
+					clk.Add(<-clk.Armed()) // Do is parked on the mock's timer now
 				}
 				err := <-done
 
