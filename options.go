@@ -198,7 +198,6 @@ type config struct {
 	rand           *lockedSource
 	observer       Observer
 	waitArmed      func(time.Duration) // the clock's WaitArmed, if it has one; set by derive
-	testWaitArmed  func(time.Duration) // set by this package's tests only
 	name           string
 	payload        []byte
 	dl             *deadLetterConfig     // nil without dead-letter options
@@ -280,7 +279,7 @@ func (cfg *config) apply(opts []Option) error {
 // set, so it cannot disagree with the settings.
 func (cfg *config) derive() error {
 	cfg.checkIdem()
-	cfg.waitArmed = cfg.testWaitArmed
+	cfg.waitArmed = nil
 	if a, ok := cfg.clock.(interface{ WaitArmed(time.Duration) }); ok {
 		cfg.waitArmed = a.WaitArmed
 	}
