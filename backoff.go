@@ -19,6 +19,31 @@ type Backoff interface {
 	Delay(attempt int, prev time.Duration, rnd float64) time.Duration
 }
 
+// schedule is implemented by the library's own Backoffs, BackoffFunc
+// among them: what checkBackoff and config.wait need to know of a Backoff
+// beyond its Delay. A Backoff of the user's own has no checks, gets a
+// sample and takes the jitter.
+type schedule interface {
+	Backoff
+	// valid reports whether the schedule's parameters, which its
+	// constructor cannot check, are fine (for a BackoffFunc, that it is
+	// not nil). It calls nothing, so it inlines into the method the
+	// interface calls; invalid builds the error when it is false.
+	valid() bool
+	invalid() error
+	// sampling says whether Delay reads its random sample, so that Do
+	// draws one, and whether a Jitter applies to what it returns.
+	sampling() (reads, jittered bool)
+}
+
+var (
+	_ schedule = BackoffFunc(nil)
+	_ schedule = constant{}
+	_ schedule = linear{}
+	_ schedule = exponential{}
+	_ schedule = decorrelated{}
+)
+
 // BackoffFunc adapts a function of the attempt number to a [Backoff], for
 // custom schedules: the wait after attempt n failed is f(n). The function
 // must be safe for concurrent use.
@@ -29,6 +54,15 @@ func (f BackoffFunc) Delay(attempt int, _ time.Duration, _ float64) time.Duratio
 	return f(attempt)
 }
 
+func (f BackoffFunc) valid() bool { return f != nil }
+
+func (f BackoffFunc) invalid() error {
+	s, _ := nilArg(f)
+	return nilBackoff(s)
+}
+
+func (BackoffFunc) sampling() (reads, jittered bool) { return false, true }
+
 // Constant waits d after every failed attempt. d must not be negative.
 func Constant(d time.Duration) Backoff { return constant{d: d} }
 
@@ -36,16 +70,13 @@ type constant struct{ d time.Duration }
 
 func (c constant) Delay(int, time.Duration, float64) time.Duration { return c.d }
 
-func (c constant) validate() error {
-	if c.d >= 0 {
-		return nil // inlined; the error is built out of line
-	}
-	return c.invalid()
-}
+func (c constant) valid() bool { return c.d >= 0 }
 
 func (c constant) invalid() error {
 	return fmt.Errorf("%w: Constant(%v): the delay must not be negative", ErrInvalidOption, c.d)
 }
+
+func (constant) sampling() (reads, jittered bool) { return false, true }
 
 // Linear waits initial after the first failed attempt and step more after
 // each further one, capped at max: min(initial + (n-1)*step, max) after
@@ -65,7 +96,9 @@ func (l linear) Delay(attempt int, _ time.Duration, _ float64) time.Duration {
 	return min(l.initial+time.Duration(n)*l.step, l.max)
 }
 
-func (l linear) validate() error {
+func (l linear) valid() bool { return l.initial >= 0 && l.step >= 0 && l.max >= l.initial }
+
+func (l linear) invalid() error {
 	if l.initial < 0 || l.step < 0 || l.max < 0 {
 		return fmt.Errorf("%w: Linear(%v, %v, %v): durations must not be negative", ErrInvalidOption, l.initial, l.step, l.max)
 	}
@@ -74,6 +107,8 @@ func (l linear) validate() error {
 	}
 	return nil
 }
+
+func (linear) sampling() (reads, jittered bool) { return false, true }
 
 // Exponential waits initial after the first failed attempt, multiplied by
 // multiplier after each further one and capped at max: after attempt n,
@@ -104,7 +139,12 @@ func (e exponential) Delay(attempt int, _ time.Duration, _ float64) time.Duratio
 	return durationOf(f)
 }
 
-func (e exponential) validate() error {
+func (e exponential) valid() bool {
+	// 1 ≤ multiplier ≤ MaxFloat64: at least 1 and finite, not NaN.
+	return e.initial >= 0 && e.max >= e.initial && e.multiplier >= 1 && e.multiplier <= math.MaxFloat64
+}
+
+func (e exponential) invalid() error {
 	if e.initial < 0 || e.max < 0 {
 		return fmt.Errorf("%w: Exponential(%v, %v, %v): durations must not be negative", ErrInvalidOption, e.initial, e.multiplier, e.max)
 	}
@@ -116,6 +156,8 @@ func (e exponential) validate() error {
 	}
 	return nil
 }
+
+func (exponential) sampling() (reads, jittered bool) { return false, true }
 
 // Decorrelated is AWS's "decorrelated jitter" schedule: each wait is drawn
 // uniformly from base to three times the previous wait (base before the
@@ -137,7 +179,9 @@ func (d decorrelated) Delay(_ int, prev time.Duration, rnd float64) time.Duratio
 	return durationOf(f)
 }
 
-func (d decorrelated) validate() error {
+func (d decorrelated) valid() bool { return d.base > 0 && d.max >= d.base }
+
+func (d decorrelated) invalid() error {
 	if d.base <= 0 {
 		return fmt.Errorf("%w: Decorrelated(%v, %v): base must be positive", ErrInvalidOption, d.base, d.max)
 	}
@@ -146,6 +190,9 @@ func (d decorrelated) validate() error {
 	}
 	return nil
 }
+
+// sampling: Decorrelated is random by itself, and takes no jitter.
+func (decorrelated) sampling() (reads, jittered bool) { return true, false }
 
 // durationOf converts f nanoseconds to a Duration, saturating: NaN and
 // negative values give 0, values past the int64 range give the largest

@@ -330,22 +330,23 @@ func WithBackoff(b Backoff) Option {
 // checkBackoff says what is wrong with b, the Backoff given to
 // WithBackoff (an Option's v, so nil for WithBackoff(nil)).
 func checkBackoff(b any) error {
-	// The library's own are never nil; their constructors cannot return
-	// an error, so their parameters are checked here.
-	switch b := b.(type) {
-	case constant:
-		return b.validate()
-	case linear:
-		return b.validate()
-	case exponential:
-		return b.validate()
-	case decorrelated:
-		return b.validate()
+	// The library's own check themselves: their constructors cannot
+	// return an error, and only a BackoffFunc of theirs can be nil.
+	if s, ok := b.(schedule); ok {
+		if s.valid() {
+			return nil
+		}
+		return s.invalid()
 	}
 	if s, isNil := nilArg(b); isNil {
-		return fmt.Errorf("%w: WithBackoff(%s): the backoff must not be nil", ErrInvalidOption, s)
+		return nilBackoff(s)
 	}
 	return nil
+}
+
+// nilBackoff is the error of WithBackoff given a nil Backoff, named s.
+func nilBackoff(s string) error {
+	return fmt.Errorf("%w: WithBackoff(%s): the backoff must not be nil", ErrInvalidOption, s)
 }
 
 // WithJitter sets how waits are randomized. Default: [FullJitter]. It has

@@ -273,17 +273,19 @@ func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool, rnd 
 		return min(hint, defaultMaxServerDelay)
 	}
 	// Draw random samples only where they change the result: the
-	// library's own schedules other than Decorrelated ignore theirs, and
-	// jitter leaves a zero wait zero.
+	// library's own schedules other than Decorrelated ignore theirs (a
+	// user's own Backoff gets one), and jitter leaves a zero wait zero.
 	b := cfg.backoff
+	reads, jittered := true, true
+	if s, own := b.(schedule); own {
+		reads, jittered = s.sampling()
+	}
 	var u float64
-	switch b.(type) {
-	case constant, linear, exponential, BackoffFunc:
-	default:
+	if reads {
 		u = cfg.sample(rnd)
 	}
 	d := max(b.Delay(attempt, prev, u), 0)
-	if _, random := b.(decorrelated); !random && d > 0 && cfg.jitter != NoJitter {
+	if jittered && d > 0 && cfg.jitter != NoJitter {
 		d = cfg.jitter.Apply(d, cfg.sample(rnd))
 	}
 	if cfg.maxDelay > 0 {
