@@ -10,82 +10,6 @@ import (
 // The Retrier's clock: every reading of time and every timer of a call
 // goes through here, on the real clock or the one WithClock gave.
 
-// sleep waits d on the call's timer and reports whether it ran to the end
-// (false: the context was done first). A zero wait arms no timer, but
-// still calls the clock's WaitArmed hook, so that a test advancing a mock
-// clock once per wait sees every wait of any schedule.
-func (c *call) sleep(d time.Duration) bool {
-	ch := c.armWait(d)
-	if ch == nil {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	case <-c.ctx.Done():
-		return false
-	}
-}
-
-// armWait arms the call's timer for a wait of d and tells the clock's
-// WaitArmed hook; it returns nil for a zero wait, which arms nothing. The
-// loop selects on the channel itself, so that a parked call's stack holds
-// one frame less: with the runtime's frames under the select, a plain or
-// observed call then stays within a goroutine's first 2 KB stack.
-func (c *call) armWait(d time.Duration) <-chan time.Time {
-	if d <= 0 && c.cfg.waitArmed == nil {
-		return nil // inlined: a zero wait without a hook costs no call
-	}
-	return c.armTimer(d)
-}
-
-// armTimer is armWait's part for a non-zero wait or a hook.
-func (c *call) armTimer(d time.Duration) <-chan time.Time {
-	if d <= 0 {
-		c.cfg.waitArmed(0)
-		return nil
-	}
-	ch := c.timer.arm(c.cfg.clock, d)
-	if c.cfg.waitArmed != nil {
-		c.cfg.waitArmed(d)
-	}
-	return ch
-}
-
-// waitTimer is the one timer of a call, made at the first non-zero wait and
-// reset for the later ones. Without an injected clock it is a plain
-// time.Timer, which saves the clock package's wrapper allocation.
-type waitTimer struct {
-	real *time.Timer
-	mock *clock.Timer
-}
-
-func (w *waitTimer) arm(clk clock.Clock, d time.Duration) <-chan time.Time {
-	if clk == nil {
-		if w.real == nil {
-			w.real = time.NewTimer(d)
-		} else {
-			w.real.Reset(d) // Go 1.23 timers: no stale value can be left in C
-		}
-		return w.real.C
-	}
-	if w.mock == nil {
-		w.mock = clk.Timer(d)
-	} else {
-		w.mock.Reset(d)
-	}
-	return w.mock.C
-}
-
-func (w *waitTimer) stop() {
-	if w.real != nil {
-		w.real.Stop()
-	}
-	if w.mock != nil {
-		w.mock.Stop()
-	}
-}
-
 // epoch anchors the real clock's readings in now. It is set once, at
 // start-up.
 var epoch = time.Now()
@@ -126,12 +50,87 @@ func (cfg *config) until(t time.Time) time.Duration {
 	return t.Sub(cfg.clock.Now())
 }
 
-// sleepDetached waits d on the Retrier's clock whatever the caller's
-// context says: the outcome must be recorded even if the caller left.
-func sleepDetached(cfg *config, t *waitTimer, d time.Duration) {
+// sleep waits d on the call's timer and reports whether it ran to the end
+// (false: the context was done first). A zero wait arms no timer, but
+// still calls the clock's WaitArmed hook, so that a test advancing a mock
+// clock once per wait sees every wait of any schedule.
+func (c *call) sleep(d time.Duration) bool {
+	ch := c.armWait(d)
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// armWait arms the call's timer for a wait of d and tells the clock's
+// WaitArmed hook; it returns nil for a zero wait, which arms nothing. The
+// loop selects on the channel itself, so that a parked call's stack holds
+// one frame less: with the runtime's frames under the select, a plain or
+// observed call then stays within a goroutine's first 2 KB stack.
+func (c *call) armWait(d time.Duration) <-chan time.Time {
+	if d <= 0 && c.cfg.waitArmed == nil {
+		return nil // inlined: a zero wait without a hook costs no call
+	}
+	return armTimer(c.cfg, &c.timer, d)
+}
+
+// armTimer is armWait's part for a non-zero wait or a hook, on t; the
+// waits of sleepDetached take it too.
+func armTimer(cfg *config, t *waitTimer, d time.Duration) <-chan time.Time {
+	if d <= 0 {
+		cfg.waitArmed(0)
+		return nil
+	}
 	ch := t.arm(cfg.clock, d)
 	if cfg.waitArmed != nil {
 		cfg.waitArmed(d)
 	}
-	<-ch
+	return ch
+}
+
+// waitTimer is the one timer of a call, made at the first non-zero wait and
+// reset for the later ones. Without an injected clock it is a plain
+// time.Timer, which saves the clock package's wrapper allocation.
+type waitTimer struct {
+	real *time.Timer
+	mock *clock.Timer
+}
+
+func (w *waitTimer) arm(clk clock.Clock, d time.Duration) <-chan time.Time {
+	if clk == nil {
+		if w.real == nil {
+			w.real = time.NewTimer(d)
+		} else {
+			w.real.Reset(d) // Go 1.23 timers: no stale value can be left in C
+		}
+		return w.real.C
+	}
+	if w.mock == nil {
+		w.mock = clk.Timer(d)
+	} else {
+		w.mock.Reset(d)
+	}
+	return w.mock.C
+}
+
+func (w *waitTimer) stop() {
+	if w.real != nil {
+		w.real.Stop()
+	}
+	if w.mock != nil {
+		w.mock.Stop()
+	}
+}
+
+// sleepDetached waits d on the Retrier's clock whatever the caller's
+// context says: the outcome must be recorded even if the caller left.
+func sleepDetached(cfg *config, t *waitTimer, d time.Duration) {
+	if ch := armTimer(cfg, t, d); ch != nil {
+		<-ch
+	}
 }
