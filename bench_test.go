@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -251,7 +252,7 @@ func BenchmarkParkedCalls(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			do := func() func(context.Context) error {
 				// No budget: it would refuse most of these retries.
-				opts := []retry.Option{retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2)}
+				opts := []retry.Option{retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(2)}
 				if c.opts != nil {
 					opts = append(opts, c.opts()...)
 				}
@@ -308,41 +309,28 @@ func parkedAttempt(context.Context) error {
 }
 
 // measureParked measures n calls of call, each of which makes one
-// parkedAttempt and then parks in a wait until the context is done, or
-// makes a second and last one once a short wait has ended (the default
-// FullJitter draws a few of the hour's waits short enough).
+// parkedAttempt and then parks in a wait (with no jitter, every one does)
+// until the context is done.
 //
 // They run on the real clock, as users' calls do, whose waits are plain
 // time.Timers: a clock with a WaitArmed method, which would say when each
 // call is parked, is a mock, whose timers cost more. Nor can they run in
 // a synctest bubble (which has no form for benchmarks anyway), whose time
 // has no monotonic reading: time.Since then takes a deeper path, which
-// alone puts an observed call at 4 KB of stack. So, as for the peers in
-// the benchmarks module, "parked" is read from the scheduler: every call
-// has made its first attempt, at least as many goroutines wait as calls
-// are left to park (n, less one per attempt past n) besides the ballast,
-// and their number has stopped growing, so that the few that the
-// runtime's and the test's own waiting goroutines could stand in for have
-// parked too.
+// alone puts an observed call at 4 KB of stack. So "parked" is read from
+// the scheduler: every call has made its attempt, and n goroutines more
+// than before the measure, besides the ballast, are waiting.
 func measureParked(tb testing.TB, n int, call func(context.Context) error) parkcost.Cost {
 	tb.Helper()
 	parkedAttempts.Store(0)
+	runtime.GC() // its workers park: they are counted in before
+	before := parkcost.Waiting()
 	parked := func() {
-		const settled = 10 // polls, a millisecond apart, without a new waiting goroutine
-		most, same := uint64(0), 0
-		for deadline := time.Now().Add(time.Minute); same < settled; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(time.Minute); parkedAttempts.Load() < int64(n) ||
+			parkcost.Waiting() < before+parkcost.Ballast+uint64(n); time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
-				tb.Fatalf("not parked after a minute: %d attempts for %d calls, %d goroutines waiting",
-					parkedAttempts.Load(), n, parkcost.Waiting())
-			}
-			attempts, w := parkedAttempts.Load(), parkcost.Waiting()
-			switch {
-			case attempts < int64(n) || w < uint64(2*int64(n)-attempts)+parkcost.Ballast:
-				same = 0
-			case w > most:
-				most, same = w, 0
-			default:
-				same++
+				tb.Fatalf("not parked after a minute: %d attempts for %d calls, %d goroutines waiting, %d before",
+					parkedAttempts.Load(), n, parkcost.Waiting(), before)
 			}
 		}
 	}
