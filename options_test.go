@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"testing/synctest"
@@ -15,6 +16,7 @@ import (
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
 	"github.com/steadfast-go/retry/memstore"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrystats"
 )
 
@@ -146,4 +148,36 @@ func TestDo_explicitMaxDelayCapsBackoffAndHints(t *testing.T) {
 	assert.Equal(t, []time.Duration{2 * time.Hour},
 		delaysOf(t, func() error { return retry.After(errTransient, 2*time.Hour) }, retry.WithMaxDelay(3*time.Hour), retry.WithMaxAttempts(2)),
 		"an explicit cap above the default lets a longer hint through")
+}
+
+// TestNew_defaultBudgetUnlessAnOptionSetsOne: New gives a Retrier its
+// default budget unless an option sets one, to nil included, and the last
+// WithBudget wins; With keeps the budget of the Retrier it builds on, and
+// the zero Retrier has none.
+func TestNew_defaultBudgetUnlessAnOptionSetsOne(t *testing.T) {
+	refused := func(r *retry.Retrier) int {
+		n := 0
+		for range 200 {
+			var e *retry.Error
+			err := r.Do(context.Background(), func(context.Context) error { return errTransient })
+			if errors.As(err, &e) && e.Outcome == retry.OutcomeRefused {
+				n++
+			}
+		}
+		return n
+	}
+	zeroWaits := retry.WithBackoff(retry.Constant(0))
+	noRetries, err := overload.NewRatio(overload.RatioOptions{Ratio: overload.None, MinPerSecond: overload.None})
+	require.NoError(t, err)
+	var zero retry.Retrier
+	fromZero, err := zero.With(zeroWaits)
+	require.NoError(t, err)
+	fromNew, err := mustNew(t, zeroWaits).With(retry.WithName("charge"))
+	require.NoError(t, err)
+
+	assert.Positive(t, refused(mustNew(t, zeroWaits)), "New's default budget")
+	assert.Positive(t, refused(fromNew), "With on New's Retrier")
+	assert.Equal(t, 200, refused(mustNew(t, retry.WithBudget(nil), zeroWaits, retry.WithBudget(noRetries))), "the last WithBudget")
+	assert.Zero(t, refused(mustNew(t, zeroWaits, retry.WithBudget(nil))), "WithBudget(nil)")
+	assert.Zero(t, refused(fromZero), "With on the zero Retrier")
 }
