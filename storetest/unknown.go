@@ -52,9 +52,12 @@ func TestUnknownOutcome(t *testing.T, c UnknownOutcome) {
 		return r
 	}
 	// cut runs one call whose context ends while fn runs, after fn acted.
+	// The deadline is half a lease away, so that the claim before fn,
+	// one round trip, falls well within it even on a loaded machine (a
+	// tenth was too close); renewals keep the claim held past it.
 	cut := func(t *testing.T, r *retry.Retrier, runs *atomic.Int32) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), c.Lease/10)
+		ctx, cancel := context.WithTimeout(context.Background(), c.Lease/2)
 		defer cancel()
 		err := r.Do(ctx, func(ctx context.Context) error {
 			runs.Add(1) // the side effect, then a slow reply
