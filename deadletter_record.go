@@ -11,23 +11,22 @@ import (
 	"github.com/steadfast-go/retry/internal/clip"
 )
 
-// deadLetterHook joins a call to its dead-letter sinks: it keeps the
-// failed attempts and, when the call gives up with a covered outcome,
-// writes the record before Do returns. It holds only the shared settings;
-// the call's attempt log lives in the call.
-type deadLetterHook[T any] struct{ d *deadLetterConfig }
-
-func (deadLetterHook[T]) begin(*call) (v T, err error, done bool)  { return v, nil, false }
-func (deadLetterHook[T]) before(*call) (v T, err error, skip bool) { return v, nil, false }
+// deadLettering is the hook of WithDeadLetter: it keeps the failed
+// attempts and, when the call gives up with a covered outcome, writes the
+// record before Do returns.
+type deadLettering[T any] struct {
+	noHook[T]
+	log *attemptLog // the call's failed attempts; nil until the first
+}
 
 // after logs a failed attempt for the record. The log is made at the
 // first failure, so a call that succeeds at once allocates nothing.
-func (h deadLetterHook[T]) after(c *call, v T, err error) (T, error) {
+func (h *deadLettering[T]) after(c *call, _ *attempt, v T, err error) (T, error) {
 	if err != nil {
-		if c.dead == nil {
-			c.dead = newAttemptLog(h.d)
+		if h.log == nil {
+			h.log = newAttemptLog(c.cfg.dl)
 		}
-		c.dead.add(c.attempts, c.prevWait, err)
+		h.log.add(c.attempts, c.prevWait, err)
 	}
 	return v, err
 }
@@ -36,12 +35,12 @@ func (h deadLetterHook[T]) after(c *call, v T, err error) (T, error) {
 // not fail (see notFailedWork). A redrive's replay that replayed a stored
 // failure is written all the same: the record it replays is marked
 // redriven already, and without a new one the work would be lost.
-func (h deadLetterHook[T]) end(c *call, v T, err error) (T, error) {
+func (h *deadLettering[T]) end(c *call, v T, err error, d *Done) (T, error) {
 	e, ok := err.(*Error)
-	if !ok || notFailedWork(e.Last) && (h.d.origin == nil || !replayedFailure(e.Last)) {
+	if !ok || notFailedWork(e.Last) && (c.cfg.dl.origin == nil || !replayedFailure(e.Last)) {
 		return v, err
 	}
-	err, c.dlStored, c.dlFailed = c.deadLetter(e)
+	err, d.DeadLettered, d.DeadLetterFailed = c.deadLetter(e, h.log)
 	return v, err
 }
 
@@ -93,16 +92,15 @@ func (l *attemptLog) list() []AttemptError {
 	return append(out, l.tail[:l.next]...)
 }
 
-// deadLetter writes the dead letter of a call that ended with e, if its
-// outcome is covered, and returns what Do returns and, for Done, whether a
-// sink stored it or every sink failed.
-func (c *call) deadLetter(e *Error) (err error, stored, failed bool) {
+// deadLetter writes the dead letter of a call that ended with e, with the
+// failed attempts in log, if its outcome is covered, and returns what Do
+// returns and, for Done, whether a sink stored it or every sink failed.
+func (c *call) deadLetter(e *Error, log *attemptLog) (err error, stored, failed bool) {
 	d := c.cfg.dl
 	if !d.covers(e) {
 		return e, false, false
 	}
-	// c.start is a mark for spans (see config.now), not a timestamp.
-	spent := c.cfg.now().Sub(c.start)
+	spent := c.elapsed()
 	gaveUp := c.cfg.wallNow()
 	dl := DeadLetter{
 		ID:           newDeadLetterID(),
@@ -112,7 +110,7 @@ func (c *call) deadLetter(e *Error) (err error, stored, failed bool) {
 		FirstAttempt: gaveUp.Add(-spent),
 		GaveUp:       gaveUp,
 		Reason:       e.Outcome,
-		Errors:       c.dead.list(),
+		Errors:       log.list(),
 	}
 	if e.Last != nil {
 		dl.LastError = errorText(e.Last)

@@ -177,47 +177,6 @@ type retryAfterError struct {
 func (r *retryAfterError) Error() string { return errorText(r.err) }
 func (r *retryAfterError) Unwrap() error { return r.err }
 
-// walk returns the first error in err's tree, depth first, for which match
-// is true. Unlike errors.As it stops at an *Error, so that markers seen by an
-// inner Do do not leak into an outer one; like classify it looks at no more
-// than maxLinks links.
-func walk(err error, match func(error) bool) error {
-	found, _ := walkN(err, match, maxLinks, false)
-	return found
-}
-
-// walkN is walk looking at no more than left links, and into an *Error's
-// chain too when intoErrors is set (as errors.Is does); it also returns
-// how many links it may still look at.
-func walkN(err error, match func(error) bool, left int, intoErrors bool) (error, int) {
-	for ; err != nil; left-- {
-		if left <= 0 {
-			return nil, 0
-		}
-		if match(err) {
-			return err, left
-		}
-		if _, inner := err.(*Error); inner && !intoErrors {
-			return nil, left
-		}
-		switch e := err.(type) {
-		case interface{ Unwrap() error }:
-			err = e.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, inner := range e.Unwrap() {
-				var found error
-				if found, left = walkN(inner, match, left-1, intoErrors); found != nil || left <= 0 {
-					return found, left
-				}
-			}
-			return nil, left
-		default:
-			return nil, left
-		}
-	}
-	return nil, left
-}
-
 // errorText is err.Error(), or, if that panics, what fmt prints for err:
 // "<nil>" for a nil pointer, as a typed nil returned as an error often is.
 // A failed call must still be reported, logged and dead-lettered whatever

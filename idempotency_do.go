@@ -51,18 +51,20 @@ const (
 // success before the loop reports it, and stores or releases the key at
 // the end.
 type idemCall[T any] struct {
+	noHook[T]
 	cfg *config
 	ic  *idemConfig
 	ctx context.Context
 	key string
 	fp  string
 
-	state  idemState
-	token  string    // the claim this call holds; "" when none
-	held   time.Time // when the claim was last taken or renewed, read before the store call
-	stale  bool      // fail-open: the last Renew failed, so held says nothing of the lease
-	looked time.Time // when the last Claim was sent
-	value  T         // fn's value in state ranAhead
+	state    idemState
+	token    string      // the claim this call holds; "" when none
+	held     time.Time   // when the claim was last taken or renewed, read before the store call
+	stale    bool        // fail-open: the last Renew failed, so held says nothing of the lease
+	looked   time.Time   // when the last Claim was sent
+	value    T           // fn's value in state ranAhead
+	renewing *renewer[T] // keeps the claim while fn runs; nil between attempts
 }
 
 // newIdemCall checks the call's key; a bad one is bad input, reported
@@ -136,6 +138,10 @@ func chainHolds(ctx context.Context, store IdempotencyStore, key string) bool {
 	return false
 }
 
+// maxInnerDepth bounds how many enclosing idempotent calls chainHolds
+// looks through.
+const maxInnerDepth = 64
+
 // sameStore compares two stores as interface values, without panicking
 // on a store type that is not comparable (one such is never the same).
 func sameStore(a, b IdempotencyStore) (same bool) {
@@ -147,27 +153,37 @@ func sameStore(a, b IdempotencyStore) (same bool) {
 	return a == b
 }
 
-// marked runs fn with a context that says this call holds its key, so
+// context marks fn's context as one in which this call holds its key, so
 // that an idempotent call inside fn does not take the key as its own.
 // While fn runs, the claim is renewed (see renewer); if it cannot be, fn's
 // context ends before the lease could run out, and the attempt's outcome
 // is unknown.
-func (s *idemCall[T]) marked(fn func(context.Context) (T, error)) func(context.Context) (T, error) {
-	return func(ctx context.Context) (v T, err error) {
-		ctx = context.WithValue(ctx, heldKeyType{}, keyHolder(s))
-		if s.token == "" || s.stale {
-			return fn(ctx) // fail-open: nothing to keep
-		}
-		ctx, r := s.keepClaim(ctx)
-		// Deferred, so that a panic in fn stops the renewals too: abandon
-		// then owns the call's fields, and no timer outlives Do.
-		defer func() {
-			if cut := r.stop(); cut != nil && err != nil {
-				err = &cutAttempt{err: err, cut: cut}
-			}
-		}()
-		return fn(ctx)
+func (s *idemCall[T]) context(_ *call, _ *attempt, ctx context.Context) context.Context {
+	ctx = context.WithValue(ctx, heldKeyType{}, keyHolder(s))
+	if s.token == "" || s.stale {
+		return ctx // fail-open: nothing to keep
 	}
+	ctx, s.renewing = s.keepClaim(ctx)
+	return ctx
+}
+
+// stopRenewing stops the claim's renewals, when fn returned or panicked,
+// and returns the error that cut fn off, if one did: abandon then owns
+// the call's fields, and no timer outlives Do.
+func (s *idemCall[T]) stopRenewing() error {
+	r := s.renewing
+	if r == nil {
+		return nil
+	}
+	s.renewing = nil
+	return r.stop()
+}
+
+// unwind stops the renewals and acts on the claim when fn or a hook
+// panicked (see abandon).
+func (s *idemCall[T]) unwind(*call, *attempt) {
+	_ = s.stopRenewing()
+	s.abandon()
 }
 
 // leaseCovers says whether what is left of the claim's lease, measured
@@ -182,36 +198,37 @@ func (s *idemCall[T]) leaseCovers() bool {
 // begin claims the key, waiting for another holder's outcome unless told
 // not to, and ends the call at once for a completed key (replay), a key
 // reused with another payload, or a store that failed (fail closed).
-func (s *idemCall[T]) begin(c *call) (v T, err error, done bool) {
+func (s *idemCall[T]) begin(c *call) (v T, err error, act action) {
 	cl, err := s.claim()
 	if !s.ic.noWait && err == nil && cl.Status == ClaimHeld && cl.Fingerprint == s.fp {
+		var done bool
 		if cl, err, done = s.waitForHolder(c); done {
-			return v, err, true
+			return v, err, stop
 		}
 	}
-	v, stop, run := s.take(cl, err, fresh)
+	v, why, run := s.take(cl, err, fresh)
 	switch {
 	case run:
-		return v, nil, false
-	case stop == errHeld:
+		return v, nil, proceed
+	case why == errHeld:
 		s.state = heldFirst // the first attempt fails without a new look
-		return v, nil, false
-	case stop == nil:
-		return v, nil, true // a replayed success
-	case s.ctx.Err() != nil && stop == s.ctx.Err():
-		return v, nil, false // the loop stops for the context
+		return v, nil, proceed
+	case why == nil:
+		return v, nil, stop // a replayed success
+	case s.ctx.Err() != nil && why == s.ctx.Err():
+		return v, nil, proceed // the loop stops for the context
 	}
-	c.last = stop
-	return v, c.fail(OutcomePermanent, nil, nil), true
+	c.last = why
+	return v, c.fail(OutcomePermanent, nil, nil), stop
 }
 
 // take acts on what a look at the key found, before the first attempt or
 // a later one: run says fn may run now, because the call took the claim
 // (its state becomes claimed) or the store failed and fail-open is on.
-// Otherwise stop says why not, with v: nil for a replayed success, a
+// Otherwise why says why not, with v: nil for a replayed success, a
 // replayed permanent failure, ErrKeyReuse, errHeld, the store's failure,
 // or the context's error when the store failed because the caller left.
-func (s *idemCall[T]) take(cl Claim, err error, claimed idemState) (v T, stop error, run bool) {
+func (s *idemCall[T]) take(cl Claim, err error, claimed idemState) (v T, why error, run bool) {
 	switch {
 	case err != nil && s.ctx.Err() != nil:
 		return v, s.ctx.Err(), false
@@ -242,22 +259,23 @@ func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
 	c.last = errHeld
 	prev := time.Duration(0)
 	for n := 1; ; n++ {
-		d, verdict := c.next(n, prev, errHeld, math.MaxInt)
-		if verdict != wait {
-			return cl, c.stopFor(verdict), true
+		next := c.next(n, prev, errHeld, math.MaxInt)
+		if next.verdict != wait {
+			return cl, c.stopFor(next.verdict), true
 		}
+		d := next.wait
 		d = max(d, minHolderPoll)
 		prev = d
 		if !c.sleep(d) {
 			// Not a wait OnRetry announced: Done.Waited stays false, or
 			// a gauge of waits would go below 0.
-			return cl, c.stopForContext(false), true
+			return cl, c.stopForContext(), true
 		}
 		cl, err = s.claim()
 		if err != nil && s.ctx.Err() != nil {
 			// The caller left during the look: the call still ends
 			// while another holds the key (c.last stays errHeld).
-			return cl, c.stopForContext(false), true
+			return cl, c.stopForContext(), true
 		}
 		if err != nil || cl.Status != ClaimHeld || cl.Fingerprint != s.fp {
 			c.last = nil
@@ -269,24 +287,24 @@ func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
 // before looks the key up again while another caller holds it, and
 // renews the claim before each later attempt. It lets fn run only while
 // the call holds the key (or runs fail-open).
-func (s *idemCall[T]) before(*call) (v T, err error, skip bool) {
+func (s *idemCall[T]) before(*call, *attempt) (v T, err error, act action) {
 	switch s.state {
 	case heldFirst:
 		s.state = heldByPeer
-		return v, errHeld, true
+		return v, errHeld, skip
 	case heldByPeer:
 		cl, err := s.claim()
-		v, stop, run := s.take(cl, err, holding)
+		v, why, run := s.take(cl, err, holding)
 		switch {
 		case run:
-		case s.ctx.Err() != nil && stop == s.ctx.Err():
+		case s.ctx.Err() != nil && why == s.ctx.Err():
 			// The caller left during the look: the key was held at the
 			// last one, so the call ends as one that found it held.
-			return v, errHeld, true
-		case stop == nil, stop == errHeld, IsPermanent(stop):
-			return v, stop, true // replayed or still held
+			return v, errHeld, skip
+		case why == nil, why == errHeld, IsPermanent(why):
+			return v, why, skip // replayed or still held
 		default:
-			return v, Permanent(stop), true
+			return v, Permanent(why), skip
 		}
 	case fresh:
 		s.state = holding
@@ -303,25 +321,29 @@ func (s *idemCall[T]) before(*call) (v T, err error, skip bool) {
 			switch {
 			case errors.Is(err, ErrLeaseLost):
 				s.state, s.token = settled, "" // nothing left to release
-				return v, Permanent(errTakenOver), true
+				return v, Permanent(errTakenOver), skip
 			case s.ctx.Err() != nil:
 				s.state = refused
-				return v, s.ctx.Err(), true
+				return v, s.ctx.Err(), skip
 			case !s.ic.failOpen:
 				s.state = refused
-				return v, Permanent(err), true
+				return v, Permanent(err), skip
 			}
 			// Fail-open: fn runs unprotected, so its attempt is not
 			// cut at the end of a lease that may no longer be held.
 			s.stale = true
 		}
 	}
-	return v, nil, false
+	return v, nil, proceed
 }
 
-// after records fn's success before the loop reports it, so that a
-// success Do returns is always one the store keeps.
-func (s *idemCall[T]) after(_ *call, v T, err error) (T, error) {
+// after stops the claim's renewals, and records fn's success before the
+// loop reports it, so that a success Do returns is always one the store
+// keeps.
+func (s *idemCall[T]) after(_ *call, _ *attempt, v T, err error) (T, error) {
+	if cut := s.stopRenewing(); cut != nil && err != nil {
+		err = &cutAttempt{err: err, cut: cut}
+	}
 	if err != nil || s.state != holding {
 		return v, err
 	}
@@ -337,7 +359,7 @@ func (s *idemCall[T]) after(_ *call, v T, err error) (T, error) {
 // end stores a final failure that fn returned, or releases the claim, and
 // returns what Do returns: fn's value too when its success could not be
 // recorded.
-func (s *idemCall[T]) end(_ *call, v T, err error) (T, error) {
+func (s *idemCall[T]) end(_ *call, v T, err error, _ *Done) (T, error) {
 	var e *Error
 	switch {
 	case s.state == ranAhead:
@@ -354,8 +376,8 @@ func (s *idemCall[T]) end(_ *call, v T, err error) (T, error) {
 	return v, err
 }
 
-// abandon acts on a claim still held when Do unwinds without reaching
-// end, from a panic. A panic in fn releases the claim: the work did not
+// abandon acts on a claim still held when Do unwinds from a panic. A
+// panic in fn releases the claim: the work did not
 // end. A panic after fn succeeded must not free the key, or the next call
 // would repeat the work: one in the value's encoding completes the key as
 // a permanent failure, as an encoding error does; one in the store's
@@ -718,26 +740,6 @@ func replayedFailure(err error) bool {
 		return ok
 	}) != nil
 }
-
-// walkThrough is walk going on into the last error of each inner Do's
-// *Error it meets.
-func walkThrough(err error, match func(error) bool) error {
-	for depth := 0; err != nil && depth < maxInnerDepth; depth++ {
-		found := walk(err, func(err error) bool {
-			_, inner := err.(*Error)
-			return inner || match(err)
-		})
-		inner, ok := found.(*Error)
-		if !ok {
-			return found
-		}
-		err = inner.Last
-	}
-	return nil
-}
-
-// maxInnerDepth bounds how many nested Do calls walkThrough looks into.
-const maxInnerDepth = 64
 
 // codecError reports a value the codec could not encode or decode. Its text
 // names the codec error's type only, since the error's own text may quote

@@ -149,7 +149,7 @@ func (cfg *config) applyOne(i int, o *Option) {
 }
 
 // quickOptions reports whether opts are valid and leave the first
-// attempt a plain call of fn (config.slow false), so that the
+// attempt a plain call of fn (config.plainFirst), so that the
 // package-level Do may call fn before it builds the config, which a first
 // success then never needs. It checks what apply would refuse and answers
 // false whenever it is not sure: for any setting not listed here (a new
@@ -194,6 +194,7 @@ type config struct {
 	maxElapsed     time.Duration
 	attemptTimeout time.Duration
 	clock          clock.Clock
+	clockBase      time.Time // clock's time when derived: see reading
 	retryIf        func(error) bool
 	rand           *lockedSource
 	observer       Observer
@@ -205,10 +206,37 @@ type config struct {
 	budget         Budget                // nil: no budget
 	bucket         *overload.TokenBucket // budget, when it is one: its success inlines; set by derive
 	breaker        Breaker               // nil: no breaker
-	guarded        bool                  // a budget or a breaker is asked before each wait; set by derive
 	nestedRetries  bool                  // retry errors other Retriers gave up on
-	slow           bool                  // the first attempt needs the loop's state; set by derive
-	zeroWaits      bool                  // the backoff is Constant(0); set by resolve
+	features       features              // which hooks a call has; set by derive
+	zeroWaits      bool                  // the backoff is Constant(0); set by derive
+}
+
+// features says which of a call's features are on: each but the time
+// budget is a hook (hook.go). derive sets them once, and a call's route
+// follows from them alone.
+type features uint8
+
+const (
+	featBudget         features = 1 << iota // WithBudget: told of every attempt
+	featBreaker                             // WithBreaker
+	featObserver                            // WithObserver
+	featAttemptTimeout                      // WithAttemptTimeout
+	featIdempotency                         // WithIdempotency
+	featDeadLetter                          // WithDeadLetter
+	featTimeBudget                          // WithMaxElapsed: no hook, but the call reads its start
+)
+
+// plainFirst says whether a call's first attempt is a plain call of fn,
+// which only a budget hears of, so that an entry point may make it itself.
+func (cfg *config) plainFirst() bool { return cfg.features&^featBudget == 0 }
+
+// hooked says whether a call has hooks: the time budget is the policy's.
+func (cfg *config) hooked() bool { return cfg.features&^featTimeBudget != 0 }
+
+// readsStart says whether a call reads the clock when it starts: for
+// observers, the time budget and dead letters.
+func (cfg *config) readsStart() bool {
+	return cfg.features&(featObserver|featTimeBudget|featDeadLetter) != 0
 }
 
 func (cfg *config) fail(format string, args ...any) {
@@ -279,14 +307,30 @@ func (cfg *config) apply(opts []Option) error {
 // set, so it cannot disagree with the settings.
 func (cfg *config) derive() error {
 	cfg.checkIdem()
-	cfg.waitArmed = nil
+	cfg.waitArmed, cfg.clockBase = nil, time.Time{}
+	if cfg.clock != nil {
+		cfg.clockBase = cfg.clock.Now()
+	}
 	if a, ok := cfg.clock.(interface{ WaitArmed(time.Duration) }); ok {
 		cfg.waitArmed = a.WaitArmed
 	}
-	// Everything that needs the loop's state from the first attempt on
-	// sends calls down the slow path.
-	cfg.slow = cfg.observer != nil || cfg.attemptTimeout > 0 || cfg.maxElapsed > 0 || cfg.idem != nil || cfg.dl.active() || cfg.breaker != nil
-	cfg.guarded = cfg.breaker != nil || cfg.budget != nil
+	cfg.features = 0
+	for _, f := range [...]struct {
+		on  bool
+		bit features
+	}{
+		{cfg.budget != nil, featBudget},
+		{cfg.breaker != nil, featBreaker},
+		{cfg.observer != nil, featObserver},
+		{cfg.attemptTimeout > 0, featAttemptTimeout},
+		{cfg.idem != nil, featIdempotency},
+		{cfg.dl.active(), featDeadLetter},
+		{cfg.maxElapsed > 0, featTimeBudget},
+	} {
+		if f.on {
+			cfg.features |= f.bit
+		}
+	}
 	cfg.bucket, _ = cfg.budget.(*overload.TokenBucket)
 	b, ok := cfg.backoff.(constant)
 	cfg.zeroWaits = ok && b.d == 0

@@ -535,6 +535,39 @@ func TestBudget_notAskedToLookAgainAtAHeldKey(t *testing.T) {
 	})
 }
 
+// TestBudget_givesBackOnlyTheWaitsItAllowed: a budget hears Waited once for
+// each wait its Retry allowed, and not after a look at a held key, which it
+// was not asked about: a MaxWaiting bound would otherwise count waits that
+// never entered it, and let more calls park than it allows.
+func TestBudget_givesBackOnlyTheWaitsItAllowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(nil)
+		cl, err := store.Claim(t.Context(), "k", "", time.Minute)
+		require.NoError(t, err)
+		b := &countingBudget{allow: 10}
+		r := mustNew(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}),
+			retry.WithBudget(b), retry.WithMaxAttempts(math.MaxInt),
+			retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter))
+		var calls atomic.Int32
+		done := make(chan error)
+		go func() {
+			done <- r.Do(t.Context(), func(context.Context) error {
+				if calls.Add(1) == 1 {
+					return errors.New("blip")
+				}
+				return nil
+			})
+		}()
+		time.Sleep(20 * time.Millisecond) // a few looks at the held key
+		require.NoError(t, store.Release(t.Context(), "k", cl.Token))
+		require.NoError(t, <-done)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		assert.Equal(t, 1, b.retries, "asked only before the retry of the failed call of fn")
+		assert.Equal(t, b.retries, b.waited, "Waited once per wait that Retry allowed")
+	})
+}
+
 // TestBudget_ratioCountsACallWhoseFirstLooksFoundTheKeyHeld: with
 // FailWhileHeld, the looks at a held key are attempts that do not call fn,
 // so the attempt that then calls fn is not attempt 1; a Ratio, which

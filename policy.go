@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 )
@@ -109,7 +110,7 @@ func (m *marks) walk(err error, left int) int {
 // canceledIn is errors.Is(err, context.Canceled), looking at no more than
 // left links; it also returns how many it may still look at.
 func canceledIn(err error, left int) (bool, int) {
-	found, left := walkN(err, isCanceledLink, left, true)
+	found, left := walkN(err, isCanceledLink, left, intoErrors)
 	return found != nil, left
 }
 
@@ -145,27 +146,29 @@ func isCanceled(wrapper error) bool {
 }
 
 // decide says what follows a failed attempt: the wait before the next
-// one, or why the call stops. It depends on nothing but its arguments and
-// the Retrier's settings (and, for jitter, its random source), in the
-// manner of x/time/rate's ReserveN(t): attempt is the number of the
-// attempt that failed, prev the wait before it, elapsed the time since the
-// call started (0 without a time budget), left the time to the context's
-// deadline when hasDeadline. The loop and any other waiting path (an
-// idempotent call waiting for another holder, which passes no attempt
-// limit) ask it alike.
+// one, or why the call stops, and whether the server asked for the wait
+// ([After]). It depends on nothing but its arguments and the Retrier's
+// settings (and, for jitter, its random source), in the manner of
+// x/time/rate's ReserveN(t): attempt is the number of the attempt that
+// failed, prev the wait before it, elapsed the time since the call
+// started (0 without a time budget), left the time to the context's
+// deadline when hasDeadline. The loop and an idempotent call waiting for
+// another holder (which passes no attempt limit) ask it alike, and a
+// budget and a breaker read its verdict (see judged): each error is
+// classified once.
 //
 // The order of checks is fixed: permanent, context, classification,
 // attempts, time budget, context deadline.
-func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err error, ctxDone bool, elapsed, left time.Duration, hasDeadline bool) (time.Duration, verdict) {
+func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err error, ctxDone bool, elapsed, left time.Duration, hasDeadline bool) (time.Duration, verdict, bool) {
 	m := classify(err)
 	if v := cfg.stops(m, ctxDone); v != wait {
-		return 0, v
+		return 0, v, false
 	}
 	if cfg.retryIf != nil && !m.hinted && cfg.retryIfRefuses(err) {
-		return 0, stopPermanent
+		return 0, stopPermanent, false
 	}
 	if attempt >= maxAttempts {
-		return 0, stopExhausted
+		return 0, stopExhausted, m.hinted
 	}
 	var d time.Duration
 	if m.hinted || !cfg.zeroWaits {
@@ -175,19 +178,18 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 	}
 	switch {
 	case cfg.maxElapsed > 0 && d >= cfg.maxElapsed-elapsed:
-		return d, stopMaxElapsed
+		return d, stopMaxElapsed, m.hinted
 	case hasDeadline && d >= left:
-		return d, stopDeadline
+		return d, stopDeadline, m.hinted
 	}
-	return d, wait
+	return d, wait, m.hinted
 }
 
 // stops says whether an attempt's error, in whose chain classify found
 // m, ends the call whatever the attempts and the time left, and why; wait
 // means it does not, unless WithRetryIf refuses the error (asked by the
-// callers, after this, since only that needs a call). decide and judge
-// both read it, so that the loop and a budget or breaker agree on what an
-// error is. It depends on m alone and inlines.
+// caller, after this, since only that needs a call). It depends on m
+// alone and inlines.
 func (cfg *config) stops(m marks, ctxDone bool) verdict {
 	switch {
 	case m.cut:
@@ -227,40 +229,20 @@ const (
 	failure                     // an error the policy would retry, attempts left or not
 )
 
-// judge says what an attempt that ended with err says of the downstream;
-// throttled says the server asked for a delay.
-func (cfg *config) judge(ctx context.Context, err error) (j judgement, throttled bool) {
-	if err == nil {
-		return answered, false
+// judged says what a failed attempt on which decide ruled v says of the
+// downstream.
+func judged(v verdict) judgement {
+	switch v {
+	case wait, stopExhausted, stopMaxElapsed, stopDeadline:
+		return failure
+	case stopPermanent: // WithRetryIf's refusal included
+		return answered
 	}
-	m := classify(err)
-	switch cfg.stops(m, cfg.ctxDone(ctx)) {
-	case wait:
-		if cfg.retryIf != nil && !m.hinted && cfg.retryIfRefuses(err) {
-			return answered, false
-		}
-		return failure, m.hinted
-	case stopPermanent:
-		return answered, false
-	default: // the context, a cancellation, another Retrier's give-up
-		return notCounted, false
-	}
-}
-
-// ctxDone says whether the call's context has ended, as next reads it:
-// done, or its deadline passed on the Retrier's clock before the
-// context's own timer said so. judge reads it as next does, so that an
-// attempt the loop ends as the context's end is not told as a failure.
-func (cfg *config) ctxDone(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	deadline, ok := ctx.Deadline()
-	return ok && cfg.until(deadline) <= 0
+	return notCounted // the context, a cancellation, a cut attempt, another Retrier's give-up
 }
 
 // wait computes the wait after attempt failed: jitter(backoff(attempt)),
-// or hint for a server-supplied delay, each within its cap (see resolve).
+// or hint for a server-supplied delay, each within its cap.
 // rnd supplies the random samples; nil draws them from the Retrier's
 // source (see random).
 func (cfg *config) wait(attempt int, prev, hint time.Duration, hinted bool, rnd func() float64) time.Duration {
@@ -304,4 +286,162 @@ func (cfg *config) sample(rnd func() float64) float64 {
 		return cfg.rand.float64()
 	}
 	return rand.Float64()
+}
+
+// next asks the policy what follows attempt, which failed with err after
+// a wait of prev, with an attempt limit of maxAttempts (an idempotent call
+// waiting for another holder has none), and keeps err as the call's last. It reads the clock only for what
+// the Retrier needs (the time budget, the context's deadline) and asks the
+// context for its deadline each time rather than keep it in the call.
+func (c *call) next(attempt int, prev time.Duration, err error, maxAttempts int) ruling {
+	c.last = err
+	var elapsed, left time.Duration
+	if c.cfg.maxElapsed > 0 {
+		elapsed = c.elapsed()
+	}
+	deadline, hasDeadline := c.ctx.Deadline()
+	if hasDeadline {
+		left = c.cfg.until(deadline)
+	}
+	// A deadline already past ends the call as the context's end does,
+	// even before the context's own timer has said so.
+	d, v, hinted := c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil || hasDeadline && left <= 0, elapsed, left, hasDeadline)
+	return ruling{wait: d, verdict: v, hinted: hinted, made: true}
+}
+
+// ruling is the policy's word on a failed attempt: wait, or stop for
+// verdict; hinted says the server asked for the wait, made that the
+// policy was asked.
+type ruling struct {
+	wait    time.Duration
+	verdict verdict
+	hinted  bool
+	made    bool
+}
+
+// fail builds the *Error of a call that stops with o.
+func (c *call) fail(o Outcome, cause, ctxErr error) *Error {
+	return &Error{Outcome: o, Attempts: c.attempts, Last: c.last, Cause: cause, ctxErr: ctxErr}
+}
+
+// stopFor builds the error of a call the policy stopped with v.
+func (c *call) stopFor(v verdict) error {
+	switch v {
+	case stopContext:
+		e := c.stopForContext()
+		if c.ran {
+			// fn was running when the context ended, or returned
+			// past the deadline: it may have acted.
+			e.Outcome = OutcomeUnknown
+		}
+		return e
+	case stopExhausted:
+		return c.fail(OutcomeExhausted, ErrExhausted, nil)
+	case stopInner:
+		// Another Retrier gave up on this error: end as it did (the
+		// one classify found, not merely the first *Error in the chain).
+		if in := innerGaveUp(c.last); in != nil {
+			return c.fail(in.Outcome, in.Cause, nil)
+		}
+		// Only at the bound on the links looked at, where the two
+		// walks may part.
+		return c.fail(OutcomeExhausted, ErrExhausted, nil)
+	case stopMaxElapsed:
+		return c.fail(OutcomeMaxElapsed, ErrExhausted, nil)
+	case stopUnknown:
+		if e, ok := walk(c.last, isCutAttempt).(*cutAttempt); ok {
+			return c.fail(OutcomeUnknown, e.cut, nil)
+		}
+	case stopDeadline:
+		// The next wait would end past the deadline: report it without
+		// waiting for it.
+		e := c.fail(OutcomeDeadline, context.DeadlineExceeded, nil)
+		e.early = true
+		return e
+	}
+	return c.fail(OutcomePermanent, nil, nil)
+}
+
+// stopForContext builds the error of a call whose context is done, keeping
+// both the context's cause and its error (they differ with
+// context.WithCancelCause).
+func (c *call) stopForContext() *Error {
+	ctxErr := c.ctx.Err()
+	cause := context.Cause(c.ctx)
+	if ctxErr == nil {
+		// The deadline passed before the context's timer said so (see
+		// next): it ends the call as the deadline.
+		ctxErr, cause = context.DeadlineExceeded, context.DeadlineExceeded
+	}
+	o := OutcomeCanceled
+	if errors.Is(ctxErr, context.DeadlineExceeded) {
+		o = OutcomeDeadline
+	}
+	if cause == ctxErr {
+		ctxErr = nil
+	}
+	return c.fail(o, cause, ctxErr)
+}
+
+func isCutAttempt(err error) bool { _, ok := err.(*cutAttempt); return ok }
+
+// walk returns the first error in err's tree, depth first, for which match
+// is true. Unlike errors.As it stops at an *Error, so that markers seen by an
+// inner Do do not leak into an outer one; like classify it looks at no more
+// than maxLinks links.
+func walk(err error, match func(error) bool) error {
+	found, _ := walkN(err, match, maxLinks, atErrors)
+	return found
+}
+
+// walkThrough is walk going on into the last error of each inner Do's
+// *Error it meets.
+func walkThrough(err error, match func(error) bool) error {
+	found, _ := walkN(err, match, maxLinks, intoLast)
+	return found
+}
+
+// inner says what walkN does at an *Error: an inner Do's outcome.
+type inner uint8
+
+const (
+	atErrors   inner = iota // stop: its markers were the inner Do's to act on
+	intoErrors              // go on into its chain, as errors.Is does
+	intoLast                // go on into its last attempt's error alone
+)
+
+// walkN is the library's walker of error chains, besides classify's own
+// pass: walk looking at no more than left links, doing at an *Error what
+// at says. It also returns how many links it may still look at.
+func walkN(err error, match func(error) bool, left int, at inner) (error, int) {
+	for ; err != nil; left-- {
+		if left <= 0 {
+			return nil, 0
+		}
+		if match(err) {
+			return err, left
+		}
+		if e, ok := err.(*Error); ok && at != intoErrors {
+			if at == atErrors {
+				return nil, left
+			}
+			err = e.Last
+			continue
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				var found error
+				if found, left = walkN(inner, match, left-1, at); found != nil || left <= 0 {
+					return found, left
+				}
+			}
+			return nil, left
+		default:
+			return nil, left
+		}
+	}
+	return nil, left
 }

@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -53,11 +52,8 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 	}
 	cfg := r.config()
 	var first error
-	if !cfg.slow {
-		// The fast path: nothing to observe, time or record, so the
-		// first attempt needs none of the loop's state. (Two ifs, not
-		// one &&: the compiler then branches on Err's result at once.)
-		if ctx.Err() == nil {
+	if cfg.plainFirst() {
+		if ctx.Err() == nil { // two ifs: see engine.go
 			if first = fn(ctx); first == nil {
 				if cfg.budget != nil && !cfg.fullBucket() {
 					cfg.succeeded()
@@ -66,33 +62,10 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 			}
 		}
 	}
-	// One adapter for both calls below: each would take a slot of its own
-	// in this frame, which a parked call keeps on its stack.
-	u := unit(fn)
-	if cfg.idem == nil && !cfg.dl.active() {
-		// No hooks (so never after the slow test above): run would only
-		// add its frame to a parked call's stack.
-		_, err := loop(ctx, cfg, u, first, nil)
-		return err
-	}
-	_, err := run(ctx, cfg, u)
+	var c call
+	c.cfg, c.ctx, c.last = cfg, ctx, first
+	_, err := run(&c, unit(fn))
 	return err
-}
-
-// fullBucket reports whether the budget is the library's token bucket and
-// full, when a first-try success has nothing to tell it: the fast paths
-// check it inline, and call succeeded only otherwise.
-func (cfg *config) fullBucket() bool {
-	b := cfg.bucket
-	return b != nil && b.Full()
-}
-
-// succeeded tells the budget of a first attempt that succeeded.
-func (cfg *config) succeeded() { cfg.budget.Attempted(1, false, false) }
-
-// unit adapts fn to the value-returning form the loop runs.
-func unit(fn func(context.Context) error) func(context.Context) (struct{}, error) {
-	return func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }
 }
 
 // badCall names what is missing from a call.
@@ -119,22 +92,22 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 		return zero, badCall(r == nil, ctx == nil)
 	}
 	cfg := r.config()
-	if !cfg.slow {
-		if ctx.Err() == nil { // two ifs, as in Do
+	var first error
+	if cfg.plainFirst() {
+		if ctx.Err() == nil { // two ifs: see engine.go
 			v, err := fn(ctx)
-			if err != nil {
-				return loop(ctx, cfg, fn, err, nil)
+			if err == nil {
+				if cfg.budget != nil && !cfg.fullBucket() {
+					cfg.succeeded()
+				}
+				return v, nil
 			}
-			if cfg.budget != nil && !cfg.fullBucket() {
-				cfg.succeeded()
-			}
-			return v, nil
+			first = err
 		}
 	}
-	if cfg.idem == nil && !cfg.dl.active() {
-		return loop(ctx, cfg, fn, nil, nil)
-	}
-	return run(ctx, cfg, fn)
+	var c call
+	c.cfg, c.ctx, c.last = cfg, ctx, first
+	return run(&c, fn)
 }
 
 // Do calls fn with a Retrier built from opts; see [Retrier.Do].
@@ -158,7 +131,9 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 			return r.Do(ctx, fn)
 		}
 	}
-	_, err := loop[struct{}](ctx, &r.c, unit(fn), first, nil)
+	var c call
+	c.cfg, c.ctx, c.last = &r.c, ctx, first
+	_, err := run(&c, unit(fn))
 	return err
 }
 
@@ -176,7 +151,7 @@ func prepare(ctx context.Context, fn func(context.Context) error, opts []Option)
 	if c.err != nil {
 		return nil, c.err, true
 	}
-	if !c.slow && ctx != nil && fn != nil && ctx.Err() == nil {
+	if c.plainFirst() && ctx != nil && fn != nil && ctx.Err() == nil {
 		if first = fn(ctx); first == nil {
 			if c.budget != nil && !c.fullBucket() {
 				c.succeeded()
@@ -198,7 +173,9 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 			return v, nil
 		}
 		r := &Retrier{c: build(opts, false)}
-		return loop(ctx, &r.c, fn, err, nil)
+		var c call
+		c.cfg, c.ctx, c.last = &r.c, ctx, err
+		return run(&c, fn)
 	}
 	r := &Retrier{c: build(opts, false)}
 	if r.c.err != nil {
@@ -206,189 +183,4 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 		return zero, r.c.err
 	}
 	return DoValueOn(ctx, r, fn)
-}
-
-// run is the slow path: every call whose first attempt needs more than a
-// plain call of fn. It is where a call's features are put together: each
-// configured one joins the call through a hook.
-func run[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
-	var hs hooks[T]
-	if cfg.idem != nil {
-		h, err := newIdemCall[T](ctx, cfg)
-		if err != nil {
-			var zero T
-			return zero, err
-		}
-		// A panic in fn must not leave the key claimed until the lease
-		// runs out, nor one after fn succeeded free it (see abandon). No
-		// recover: the panic keeps its stack.
-		defer h.abandon()
-		hs.idem = h
-		fn = h.marked(fn)
-	}
-	if cfg.dl.active() {
-		hs.dl = deadLetterHook[T]{cfg.dl}
-	}
-	return loop(ctx, cfg, fn, nil, &hs)
-}
-
-// loop is the retry engine. If firstErr is not nil, the first attempt has
-// already run (on the fast path of Do or DoValueOn) and failed with it;
-// hooks are the features of the call (see run). After a failed attempt
-// the policy decides (config.decide) whether to wait or stop.
-func loop[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error), firstErr error, hooks *hooks[T]) (T, error) {
-	c := call{cfg: cfg, ctx: ctx}
-	if cfg.needsStart() {
-		c.start = cfg.now()
-	}
-	var v T
-	err := firstErr
-	if err != nil {
-		c.attempts, c.ran = 1, true
-		if cfg.budget != nil {
-			c.settle(err, nil)
-		}
-	} else if ctx.Err() == nil {
-		if v, err, done := hooks.begin(&c); done {
-			return finish(&c, hooks, v, err)
-		}
-	}
-	for {
-		if err == nil { // no failed attempt pending: run the next one
-			if ctx.Err() != nil {
-				// Right after a wait this still counts as ending in it,
-				// so that observers keep an exact gauge of waits.
-				return finish(&c, hooks, v, c.stopForContext(c.attempts > 0 && c.prevWait > 0))
-			}
-			if hooks == nil && cfg.bareAttempts() {
-				// The common call: nothing to ask, tell or time around
-				// fn, so call it here (runAttempt's calls cost more).
-				c.attempts++
-				c.ran = true
-				v, err = fn(ctx)
-			} else if v, err = runAttempt(&c, hooks, fn); c.refused {
-				var zero T
-				return finish(&c, hooks, zero, err)
-			}
-			if err == nil {
-				return finish(&c, hooks, v, nil)
-			}
-		}
-		c.last = err
-		d, verdict := c.next(c.attempts, c.prevWait, err, cfg.maxAttempts)
-		if verdict != wait {
-			var zero T
-			return finish(&c, hooks, zero, c.stopFor(verdict))
-		}
-		// A wait after an attempt that did not call fn (another caller
-		// holds the key) is a look at the store, not a retry of the
-		// downstream: no budget or breaker is asked for it.
-		if cfg.guarded && c.ran {
-			if err = c.mayRetry(d); err != nil {
-				var zero T
-				return finish(&c, hooks, zero, err)
-			}
-		}
-		if cfg.observer != nil {
-			c.scheduled(d, c.last)
-		}
-		c.prevWait = d
-		if ch := c.armWait(d); ch != nil {
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				c.waitEnded(d)
-				var zero T
-				return finish(&c, hooks, zero, c.stopForContext(true))
-			}
-			c.waitEnded(d)
-		}
-		err = nil
-	}
-}
-
-// bareAttempts says whether an attempt is only a call of fn when the call
-// has no hooks: no observer, no per-attempt context, no budget or breaker
-// to tell. A feature that adds work to every attempt outside the hooks
-// adds its condition here.
-func (cfg *config) bareAttempts() bool {
-	return cfg.observer == nil && cfg.attemptTimeout <= 0 && cfg.budget == nil && cfg.breaker == nil
-}
-
-// runAttempt makes the next attempt: the hooks may answer it themselves
-// (a replayed outcome, a key another caller holds) or look at fn's result.
-func runAttempt[T any](c *call, hooks *hooks[T], fn func(context.Context) (T, error)) (T, error) {
-	c.attempts++
-	v, err, skip := hooks.before(c)
-	c.ran = !skip
-	var done func(error)
-	if !skip && c.cfg.breaker != nil {
-		var refused error
-		if done, refused = c.cfg.breaker.Allow(); refused != nil {
-			c.attempts-- // no attempt was made
-			// Right after a wait the call still ends in it, for the
-			// observers' gauge of waits.
-			c.refused, c.waited = true, c.attempts > 0 && c.prevWait > 0
-			var zero T
-			return zero, c.fail(OutcomeRefused, refused, nil)
-		}
-	}
-	c.attemptStarted()
-	panicked := c.cfg.observer != nil // until the attempt ends: see endObserved
-	if panicked {
-		defer c.endObserved(&panicked)
-	}
-	switch {
-	case skip:
-	case done != nil:
-		v, err = gatedAttempt(c, fn, done)
-	default:
-		v, err = attempt(c.ctx, c.cfg, fn)
-		if c.cfg.budget != nil {
-			c.settle(err, nil)
-		}
-	}
-	// A panic in a hook after fn returned (an idempotent value's encoding)
-	// is the attempt's too: the observer still hears it end.
-	v, err = hooks.after(c, v, err)
-	panicked = false
-	c.attemptEnded(err)
-	return v, err
-}
-
-// gatedAttempt is an attempt the breaker allowed: done hears how it ended,
-// a panic in fn or in what judges its error (WithRetryIf) included, which
-// counts as a failure (as in gobreaker's own Execute), so that a
-// half-open breaker is not left waiting for it.
-func gatedAttempt[T any](c *call, fn func(context.Context) (T, error), done func(error)) (v T, err error) {
-	judged := false
-	defer func() {
-		if !judged {
-			done(errPanicked)
-		}
-	}()
-	v, err = attempt(c.ctx, c.cfg, fn)
-	j, throttled := c.cfg.judge(c.ctx, err)
-	judged = true
-	c.tell(err, j, throttled, done)
-	return v, err
-}
-
-// errPanicked is what a breaker and an observer hear of an attempt that
-// panicked: its fn, or the WithRetryIf that judged its error.
-var errPanicked = errors.New("retry: the attempt panicked")
-
-// attempt calls fn once, with a per-attempt context if one is configured.
-func attempt[T any](ctx context.Context, cfg *config, fn func(context.Context) (T, error)) (T, error) {
-	if cfg.attemptTimeout <= 0 {
-		return fn(ctx)
-	}
-	var cancel context.CancelFunc
-	if cfg.clock == nil {
-		ctx, cancel = context.WithTimeout(ctx, cfg.attemptTimeout)
-	} else {
-		ctx, cancel = cfg.clock.WithTimeout(ctx, cfg.attemptTimeout)
-	}
-	defer cancel()
-	return fn(ctx)
 }

@@ -153,6 +153,16 @@ func TestDoValue_failureReturnsZeroValue(t *testing.T) {
 		}, retry.WithMaxAttempts(2))
 		require.ErrorIs(t, err, retry.ErrExhausted)
 		assert.Equal(t, 0, v)
+
+		// Ended by the context in the wait after a failed attempt: the
+		// failed attempt's value is not returned either.
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(time.Second, cancel)
+		v, err = retry.DoValue(ctx, func(context.Context) (int, error) {
+			return 42, errTransient
+		}, retry.WithBackoff(retry.Constant(time.Hour)))
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, 0, v)
 	})
 }
 

@@ -1,0 +1,127 @@
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// The engine: every call of Do, DoValue, Retrier.Do and DoValueOn runs in
+// run, and every feature joins it as a hook (hook.go). The costs are the
+// package doc's Cost section and BENCHMARKS.md; the allocation,
+// parked-stack and goroutine tests are their specification. The craft
+// that keeps them, one trick to a comment:
+//
+//   - A parked call keeps run's frame, and its caller's, on its stack
+//     while it waits: with the runtime's select and timer frames under
+//     them, a call stays within a goroutine's first 2 KB stack only while
+//     they stay small. So the loop's state (call) and the hooks' per-call
+//     state are a few words each, a time span takes 8 bytes where a
+//     time.Time takes 24, and run selects on the timer itself; everything
+//     else is out of line (hooks.attempt, the policy, the events), and
+//     run has no defer: the hooks' methods unwind a panic themselves.
+//   - The entry points make a first attempt that needs no hooks
+//     themselves (config.plainFirst): a success then costs ctx.Err, the
+//     call of fn and a budget's refund, inline (fullBucket), and builds
+//     none of run's state. They test plainFirst and ctx.Err in two ifs,
+//     not one &&: the compiler then branches on Err's result at once.
+//   - With no hooks, an attempt is a call of fn in run itself, and the
+//     hooks are never called: hooks.attempt costs a frame and a defer
+//     more.
+
+// call is the loop's own state in one call of Do, which the hooks may
+// read; they keep their own in hooks. The entry point makes it in its
+// frame, and run and the hooks get a pointer for the call's duration.
+type call struct {
+	cfg      *config
+	ctx      context.Context
+	start    time.Duration // a reading of the clock, taken only when a feature needs elapsed time (config.readsStart)
+	attempts int           // attempts made, the first included
+	prevWait time.Duration
+	last     error     // the last attempt's error
+	timer    waitTimer // the call's one wait timer
+	ran      bool      // the last attempt called fn: no hook answered it
+}
+
+// run is the retry loop of the call c, which holds the Retrier's settings
+// and the call's context: attempt, ask the policy, wait, until an attempt
+// succeeds or the policy stops. The entry point builds c in its own
+// frame, with the error of a first attempt it made itself in c.last.
+func run[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
+	var hs hooks[T]
+	v, err, done := hs.begin(c)
+	for !done {
+		var next ruling // the policy's word on the failed attempt
+		switch {
+		case err != nil: // the entry point's first attempt failed
+		case c.ctx.Err() != nil:
+			err, done = c.stopForContext(), true
+			continue
+		case c.cfg.hooked():
+			v, err, next, done = hs.attempt(c, fn)
+		default:
+			v, err, done = try(c, fn)
+		}
+		if done {
+			continue
+		}
+		if !next.made {
+			next = c.next(c.attempts, c.prevWait, err, c.cfg.maxAttempts)
+			hs.ruled(c, next)
+		}
+		if next.verdict != wait {
+			err, done = c.stopFor(next.verdict), true
+			continue
+		}
+		if err = hs.retrying(c, next.wait); err != nil {
+			done = true
+			continue
+		}
+		c.prevWait = next.wait
+		if ch := c.armWait(next.wait); ch != nil {
+			select {
+			case <-ch:
+			case <-c.ctx.Done(): // the next look at ctx ends the call
+			}
+			hs.waited(c, next.wait)
+		}
+		err = nil
+	}
+	return finish(c, &hs, v, err)
+}
+
+// try makes an attempt of a call with no hooks: a call of fn.
+func try[T any](c *call, fn func(context.Context) (T, error)) (T, error, bool) {
+	c.attempts++
+	c.ran = true
+	v, err := fn(c.ctx)
+	return v, err, err == nil
+}
+
+// finish ends the call with v and err (nil, or the call's *Error): it
+// releases the timer and lets each hook have the last word, in order. A
+// failed call returns the zero value, unless a hook says otherwise.
+func finish[T any](c *call, hs *hooks[T], v T, err error) (T, error) {
+	c.timer.stop()
+	if err != nil {
+		v = *new(T)
+	}
+	if c.cfg.hooked() {
+		return hs.end(c, v, err)
+	}
+	return v, err
+}
+
+// fullBucket says whether the budget is the library's token bucket, full,
+// when a first-try success has nothing to tell it: the entry points check
+// it inline, and call succeeded only otherwise, so that such a success
+// costs no call.
+func (cfg *config) fullBucket() bool { b := cfg.bucket; return b != nil && b.Full() }
+
+// succeeded tells the budget of a first attempt that succeeded on an entry
+// point's fast path.
+func (cfg *config) succeeded() { cfg.budget.Attempted(1, false, false) }
+
+// unit adapts fn to the value-returning form the loop runs.
+func unit(fn func(context.Context) error) func(context.Context) (struct{}, error) {
+	return func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }
+}
