@@ -219,3 +219,25 @@ func clampUnit(u float64) float64 {
 		return u
 	}
 }
+
+// checkBackoff says what is wrong with b, the Backoff given to
+// WithBackoff (an Option's v, so nil for WithBackoff(nil)).
+func checkBackoff(b any) error {
+	// The library's own check themselves: their constructors cannot
+	// return an error, and only a BackoffFunc of theirs can be nil.
+	if s, ok := b.(schedule); ok {
+		if s.valid() {
+			return nil
+		}
+		return s.invalid()
+	}
+	if s, isNil := nilArg(b); isNil {
+		return nilBackoff(s)
+	}
+	return nil
+}
+
+// nilBackoff is the error of WithBackoff given a nil Backoff, named s.
+func nilBackoff(s string) error {
+	return fmt.Errorf("%w: WithBackoff(%s): the backoff must not be nil", ErrInvalidOption, s)
+}

@@ -10,35 +10,32 @@ import (
 // The Retrier's clock: every reading of time and every timer of a call
 // goes through here, on the real clock or the one WithClock gave.
 
-// epoch anchors the real clock's readings in now. It is set once, at
+// monoEpoch anchors the real clock's readings in now. It is set once, at
 // start-up.
-var epoch = time.Now()
+var monoEpoch = time.Now()
 
-// now reads the call's clock to measure time spans: the results are for
+// clockNow reads the call's clock to measure time spans: the results are for
 // Sub with each other and nothing else. On the real clock it reads only
 // the monotonic clock, which costs half of time.Now (observed calls read
-// it twice); the wall reading it carries is epoch's moved on by the
+// it twice); the wall reading it carries is monoEpoch's moved on by the
 // monotonic time, so timestamps for people come from wallNow.
-func (cfg *config) now() time.Time {
+func (cfg *config) clockNow() time.Time {
 	if cfg.clock == nil {
-		return epoch.Add(time.Since(epoch))
+		return monoEpoch.Add(time.Since(monoEpoch))
 	}
 	return cfg.clock.Now()
 }
 
-// reading is the call's clock as a span from a fixed point, for measuring
-// spans within a call in 8 bytes where a time.Time takes 24: from epoch on
+// clockReading is the call's clock as a span from a fixed point, for measuring
+// spans within a call in 8 bytes where a time.Time takes 24: from monoEpoch on
 // the real clock, from the clock's time when the Retrier was built
 // (config.clockBase) on another.
-func (cfg *config) reading() time.Duration {
+func (cfg *config) clockReading() time.Duration {
 	if cfg.clock == nil {
-		return time.Since(epoch)
+		return time.Since(monoEpoch)
 	}
 	return cfg.clock.Now().Sub(cfg.clockBase)
 }
-
-// elapsed is the time since the call started, on its clock.
-func (c *call) elapsed() time.Duration { return c.cfg.reading() - c.start }
 
 // wallNow is the call's clock for timestamps that people read.
 func (cfg *config) wallNow() time.Time {
@@ -56,39 +53,22 @@ func (cfg *config) withTimeout(parent context.Context, d time.Duration) (context
 	return cfg.clock.WithTimeout(parent, d)
 }
 
-// until is the time left before t, a deadline, on the call's clock.
-func (cfg *config) until(t time.Time) time.Duration {
+// clockUntil is the time left before t, a deadline, on the call's clock.
+func (cfg *config) clockUntil(t time.Time) time.Duration {
 	if cfg.clock == nil {
 		return time.Until(t) // monotonic when t has a monotonic reading
 	}
 	return t.Sub(cfg.clock.Now())
 }
 
-// sleep waits d on the call's timer and reports whether it ran to the end
-// (false: the context was done first). A zero wait arms no timer, but
-// still calls the clock's WaitArmed hook, so that a test advancing a mock
-// clock once per wait sees every wait of any schedule.
-func (c *call) sleep(d time.Duration) bool {
-	ch := c.armWait(d)
-	if ch == nil {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	case <-c.ctx.Done():
-		return false
-	}
-}
-
-// armWait arms the call's timer for a wait of d and tells the clock's
+// armWait arms a call's timer, t, for a wait of d and tells the clock's
 // WaitArmed hook; it returns nil for a zero wait, which arms nothing. The
 // loop selects on the channel itself (see engine.go).
-func (c *call) armWait(d time.Duration) <-chan time.Time {
-	if d <= 0 && c.cfg.waitArmed == nil {
+func armWait(cfg *config, t *waitTimer, d time.Duration) <-chan time.Time {
+	if d <= 0 && cfg.waitArmed == nil {
 		return nil // inlined: a zero wait without a hook costs no call
 	}
-	return armTimer(c.cfg, &c.timer, d)
+	return armTimer(cfg, t, d)
 }
 
 // armTimer is armWait's part for a non-zero wait or a hook, on t; the

@@ -117,3 +117,9 @@ func WithDeadLetter(sink DeadLetterSink, opts *DeadLetterOptions) Option {
 	}
 	return Option{set: setDeadLetter, v: d}
 }
+
+// maxPuts bounds the Puts of one WithDeadLetter that run at once, those
+// left running past their timeout (their sink ignored its context)
+// included: a call that finds them all busy waits for one to end, within
+// its timeout.
+const maxPuts = 16

@@ -21,7 +21,7 @@ type deadLettering[T any] struct {
 
 // after logs a failed attempt for the record. The log is made at the
 // first failure, so a call that succeeds at once allocates nothing.
-func (h *deadLettering[T]) after(c *call, _ *attempt, v T, err error) (T, error) {
+func (h *deadLettering[T]) after(c *call, _ *attemptState, v T, err error) (T, error) {
 	if err != nil {
 		if h.log == nil {
 			h.log = newAttemptLog(c.cfg.dl)
@@ -100,7 +100,7 @@ func (c *call) deadLetter(e *Error, log *attemptLog) (err error, stored, failed 
 	if !d.covers(e) {
 		return e, false, false
 	}
-	spent := c.elapsed()
+	spent := c.sinceStart()
 	gaveUp := c.cfg.wallNow()
 	dl := DeadLetter{
 		ID:           newDeadLetterID(),
@@ -137,12 +137,6 @@ func (c *call) deadLetter(e *Error, log *attemptLog) (err error, stored, failed 
 	}
 	return &notRecordedError{err: e, sinks: errs}, false, true
 }
-
-// maxPuts bounds the Puts of one WithDeadLetter that run at once, those
-// left running past their timeout (their sink ignored its context)
-// included: a call that finds them all busy waits for one to end, within
-// its timeout.
-const maxPuts = 16
 
 // putGrace is how long Do waits, after a Put's context ended, for the Put
 // to return before it leaves it running.

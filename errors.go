@@ -148,15 +148,6 @@ type permanentError struct{ err error }
 func (p *permanentError) Error() string { return errorText(p.err) }
 func (p *permanentError) Unwrap() error { return p.err }
 
-// IsPermanent reports whether err's chain holds a [Permanent] marker or an
-// [*Error] with [OutcomePermanent]: a call that ended for good, also by a
-// replay of [WithIdempotency], is permanent to an outer Do. It does not
-// look inside an [*Error] (an inner Do's markers were its own), and like Do
-// it looks at no more than 16,384 links, so a looping chain cannot hang it.
-func IsPermanent(err error) bool {
-	return classify(err).permanent
-}
-
 // After marks err with a delay the server asked for, such as an HTTP
 // Retry-After or a gRPC pushback: the next wait is d (negative is 0), not
 // jittered, capped by [WithMaxDelay] or else at 30s. A marked error is

@@ -42,7 +42,7 @@ var (
 func BenchmarkFloor_threeFailures(b *testing.B) {
 	ctx := context.Background()
 	f := &floorFails{}
-	floorFn = unit(f.call)
+	floorFn = unitFn(f.call)
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error

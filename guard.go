@@ -18,27 +18,27 @@ type guarding[T any] struct {
 	asked   bool        // the budget allowed the wait under way (Retry): Waited gives it back
 }
 
-func (g *guarding[T]) before(c *call, _ *attempt) (v T, err error, act action) {
+func (g *guarding[T]) before(c *call, _ *attemptState) (v T, err error, act action) {
 	g.told = false
 	br := c.cfg.breaker
 	if br == nil {
-		return v, nil, proceed
+		return v, nil, runFn
 	}
-	done, refused := br.Allow()
-	if refused != nil {
+	done, why := br.Allow()
+	if why != nil {
 		c.attempts-- // no attempt was made
-		return v, c.fail(OutcomeRefused, refused, nil), stop
+		return v, c.errorOf(OutcomeRefused, why, nil), endCall
 	}
 	g.done = done
-	return v, nil, proceed
+	return v, nil, runFn
 }
 
 // after tells of a success at once, before any hook after it can panic:
 // the downstream answered. A failure is told once the policy has ruled on
 // it (see ruled).
-func (g *guarding[T]) after(c *call, _ *attempt, v T, err error) (T, error) {
+func (g *guarding[T]) after(c *call, _ *attemptState, v T, err error) (T, error) {
 	if err == nil && c.ran {
-		g.tell(c, nil, answered, false)
+		g.tell(c, nil, judgedAnswered, false)
 	}
 	return v, err
 }
@@ -60,9 +60,9 @@ func (g *guarding[T]) tell(c *call, err error, j judgement, throttled bool) {
 	if done := g.done; done != nil {
 		g.done = nil
 		switch j {
-		case answered:
+		case judgedAnswered:
 			done(nil)
-		case notCounted:
+		case judgedNotCounted:
 			done(notCountedError{err})
 		default:
 			done(err)
@@ -77,8 +77,8 @@ func (g *guarding[T]) tell(c *call, err error, j judgement, throttled bool) {
 	if !g.reached {
 		n, g.reached = 1, true
 	}
-	if b := c.cfg.budget; b != nil && (err == nil || j == failure) {
-		b.Attempted(n, j == failure, throttled)
+	if b := c.cfg.budget; b != nil && (err == nil || j == judgedFailure) {
+		b.Attempted(n, j == judgedFailure, throttled)
 	}
 }
 
@@ -94,12 +94,12 @@ func (g *guarding[T]) retrying(c *call, d time.Duration) error {
 	}
 	if p, ok := c.cfg.breaker.(interface{ Refuses() error }); ok {
 		if err := p.Refuses(); err != nil {
-			return c.fail(OutcomeRefused, err, nil)
+			return c.errorOf(OutcomeRefused, err, nil)
 		}
 	}
 	if b := c.cfg.budget; b != nil {
 		if err := b.Retry(d); err != nil {
-			return c.fail(OutcomeRefused, err, nil)
+			return c.errorOf(OutcomeRefused, err, nil)
 		}
 		g.asked = true
 	}
@@ -117,7 +117,7 @@ func (g *guarding[T]) waited(c *call, d time.Duration) {
 // unwind tells a breaker that allowed the attempt, when fn or what judges
 // its error (WithRetryIf) panicked, that it failed (as gobreaker's own
 // Execute counts it), so that a half-open breaker is not left waiting.
-func (g *guarding[T]) unwind(*call, *attempt) {
+func (g *guarding[T]) unwind(*call, *attemptState) {
 	if done := g.done; done != nil {
 		g.done = nil
 		done(errPanicked)

@@ -158,7 +158,7 @@ func sameStore(a, b IdempotencyStore) (same bool) {
 // While fn runs, the claim is renewed (see renewer); if it cannot be, fn's
 // context ends before the lease could run out, and the attempt's outcome
 // is unknown.
-func (s *idemCall[T]) context(_ *call, _ *attempt, ctx context.Context) context.Context {
+func (s *idemCall[T]) fnContext(_ *call, _ *attemptState, ctx context.Context) context.Context {
 	ctx = context.WithValue(ctx, heldKeyType{}, keyHolder(s))
 	if s.token == "" || s.stale {
 		return ctx // fail-open: nothing to keep
@@ -181,7 +181,7 @@ func (s *idemCall[T]) stopRenewing() error {
 
 // unwind stops the renewals and acts on the claim when fn or a hook
 // panicked (see abandon).
-func (s *idemCall[T]) unwind(*call, *attempt) {
+func (s *idemCall[T]) unwind(*call, *attemptState) {
 	_ = s.stopRenewing()
 	s.abandon()
 }
@@ -192,7 +192,7 @@ func (s *idemCall[T]) unwind(*call, *attempt) {
 // known).
 func (s *idemCall[T]) leaseCovers() bool {
 	at := s.cfg.attemptTimeout
-	return at <= 0 || s.held.Add(s.ic.lease).Sub(s.cfg.now()) >= at
+	return at <= 0 || s.held.Add(s.ic.lease).Sub(s.cfg.clockNow()) >= at
 }
 
 // begin claims the key, waiting for another holder's outcome unless told
@@ -203,32 +203,32 @@ func (s *idemCall[T]) begin(c *call) (v T, err error, act action) {
 	if !s.ic.noWait && err == nil && cl.Status == ClaimHeld && cl.Fingerprint == s.fp {
 		var done bool
 		if cl, err, done = s.waitForHolder(c); done {
-			return v, err, stop
+			return v, err, endCall
 		}
 	}
-	v, why, run := s.take(cl, err, fresh)
+	v, why, mayRun := s.take(cl, err, fresh)
 	switch {
-	case run:
-		return v, nil, proceed
+	case mayRun:
+		return v, nil, runFn
 	case why == errHeld:
 		s.state = heldFirst // the first attempt fails without a new look
-		return v, nil, proceed
+		return v, nil, runFn
 	case why == nil:
-		return v, nil, stop // a replayed success
+		return v, nil, endCall // a replayed success
 	case s.ctx.Err() != nil && why == s.ctx.Err():
-		return v, nil, proceed // the loop stops for the context
+		return v, nil, runFn // the loop stops for the context
 	}
 	c.last = why
-	return v, c.fail(OutcomePermanent, nil, nil), stop
+	return v, c.errorOf(OutcomePermanent, nil, nil), endCall
 }
 
 // take acts on what a look at the key found, before the first attempt or
-// a later one: run says fn may run now, because the call took the claim
+// a later one: mayRun says fn may run now, because the call took the claim
 // (its state becomes claimed) or the store failed and fail-open is on.
 // Otherwise why says why not, with v: nil for a replayed success, a
 // replayed permanent failure, ErrKeyReuse, errHeld, the store's failure,
 // or the context's error when the store failed because the caller left.
-func (s *idemCall[T]) take(cl Claim, err error, claimed idemState) (v T, why error, run bool) {
+func (s *idemCall[T]) take(cl Claim, err error, claimed idemState) (v T, why error, mayRun bool) {
 	switch {
 	case err != nil && s.ctx.Err() != nil:
 		return v, s.ctx.Err(), false
@@ -259,14 +259,14 @@ func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
 	c.last = errHeld
 	prev := time.Duration(0)
 	for n := 1; ; n++ {
-		next := c.next(n, prev, errHeld, math.MaxInt)
-		if next.verdict != wait {
+		next := c.nextStep(n, prev, errHeld, math.MaxInt)
+		if next.verdict != waitAndRetry {
 			return cl, c.stopFor(next.verdict), true
 		}
 		d := next.wait
 		d = max(d, minHolderPoll)
 		prev = d
-		if !c.sleep(d) {
+		if !c.sleepOrDone(d) {
 			// Not a wait OnRetry announced: Done.Waited stays false, or
 			// a gauge of waits would go below 0.
 			return cl, c.stopForContext(), true
@@ -287,24 +287,24 @@ func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
 // before looks the key up again while another caller holds it, and
 // renews the claim before each later attempt. It lets fn run only while
 // the call holds the key (or runs fail-open).
-func (s *idemCall[T]) before(*call, *attempt) (v T, err error, act action) {
+func (s *idemCall[T]) before(*call, *attemptState) (v T, err error, act action) {
 	switch s.state {
 	case heldFirst:
 		s.state = heldByPeer
-		return v, errHeld, skip
+		return v, errHeld, skipFn
 	case heldByPeer:
 		cl, err := s.claim()
-		v, why, run := s.take(cl, err, holding)
+		v, why, mayRun := s.take(cl, err, holding)
 		switch {
-		case run:
+		case mayRun:
 		case s.ctx.Err() != nil && why == s.ctx.Err():
 			// The caller left during the look: the key was held at the
 			// last one, so the call ends as one that found it held.
-			return v, errHeld, skip
+			return v, errHeld, skipFn
 		case why == nil, why == errHeld, IsPermanent(why):
-			return v, why, skip // replayed or still held
+			return v, why, skipFn // replayed or still held
 		default:
-			return v, Permanent(why), skip
+			return v, Permanent(why), skipFn
 		}
 	case fresh:
 		s.state = holding
@@ -321,26 +321,26 @@ func (s *idemCall[T]) before(*call, *attempt) (v T, err error, act action) {
 			switch {
 			case errors.Is(err, ErrLeaseLost):
 				s.state, s.token = settled, "" // nothing left to release
-				return v, Permanent(errTakenOver), skip
+				return v, Permanent(errTakenOver), skipFn
 			case s.ctx.Err() != nil:
 				s.state = refused
-				return v, s.ctx.Err(), skip
+				return v, s.ctx.Err(), skipFn
 			case !s.ic.failOpen:
 				s.state = refused
-				return v, Permanent(err), skip
+				return v, Permanent(err), skipFn
 			}
 			// Fail-open: fn runs unprotected, so its attempt is not
 			// cut at the end of a lease that may no longer be held.
 			s.stale = true
 		}
 	}
-	return v, nil, proceed
+	return v, nil, runFn
 }
 
 // after stops the claim's renewals, and records fn's success before the
 // loop reports it, so that a success Do returns is always one the store
 // keeps.
-func (s *idemCall[T]) after(_ *call, _ *attempt, v T, err error) (T, error) {
+func (s *idemCall[T]) after(_ *call, _ *attemptState, v T, err error) (T, error) {
 	if cut := s.stopRenewing(); cut != nil && err != nil {
 		err = &cutAttempt{err: err, cut: cut}
 	}
@@ -523,7 +523,7 @@ func (s *idemCall[T]) unavailable(op string, err error) error {
 }
 
 func (s *idemCall[T]) claim() (Claim, error) {
-	s.looked = s.cfg.now()
+	s.looked = s.cfg.clockNow()
 	ctx, cancel := s.storeCtx(false)
 	defer cancel()
 	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
@@ -548,7 +548,7 @@ func (s *idemCall[T]) renew() error {
 
 // renewIn renews the claim with ctx, which bounds the store call.
 func (s *idemCall[T]) renewIn(ctx context.Context) error {
-	at := s.cfg.now()
+	at := s.cfg.clockNow()
 	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
 	if err == nil {
 		s.held = at
@@ -583,14 +583,14 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 	retention := s.ic.retention
 	lease := s.ic.lease
 	detached := context.WithoutCancel(s.ctx)
-	end := s.cfg.now().Add(lease)
+	end := s.cfg.clockNow().Add(lease)
 	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
 	var timer waitTimer
 	defer timer.stop()
 	var lastErr error
 	reclaimed := false
 	for backoff := minRecordBackoff; ; backoff = min(2*backoff, maxRecordBackoff) {
-		if !s.cfg.now().Before(bound()) {
+		if !s.cfg.clockNow().Before(bound()) {
 			break
 		}
 		ctx, cancel := s.storeCtxUntil(detached, bound())
@@ -616,7 +616,7 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 			return s.notRecorded(err)
 		}
 		lastErr = err
-		if !s.cfg.now().Add(backoff).Before(bound()) {
+		if !s.cfg.clockNow().Add(backoff).Before(bound()) {
 			break
 		}
 		sleepDetached(s.cfg, &timer, backoff)
@@ -645,7 +645,7 @@ var errLeaseEnding = errors.New("the claim's lease was about to run out")
 
 // storeCtxUntil bounds a store call by StoreTimeout and by until.
 func (s *idemCall[T]) storeCtxUntil(parent context.Context, until time.Time) (context.Context, context.CancelFunc) {
-	return s.cfg.withTimeout(parent, min(s.ic.storeTimeout, max(until.Sub(s.cfg.now()), 0)))
+	return s.cfg.withTimeout(parent, min(s.ic.storeTimeout, max(until.Sub(s.cfg.clockNow()), 0)))
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -664,8 +664,8 @@ func minTime(a, b time.Time) time.Time {
 // the new claim) so the outcome can still be recorded.
 func (s *idemCall[T]) recordedEarlier(parent context.Context, bound time.Time, timer *waitTimer) bool {
 	s.token = ""
-	for backoff := minRecordBackoff; s.cfg.now().Before(bound); backoff = min(2*backoff, maxRecordBackoff) {
-		at := s.cfg.now()
+	for backoff := minRecordBackoff; s.cfg.clockNow().Before(bound); backoff = min(2*backoff, maxRecordBackoff) {
+		at := s.cfg.clockNow()
 		ctx, cancel := s.storeCtxUntil(parent, bound)
 		cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
 		cancel()
@@ -678,7 +678,7 @@ func (s *idemCall[T]) recordedEarlier(parent context.Context, bound time.Time, t
 		case err == nil:
 			return false // held by another caller: the lease was lost
 		}
-		if !s.cfg.now().Add(backoff).Before(bound) {
+		if !s.cfg.clockNow().Add(backoff).Before(bound) {
 			return false
 		}
 		sleepDetached(s.cfg, timer, backoff)

@@ -93,17 +93,6 @@ type idemConfig struct {
 	atLeastOnce  bool
 }
 
-// checkIdem validates what only the options together can tell, once they
-// are all applied.
-func (cfg *config) checkIdem() {
-	if cfg.idem == nil || cfg.attemptTimeout <= 0 {
-		return
-	}
-	if cfg.idem.lease <= cfg.attemptTimeout {
-		cfg.fail("the idempotency lease (%v) must be longer than WithAttemptTimeout (%v), or a running attempt could lose its claim; raise IdempotencyOptions.Lease", cfg.idem.lease, cfg.attemptTimeout)
-	}
-}
-
 // WithIdempotency makes every call run at most once per key, across
 // attempts, callers and processes sharing store, after Stripe's
 // idempotency keys and the IETF Idempotency-Key draft. opts may be nil for
@@ -145,14 +134,6 @@ func WithIdempotency(store IdempotencyStore, opts *IdempotencyOptions) Option {
 		ic.marshal, ic.unmarshal = o.Marshal, o.Unmarshal
 	}
 	return Option{set: setIdempotency, v: ic}
-}
-
-// or returns d, or def when d is zero.
-func or(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // idemKeyProblem says what is wrong with key, or "" if nothing is.

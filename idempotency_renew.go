@@ -34,7 +34,7 @@ func (s *idemCall[T]) keepClaim(ctx context.Context) (context.Context, *renewer[
 	ctx, cancel := context.WithCancelCause(ctx)
 	r := &renewer[T]{s: s, cancel: cancel}
 	r.mu.Lock() // the timer may fire before arm has stored it
-	r.arm(s.held.Add(s.ic.lease / 3).Sub(s.cfg.now()))
+	r.arm(s.held.Add(s.ic.lease / 3).Sub(s.cfg.clockNow()))
 	r.mu.Unlock()
 	return ctx, r
 }
@@ -65,7 +65,7 @@ func (r *renewer[T]) renew() {
 	defer r.running.Done()
 
 	s := r.s
-	at := s.cfg.now()
+	at := s.cfg.clockNow()
 	ctx, cancel := s.storeCtxUntil(context.WithoutCancel(s.ctx), s.leaseEnd())
 	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
 	cancel()
@@ -78,11 +78,11 @@ func (r *renewer[T]) renew() {
 		if !r.stopped {
 			// A third of a lease after this renewal was sent, not after
 			// its reply: a slow store must not push the next one late.
-			r.arm(max(at.Add(s.ic.lease/3).Sub(s.cfg.now()), 0))
+			r.arm(max(at.Add(s.ic.lease/3).Sub(s.cfg.clockNow()), 0))
 		}
 	case s.ic.failOpen:
 		s.stale = true
-	case !errors.Is(err, ErrLeaseLost) && s.leaseEnd().Sub(s.cfg.now()) > retryIn:
+	case !errors.Is(err, ErrLeaseLost) && s.leaseEnd().Sub(s.cfg.clockNow()) > retryIn:
 		if !r.stopped {
 			r.arm(retryIn)
 		}
@@ -118,14 +118,3 @@ func (e *claimNotKeptError) Error() string {
 }
 
 func (e *claimNotKeptError) Unwrap() error { return e.err }
-
-// cutAttempt is the error of an attempt that the claim's renewal cut off:
-// its outcome is unknown, and the call ends with OutcomeUnknown and cut as
-// its cause. It reads and unwraps as fn's own error.
-type cutAttempt struct {
-	err error // fn's
-	cut error // the renewal's failure
-}
-
-func (e *cutAttempt) Error() string { return errorText(e.err) }
-func (e *cutAttempt) Unwrap() error { return e.err }

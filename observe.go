@@ -14,19 +14,19 @@ type observing[T any] struct {
 	waiting bool // in, or right after, a non-zero wait OnRetry announced
 }
 
-func (o *observing[T]) before(c *call, a *attempt) (v T, err error, act action) {
+func (o *observing[T]) before(c *call, a *attemptState) (v T, err error, act action) {
 	c.cfg.observer.OnAttemptStart(c.ctx, AttemptStart{Name: c.cfg.name, Attempt: c.attempts, Wait: c.prevWait})
 	a.observed, o.waiting = true, false
 	if c.attempts > 1 {
-		a.start = c.elapsed()
+		a.start = c.sinceStart()
 	}
-	return v, nil, proceed
+	return v, nil, runFn
 }
 
 // after tells the Observer how the attempt a ended.
-func (o *observing[T]) after(c *call, a *attempt, v T, err error) (T, error) {
+func (o *observing[T]) after(c *call, a *attemptState, v T, err error) (T, error) {
 	a.observed = false
-	o.lastEnd = c.elapsed()
+	o.lastEnd = c.sinceStart()
 	c.cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: c.cfg.name, Attempt: c.attempts, Err: err, Duration: o.lastEnd - a.start})
 	return v, err
 }
@@ -46,13 +46,13 @@ func (o *observing[T]) end(c *call, v T, err error, d *Done) (T, error) {
 		// A success ends with its attempt's end, when there was one
 		// (every attempt that starts ends in after).
 		if c.attempts == 0 {
-			o.lastEnd = c.elapsed()
+			o.lastEnd = c.sinceStart()
 		}
 		d.Elapsed = o.lastEnd
 	case e != nil:
-		d.Outcome, d.Elapsed = e.Outcome, c.elapsed()
+		d.Outcome, d.Elapsed = e.Outcome, c.sinceStart()
 	default:
-		d.Outcome, d.Elapsed = OutcomePermanent, c.elapsed()
+		d.Outcome, d.Elapsed = OutcomePermanent, c.sinceStart()
 	}
 	c.cfg.observer.OnDone(c.ctx, *d)
 	return v, err
@@ -62,12 +62,12 @@ func (o *observing[T]) end(c *call, v T, err error, d *Done) (T, error) {
 // (if one was running) and the call ended, with errPanicked as their error
 // and OutcomePermanent, so that its gauges of calls in flight come back to
 // 0 (a server that recovers from a handler's panic goes on running).
-func (o *observing[T]) unwind(c *call, a *attempt) {
+func (o *observing[T]) unwind(c *call, a *attemptState) {
 	if a.observed {
 		o.after(c, a, *new(T), errPanicked)
 	}
 	c.cfg.observer.OnDone(c.ctx, Done{Name: c.cfg.name, Outcome: OutcomePermanent, Attempts: c.attempts,
-		Elapsed: c.elapsed(), Err: errPanicked})
+		Elapsed: c.sinceStart(), Err: errPanicked})
 }
 
 // asError finds the call's *Error in err: err itself, or the error a hook

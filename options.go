@@ -9,7 +9,6 @@ import (
 
 	"github.com/benbjohnson/clock"
 
-	"github.com/steadfast-go/retry/internal/isnil"
 	"github.com/steadfast-go/retry/overload"
 )
 
@@ -34,57 +33,11 @@ const (
 	defaultBackoffMax = 10 * time.Second
 )
 
-// Option configures a [Retrier]; build one with a With function (the zero
-// Option is invalid). [New], [Retrier.With], [Do] and [DoValue] apply
-// options once, in order, a later one overriding an earlier of its kind.
-// An Option holds its setting, and applying it calls no code.
-type Option struct {
-	set setting
-	n   int64 // attempts, a duration, a Jitter
-	// v holds an interface setting, a payload, a resolved feature config
-	// or the error of bad input. The payload is here rather than in a
-	// field of its own because Options are built and copied at every call
-	// of the package-level Do: 48 bytes each instead of 72.
-	v any
-	s string // a name
-}
-
-// setting says which setting an Option holds.
-type setting uint8
-
-const (
-	setNone setting = iota // the zero Option
-	setInvalid
-	setMaxAttempts
-	setBackoff
-	setJitter
-	setMaxDelay
-	setMaxElapsed
-	setAttemptTimeout
-	setClock
-	setRetryIf
-	setRandom
-	setObserver
-	setName
-	setPayload
-	setIdempotency
-	setDeadLetter
-	setBudget
-	setBreaker
-	setNestedRetries
-	setFunc // anything else: v is a func(config) config, for the package's own use
-)
-
-// invalid is the Option of bad input: New reports err.
-func invalid(format string, args ...any) Option {
-	return Option{set: setInvalid, v: fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)}
-}
-
 // applyOne applies o to c.
 func (cfg *config) applyOne(i int, o *Option) {
 	switch o.set {
 	case setNone:
-		cfg.fail("option %d is the zero Option; build options with the With functions", i)
+		cfg.failf("option %d is the zero Option; build options with the With functions", i)
 	case setInvalid:
 		cfg.failWith(o.v.(error))
 	case setMaxAttempts:
@@ -194,7 +147,7 @@ type config struct {
 	maxElapsed     time.Duration
 	attemptTimeout time.Duration
 	clock          clock.Clock
-	clockBase      time.Time // clock's time when derived: see reading
+	clockBase      time.Time // clock's time when derived: see clock.go
 	retryIf        func(error) bool
 	rand           *lockedSource
 	observer       Observer
@@ -239,7 +192,7 @@ func (cfg *config) readsStart() bool {
 	return cfg.features&(featObserver|featTimeBudget|featDeadLetter) != 0
 }
 
-func (cfg *config) fail(format string, args ...any) {
+func (cfg *config) failf(format string, args ...any) {
 	if cfg.err == nil {
 		cfg.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
 	}
@@ -265,15 +218,6 @@ var defaultBackoff Backoff = exponential{initial: defaultInitialDelay, multiplie
 // zeroConfig is what the zero Retrier does: New() without its budget. It
 // is made once and never changed.
 var zeroConfig = build(nil, false)
-
-// config returns the Retrier's settings: zeroConfig for the zero Retrier,
-// whose attempts New would have set.
-func (r *Retrier) config() *config {
-	if r.c.maxAttempts == 0 {
-		return &zeroConfig
-	}
-	return &r.c
-}
 
 // build returns the settings opts make over the defaults, with the first
 // invalid option's error in err; withBudget adds New's default budget, on
@@ -306,7 +250,9 @@ func (cfg *config) apply(opts []Option) error {
 // instead of working it out each time. It is the one place that state is
 // set, so it cannot disagree with the settings.
 func (cfg *config) derive() error {
-	cfg.checkIdem()
+	if cfg.idem != nil && cfg.attemptTimeout > 0 && cfg.idem.lease <= cfg.attemptTimeout {
+		cfg.failf("the idempotency lease (%v) must be longer than WithAttemptTimeout (%v), or a running attempt could lose its claim; raise IdempotencyOptions.Lease", cfg.idem.lease, cfg.attemptTimeout)
+	}
 	cfg.waitArmed, cfg.clockBase = nil, time.Time{}
 	if cfg.clock != nil {
 		cfg.clockBase = cfg.clock.Now()
@@ -337,19 +283,6 @@ func (cfg *config) derive() error {
 	return cfg.err
 }
 
-// nilArg reports whether v is nil in effect, and names it for an error:
-// "nil", or "(T)(nil)" for a nil pointer or func inside the interface,
-// whose methods would panic at the first call.
-func nilArg(v any) (string, bool) {
-	switch {
-	case v == nil:
-		return "nil", true
-	case isnil.Is(v):
-		return fmt.Sprintf("(%T)(nil)", v), true
-	}
-	return "", false
-}
-
 // WithMaxAttempts sets how many attempts a call may make, the first
 // included: 1 never retries, and math.MaxInt stops only on success, an
 // error not retried, the context or [WithMaxElapsed]. n must be at least 1.
@@ -369,28 +302,6 @@ func WithBackoff(b Backoff) Option {
 	// Checked when applied (checkBackoff): this stays small enough to
 	// inline, so options written out in a call cost no call each.
 	return Option{set: setBackoff, v: b}
-}
-
-// checkBackoff says what is wrong with b, the Backoff given to
-// WithBackoff (an Option's v, so nil for WithBackoff(nil)).
-func checkBackoff(b any) error {
-	// The library's own check themselves: their constructors cannot
-	// return an error, and only a BackoffFunc of theirs can be nil.
-	if s, ok := b.(schedule); ok {
-		if s.valid() {
-			return nil
-		}
-		return s.invalid()
-	}
-	if s, isNil := nilArg(b); isNil {
-		return nilBackoff(s)
-	}
-	return nil
-}
-
-// nilBackoff is the error of WithBackoff given a nil Backoff, named s.
-func nilBackoff(s string) error {
-	return fmt.Errorf("%w: WithBackoff(%s): the backoff must not be nil", ErrInvalidOption, s)
 }
 
 // WithJitter sets how waits are randomized. Default: [FullJitter]. It has
@@ -503,8 +414,8 @@ type lockedSource struct {
 	src rand.Source
 }
 
-// float64 returns a uniform sample in [0, 1).
-func (l *lockedSource) float64() float64 {
+// uniform returns a uniform sample in [0, 1).
+func (l *lockedSource) uniform() float64 {
 	l.mu.Lock()
 	x := l.src.Uint64()
 	l.mu.Unlock()

@@ -14,7 +14,7 @@ func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error
 		}
 		if d.sink == nil {
 			if s, isNil := nilArg(src); isNil {
-				c.fail("ForRedrive(dl, %s): the Retrier has no sink, so the source must not be nil", s)
+				c.failf("ForRedrive(dl, %s): the Retrier has no sink, so the source must not be nil", s)
 				return c
 			}
 			d.sink = src
@@ -30,7 +30,7 @@ func (r *Retrier) ForRedrive(dl DeadLetter, src DeadLetterSink) (*Retrier, error
 			// before any new dead letter: say so now, while the
 			// record can still be left as it is.
 			if p := idemKeyProblem(dl.IdempotencyKey); p != "" {
-				c.fail("ForRedrive: the record cannot be replayed under its key: %s", p)
+				c.failf("ForRedrive: the record cannot be replayed under its key: %s", p)
 			}
 		}
 		return c

@@ -25,6 +25,15 @@ func New(opts ...Option) (*Retrier, error) {
 	return r, nil
 }
 
+// config returns the Retrier's settings: zeroConfig for the zero Retrier,
+// whose attempts New would have set.
+func (r *Retrier) config() *config {
+	if r.c.maxAttempts == 0 {
+		return &zeroConfig
+	}
+	return &r.c
+}
+
 // With returns a new Retrier with r's options followed by opts, for
 // per-call settings such as [WithName] or [WithPayload] on top of a shared
 // policy. r is not changed.
@@ -64,7 +73,7 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 	}
 	var c call
 	c.cfg, c.ctx, c.last = cfg, ctx, first
-	_, err := run(&c, unit(fn))
+	_, err := runCall(&c, unitFn(fn))
 	return err
 }
 
@@ -107,7 +116,7 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 	}
 	var c call
 	c.cfg, c.ctx, c.last = cfg, ctx, first
-	return run(&c, fn)
+	return runCall(&c, fn)
 }
 
 // Do calls fn with a Retrier built from opts; see [Retrier.Do].
@@ -133,7 +142,7 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 	}
 	var c call
 	c.cfg, c.ctx, c.last = &r.c, ctx, first
-	_, err := run(&c, unit(fn))
+	_, err := runCall(&c, unitFn(fn))
 	return err
 }
 
@@ -175,7 +184,7 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 		r := &Retrier{c: build(opts, false)}
 		var c call
 		c.cfg, c.ctx, c.last = &r.c, ctx, err
-		return run(&c, fn)
+		return runCall(&c, fn)
 	}
 	r := &Retrier{c: build(opts, false)}
 	if r.c.err != nil {

@@ -2,24 +2,24 @@ package retry
 
 import "context"
 
-// attemptTimeout is the hook of WithAttemptTimeout: each attempt's context
+// timingOut is the hook of WithAttemptTimeout: each attempt's context
 // times out on the Retrier's clock, and is released when the attempt ends.
-type attemptTimeout[T any] struct{ noHook[T] }
+type timingOut[T any] struct{ noHook[T] }
 
-func (attemptTimeout[T]) context(c *call, a *attempt, ctx context.Context) context.Context {
+func (timingOut[T]) fnContext(c *call, a *attemptState, ctx context.Context) context.Context {
 	ctx, a.cancel = c.cfg.withTimeout(ctx, c.cfg.attemptTimeout)
 	return ctx
 }
 
-func (attemptTimeout[T]) after(_ *call, a *attempt, v T, err error) (T, error) {
+func (timingOut[T]) after(_ *call, a *attemptState, v T, err error) (T, error) {
 	a.release()
 	return v, err
 }
 
-func (attemptTimeout[T]) unwind(_ *call, a *attempt) { a.release() }
+func (timingOut[T]) unwind(_ *call, a *attemptState) { a.release() }
 
 // release releases the attempt's context, once.
-func (a *attempt) release() {
+func (a *attemptState) release() {
 	if a.cancel != nil {
 		a.cancel()
 		a.cancel = nil

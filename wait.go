@@ -14,5 +14,5 @@ func (r *Retrier) Wait(attempt int, prev time.Duration, err error, rnd func() fl
 		cfg = r.config()
 	}
 	m := classify(err)
-	return cfg.wait(attempt, prev, m.hint, m.hinted, rnd), m.hinted
+	return cfg.waitAfter(attempt, prev, m.hint, m.hinted, rnd), m.hinted
 }
