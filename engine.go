@@ -49,21 +49,20 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 			v, err, done = plainAttempt(c, fn)
 		}
 		if done {
-			continue
+			break
 		}
 		if !next.made {
 			next = c.nextStep(c.attempts, c.prevWait, err, c.cfg.maxAttempts)
 			hs.ruled(c, next)
 		}
 		if next.verdict != waitAndRetry {
-			err, done = c.stopFor(next.verdict), true
-			continue
+			err = c.stopFor(next.verdict)
+			break
 		}
 		if err = hs.retrying(c, next.wait); err != nil {
-			done = true
-			continue
+			break
 		}
-		c.prevWait = next.wait
+		c.prevWait, err = next.wait, nil
 		if ch := armWait(c.cfg, &c.timer, next.wait); ch != nil {
 			select {
 			case <-ch:
@@ -71,7 +70,6 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 			}
 			hs.waited(c, next.wait)
 		}
-		err = nil
 	}
 	return finishCall(c, &hs, v, err)
 }
