@@ -13,89 +13,50 @@ import (
 // [WithMaxDelay] cap, never to an [After] delay. It is a small comparable
 // value whose zero is [NoJitter]; the Retrier draws the sample and
 // [Jitter.Apply] is pure.
-type Jitter uint64
+type Jitter struct {
+	kind   jitterKind
+	factor float64 // ProportionalJitter's, as given: New refuses one outside [0, 1]
+}
 
-// The jitters without parameters. See [ProportionalJitter] for ±factor.
+type jitterKind uint8
+
 const (
-	// NoJitter keeps the delay d as it is.
-	NoJitter Jitter = iota
-	// FullJitter waits a uniform random time in [0, d), the choice AWS's
-	// "Exponential Backoff And Jitter" found to do the least work.
-	FullJitter
-	// EqualJitter waits d/2 plus a uniform random time in [0, d/2], so
-	// the wait is in [d/2, d].
-	EqualJitter
-
-	// proportionalJitter keeps its factor in the high 56 bits as a
-	// fixed-point fraction of 2^52, rounded down (so that the range it
-	// spans is never wider than the factor given), so that a Jitter stays
-	// a small comparable integer; badProportionalJitter keeps what is wrong with
-	// an out-of-range factor (badNegative, badAboveOne or badNaN in bits
-	// 8-9, badExact in bit 10) and the factor as float32 bits in the high
-	// 32, only to name it in the error.
+	noJitter jitterKind = iota
+	fullJitter
+	equalJitter
 	proportionalJitter
-	badProportionalJitter
 )
 
-const (
-	jitterKindMask = 0xff
-	factorOne      = 1 << 52
-
-	badNegative = 1 << 8
-	badAboveOne = 2 << 8
-	badNaN      = 3 << 8
-	badWhy      = 3 << 8
-	badExact    = 1 << 10 // the float32 bits hold the factor exactly
+// The jitters without parameters. See [ProportionalJitter] for ±factor.
+// They are values to pass to [WithJitter]; the library's own defaults do
+// not read them.
+var (
+	// NoJitter keeps the delay d as it is.
+	NoJitter = Jitter{}
+	// FullJitter waits a uniform random time in [0, d), the choice AWS's
+	// "Exponential Backoff And Jitter" found to do the least work.
+	FullJitter = Jitter{kind: fullJitter}
+	// EqualJitter waits d/2 plus a uniform random time in [0, d/2], so
+	// the wait is in [d/2, d].
+	EqualJitter = Jitter{kind: equalJitter}
 )
 
 // ProportionalJitter scales a wait d by a uniform random factor in
 // [1-factor, 1+factor), as gRPC does with 0.2, giving whole nanoseconds; the
-// factor is rounded down to a multiple of 2^-52, so an end of the range may
-// fall 1ns inside it. factor must be in [0, 1] (0 keeps d); New and Do
+// factor counts in multiples of 2^-52, rounded down, so an end of the range
+// may fall 1ns inside it. factor must be in [0, 1] (0 keeps d); New and Do
 // reject other values with [ErrInvalidOption].
 func ProportionalJitter(factor float64) Jitter {
-	if !(factor >= 0 && factor <= 1) {
-		j := badProportionalJitter | Jitter(math.Float32bits(float32(factor)))<<32
-		switch {
-		case factor < 0:
-			j |= badNegative
-		case factor > 1:
-			j |= badAboveOne
-		default:
-			j |= badNaN
-		}
-		if float64(float32(factor)) == factor {
-			j |= badExact
-		}
-		return j
-	}
-	// factor*2^52 is exact; rounding it down keeps the spread within
-	// the factor's.
-	return proportionalJitter | Jitter(math.Floor(factor*factorOne))<<8
+	return Jitter{kind: proportionalJitter, factor: factor}
 }
 
-func (j Jitter) factor() float64 {
-	return float64(j>>8) / factorOne
+// jitter is the Jitter that o, a WithJitter, holds.
+func (o *Option) jitter() Jitter {
+	return Jitter{kind: o.kind, factor: math.Float64frombits(uint64(o.n))}
 }
 
-// badFactor names the out-of-range factor of a bad proportional jitter,
-// and reports whether j is one: its value when ProportionalJitter could
-// keep it exactly, else what is wrong with it.
-func (j Jitter) badFactor() (string, bool) {
-	if j&jitterKindMask != badProportionalJitter || j&badWhy == 0 || j&^(Jitter(math.MaxUint32)<<32|badWhy|badExact|jitterKindMask) != 0 {
-		return "", false
-	}
-	if j&badExact != 0 {
-		return fmt.Sprint(math.Float32frombits(uint32(j >> 32))), true
-	}
-	switch j & badWhy {
-	case badNegative:
-		return "a negative factor", true
-	case badAboveOne:
-		return "a factor above 1", true
-	}
-	return "NaN", true
-}
+// factorOne is 1 in the fixed point of proportional, 2^52.
+const factorOne = 1 << 52
 
 // Apply returns the jittered form of d for the uniform sample u in [0, 1)
 // (values outside are clamped into it). It never returns a negative
@@ -107,10 +68,10 @@ func (j Jitter) Apply(d time.Duration, u float64) time.Duration {
 		return 0
 	}
 	u = clampUnit(u)
-	switch j & jitterKindMask {
-	case FullJitter:
+	switch j.kind {
+	case fullJitter:
 		return min(durationOf(float64(d)*u), d)
-	case EqualJitter:
+	case equalJitter:
 		half := d / 2
 		rest := d - half // keeps odd nanoseconds, so the top is exactly d
 		return half + min(durationOf(float64(rest)*u), rest)
@@ -121,17 +82,19 @@ func (j Jitter) Apply(d time.Duration, u float64) time.Duration {
 	}
 }
 
-// proportional is Apply for a valid proportional jitter, in integers so
-// that the bounds hold exactly: with s = d·factor (the kept factor, at
-// most the given one), the result is one of the whole nanoseconds in
-// [d-s, d+s), d-floor(s) to d+ceil(s)-1, picked by u, saturating at the
-// largest Duration. d is positive and u in [0, 1). A factor above 1,
-// which only a Jitter made by hand from an integer holds (New refuses
-// it), is taken as 1.
+// proportional is Apply for a proportional jitter, in integers so that
+// the bounds hold exactly: with s = d·F/2^52 for F = floor(factor·2^52)
+// (at most the factor given), the result is one of the whole nanoseconds
+// in [d-s, d+s), d-floor(s) to d+ceil(s)-1, picked by u, saturating at the
+// largest Duration. d is positive and u in [0, 1). A factor outside
+// [0, 1], which New refuses, is taken as the nearer end.
 func (j Jitter) proportional(d time.Duration, u float64) time.Duration {
-	// s = d·F/2^52 for the kept factor F ≤ 2^52: d·F < 2^115 fits 128
-	// bits, and s ≤ d.
-	hi, lo := bits.Mul64(uint64(d), min(uint64(j>>8), factorOne))
+	// factor·2^52 is exact, and d·F < 2^115 fits 128 bits, with s ≤ d.
+	f := uint64(0)
+	if j.factor > 0 { // NaN too is not above 0
+		f = uint64(min(j.factor, 1) * factorOne)
+	}
+	hi, lo := bits.Mul64(uint64(d), f)
 	down := hi<<12 | lo>>52 // floor(s)
 	up := down
 	if lo&(factorOne-1) != 0 {
@@ -151,43 +114,23 @@ func (j Jitter) proportional(d time.Duration, u float64) time.Duration {
 }
 
 // String returns the jitter's name, as in "FullJitter" or
-// "ProportionalJitter(0.2)". The factor is kept as a multiple of 2^-52;
-// String shows the shortest decimal that ProportionalJitter keeps as the
-// same Jitter, so the factor reads as it was written.
+// "ProportionalJitter(0.2)", with the factor as it was given.
 func (j Jitter) String() string {
-	switch {
-	case j == NoJitter:
+	switch j.kind {
+	case noJitter:
 		return "NoJitter"
-	case j == FullJitter:
+	case fullJitter:
 		return "FullJitter"
-	case j == EqualJitter:
+	case equalJitter:
 		return "EqualJitter"
-	case j&jitterKindMask == proportionalJitter && j>>8 <= factorOne:
-		return "ProportionalJitter(" + shortestFactor(j) + ")"
 	}
-	if f, ok := j.badFactor(); ok {
-		return "ProportionalJitter(" + f + ")"
-	}
-	return fmt.Sprintf("Jitter(%d)", uint64(j))
+	return "ProportionalJitter(" + strconv.FormatFloat(j.factor, 'g', -1, 64) + ")"
 }
 
-// shortestFactor formats the factor of a valid proportional jitter with
-// the fewest digits that map back to j.
-func shortestFactor(j Jitter) string {
-	f := j.factor()
-	for prec := 1; prec < 17; prec++ {
-		s := strconv.FormatFloat(f, 'g', prec, 64)
-		if v, err := strconv.ParseFloat(s, 64); err == nil && ProportionalJitter(v) == j {
-			return s
-		}
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
-}
-
+// validate says what is wrong with j, the Jitter given to WithJitter. The
+// check inlines; the error is built out of line.
 func (j Jitter) validate() error {
-	// The check inlines; the error is built out of line. The jitters
-	// without a parameter are the three smallest values.
-	if j <= EqualJitter || j&jitterKindMask == proportionalJitter && j>>8 <= factorOne {
+	if j.kind != proportionalJitter || j.factor >= 0 && j.factor <= 1 {
 		return nil
 	}
 	return j.invalid()
@@ -195,8 +138,5 @@ func (j Jitter) validate() error {
 
 // invalid is the error of a Jitter that validate refuses.
 func (j Jitter) invalid() error {
-	if f, ok := j.badFactor(); ok {
-		return fmt.Errorf("%w: ProportionalJitter(%s): factor must be in [0, 1]", ErrInvalidOption, f)
-	}
-	return fmt.Errorf("%w: unknown jitter %d", ErrInvalidOption, uint64(j))
+	return fmt.Errorf("%w: %v: factor must be in [0, 1]", ErrInvalidOption, j)
 }

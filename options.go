@@ -2,6 +2,7 @@ package retry
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -49,7 +50,7 @@ func (cfg *config) applyOne(i int, o *Option) {
 			cfg.backoff = o.v.(Backoff)
 		}
 	case setJitter:
-		j := Jitter(o.n)
+		j := o.jitter()
 		if err := j.validate(); err != nil {
 			cfg.failWith(err)
 		} else {
@@ -124,7 +125,7 @@ func quickOptions(opts []Option) bool {
 				return false
 			}
 		case setJitter:
-			if Jitter(o.n).validate() != nil {
+			if o.jitter().validate() != nil {
 				return false
 			}
 		default:
@@ -208,7 +209,7 @@ func (cfg *config) failWith(err error) {
 
 // defaults is a Retrier's settings before any option.
 func defaults() config {
-	return config{maxAttempts: defaultMaxAttempts, backoff: defaultBackoff, jitter: FullJitter}
+	return config{maxAttempts: defaultMaxAttempts, backoff: defaultBackoff, jitter: Jitter{kind: fullJitter}}
 }
 
 // defaultBackoff is the schedule of a Retrier without WithBackoff. It is
@@ -308,7 +309,7 @@ func WithBackoff(b Backoff) Option {
 // no effect on [Decorrelated], which is random by itself.
 func WithJitter(j Jitter) Option {
 	// Checked when applied, like WithBackoff, to stay inlinable.
-	return Option{set: setJitter, n: int64(j)}
+	return Option{set: setJitter, kind: j.kind, n: int64(math.Float64bits(j.factor))}
 }
 
 // WithMaxDelay caps every wait, the jittered backoff's and [After]'s

@@ -158,7 +158,7 @@ func judged(v verdict) judgement {
 	return judgedNotCounted // the context, a cancellation, a cut attempt, another Retrier's give-up
 }
 
-// waitAfter computes the waitAfter after attempt failed: jitter(backoff(attempt)),
+// waitAfter computes the wait after attempt failed: jitter(backoff(attempt)),
 // or hint for a server-supplied delay, each within its cap.
 // rnd supplies the random samples; nil draws them from the Retrier's
 // source (see random).
@@ -184,7 +184,7 @@ func (cfg *config) waitAfter(attempt int, prev, hint time.Duration, hinted bool,
 		u = cfg.uniformSample(rnd)
 	}
 	d := max(b.Delay(attempt, prev, u), 0)
-	if jittered && d > 0 && cfg.jitter != NoJitter {
+	if jittered && d > 0 && cfg.jitter.kind != noJitter {
 		d = cfg.jitter.Apply(d, cfg.uniformSample(rnd))
 	}
 	if cfg.maxDelay > 0 {
@@ -193,7 +193,7 @@ func (cfg *config) waitAfter(attempt int, prev, hint time.Duration, hinted bool,
 	return d
 }
 
-// uniformSample draws one uniform uniformSample in [0, 1): from rnd if it is not nil
+// uniformSample draws one uniform sample in [0, 1): from rnd if it is not nil
 // ([Retrier.Wait]), else from the Retrier's source.
 func (cfg *config) uniformSample(rnd func() float64) float64 {
 	switch {

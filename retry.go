@@ -151,8 +151,7 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 // first attempt needs none of them, makes it. done says the call is over
 // (bad options, or a success), with first as its result; otherwise Do
 // goes on with r, on the heap, and the first attempt's error if there was
-// one. Kept out of line so that its config, 400 bytes of frame, is not on
-// the stack of a call parked in a wait.
+// one. Out of line: see engine.go.
 //
 //go:noinline
 func prepare(ctx context.Context, fn func(context.Context) error, opts []Option) (r *Retrier, first error, done bool) {

@@ -734,9 +734,6 @@ func TestNew_rejectsBadInputWithoutCallingFn(t *testing.T) {
 		{"decorrelated_max_below_base", retry.WithBackoff(retry.Decorrelated(time.Minute, time.Second)), "max is less than base"},
 		{"jitter_factor_too_big", retry.WithJitter(retry.ProportionalJitter(1.5)), "ProportionalJitter(1.5): factor must be in [0, 1]"},
 		{"jitter_factor_nan", retry.WithJitter(retry.ProportionalJitter(nanFloat())), "ProportionalJitter(NaN)"},
-		{"jitter_unknown", retry.WithJitter(retry.Jitter(99)), "unknown jitter 99"},
-		{"jitter_no_jitter_with_a_factor", retry.WithJitter(retry.Jitter(1 << 8)), "unknown jitter 256"},
-		{"jitter_proportional_factor_over_one", retry.WithJitter(retry.ProportionalJitter(1) + 1<<8), "unknown jitter"},
 		{"negative_max_delay", retry.WithMaxDelay(-time.Second), "WithMaxDelay(-1s)"},
 		{"zero_max_delay", retry.WithMaxDelay(0), "WithMaxDelay(0): a zero cap would remove every wait; for no waits use WithBackoff(Constant(0))"},
 		{"negative_max_elapsed", retry.WithMaxElapsed(-time.Second), "WithMaxElapsed(-1s)"},
@@ -768,13 +765,13 @@ func TestNew_rejectsBadInputWithoutCallingFn(t *testing.T) {
 // TestNew_reportsTheFirstBadOption: backoffs and jitters are checked when
 // applied, like the other options, and the first bad one is reported.
 func TestNew_reportsTheFirstBadOption(t *testing.T) {
-	_, err := retry.New(retry.WithBackoff(retry.Constant(-time.Second)), retry.WithMaxAttempts(0), retry.WithJitter(retry.Jitter(99)))
+	_, err := retry.New(retry.WithBackoff(retry.Constant(-time.Second)), retry.WithMaxAttempts(0), retry.WithJitter(retry.ProportionalJitter(99)))
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "Constant(-1s)")
 	_, err = retry.New(retry.WithMaxAttempts(0), retry.WithBackoff(nil))
 	assert.Contains(t, err.Error(), "WithMaxAttempts(0)")
-	_, err = retry.New(retry.WithJitter(retry.Jitter(99)), retry.WithBackoff(nil))
-	assert.Contains(t, err.Error(), "unknown jitter 99")
+	_, err = retry.New(retry.WithJitter(retry.ProportionalJitter(99)), retry.WithBackoff(nil))
+	assert.Contains(t, err.Error(), "ProportionalJitter(99): factor must be in [0, 1]")
 }
 
 func TestDo_rejectsNilFnRetrierAndContext(t *testing.T) {
@@ -1188,7 +1185,7 @@ func TestDo_packageLevelOptionsActFromTheFirstAttempt(t *testing.T) {
 	t.Run("bad_option_after_good_ones", func(t *testing.T) {
 		calls := 0
 		err := retry.Do(t.Context(), func(context.Context) error { calls++; return nil },
-			retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.Jitter(99)))
+			retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.ProportionalJitter(99)))
 		require.ErrorIs(t, err, retry.ErrInvalidOption)
 		assert.Zero(t, calls)
 	})
