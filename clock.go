@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"github.com/benbjohnson/clock"
 )
@@ -85,37 +86,42 @@ func armTimer(cfg *config, t *waitTimer, d time.Duration) <-chan time.Time {
 	return ch
 }
 
-// waitTimer is the one timer of a call, made at the first non-zero wait and
-// reset for the later ones. Without an injected clock it is a plain
-// time.Timer, which saves the clock package's wrapper allocation.
-type waitTimer struct {
-	real *time.Timer
-	mock *clock.Timer
-}
+// waitTimer is the one timer of a call, made at the first non-zero wait
+// and reset for the later ones: a *time.Timer without an injected clock
+// (which saves the clock package's wrapper allocation), else the clock's
+// *clock.Timer, as the Retrier's clock says. One word for either: a parked
+// call's frame keeps it (see engine.go).
+type waitTimer struct{ p unsafe.Pointer }
 
 func (w *waitTimer) arm(clk clock.Clock, d time.Duration) <-chan time.Time {
 	if clk == nil {
-		if w.real == nil {
-			w.real = time.NewTimer(d)
+		t := (*time.Timer)(w.p)
+		if t == nil {
+			t = time.NewTimer(d)
+			w.p = unsafe.Pointer(t)
 		} else {
-			w.real.Reset(d) // Go 1.23 timers: no stale value can be left in C
+			t.Reset(d) // Go 1.23 timers: no stale value can be left in C
 		}
-		return w.real.C
+		return t.C
 	}
-	if w.mock == nil {
-		w.mock = clk.Timer(d)
+	t := (*clock.Timer)(w.p)
+	if t == nil {
+		t = clk.Timer(d)
+		w.p = unsafe.Pointer(t)
 	} else {
-		w.mock.Reset(d)
+		t.Reset(d)
 	}
-	return w.mock.C
+	return t.C
 }
 
-func (w *waitTimer) stop() {
-	if w.real != nil {
-		w.real.Stop()
-	}
-	if w.mock != nil {
-		w.mock.Stop()
+// stop stops the timer, armed on clk.
+func (w *waitTimer) stop(clk clock.Clock) {
+	switch {
+	case w.p == nil:
+	case clk == nil:
+		(*time.Timer)(w.p).Stop()
+	default:
+		(*clock.Timer)(w.p).Stop()
 	}
 }
 

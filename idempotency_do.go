@@ -586,7 +586,7 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 	end := s.cfg.clockNow().Add(lease)
 	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
 	var timer waitTimer
-	defer timer.stop()
+	defer timer.stop(s.cfg.clock)
 	var lastErr error
 	reclaimed := false
 	for backoff := minRecordBackoff; ; backoff = min(2*backoff, maxRecordBackoff) {
