@@ -28,9 +28,9 @@ import (
 //   - With no hooks, an attempt is a call of fn in runCall itself, and
 //     the hooks are never called: hooks.oneAttempt costs a frame and a
 //     defer more.
-//   - The package-level Do builds its config in prepare, kept out of line
-//     (go:noinline) so that 400 bytes of config are not in the frame of a
-//     call parked in a wait.
+//   - The package-level Do builds its config in prepare or built, kept
+//     out of line (go:noinline) so that 400 bytes of config are not in
+//     the frame of a call parked in a wait.
 
 // runCall is the retry loop of the call c, which holds the Retrier's settings
 // and the call's context: attempt, ask the policy, wait, until an attempt

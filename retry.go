@@ -130,7 +130,7 @@ func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) err
 		}
 		// Build the policy now, on the heap, where the loop's calls
 		// may keep it. It cannot fail: quickOptions checked opts.
-		r = &Retrier{c: build(opts, false)}
+		r = built(opts)
 	} else {
 		var done bool
 		if r, first, done = prepare(ctx, fn, opts); done {
@@ -170,6 +170,12 @@ func prepare(ctx context.Context, fn func(context.Context) error, opts []Option)
 	return &Retrier{c: c}, first, false
 }
 
+// built is a Retrier of opts over the defaults, made on the heap. Out of
+// line, as prepare is: see engine.go.
+//
+//go:noinline
+func built(opts []Option) *Retrier { return &Retrier{c: build(opts, false)} }
+
 // DoValue calls fn with a Retrier built from opts and returns the value of
 // the call that succeeded; see [Retrier.Do] and [DoValueOn].
 func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), opts ...Option) (T, error) {
@@ -180,7 +186,7 @@ func DoValue[T any](ctx context.Context, fn func(context.Context) (T, error), op
 		if err == nil {
 			return v, nil
 		}
-		r := &Retrier{c: build(opts, false)}
+		r := built(opts)
 		var c call
 		c.cfg, c.ctx, c.last = &r.c, ctx, err
 		return runCall(&c, fn)
