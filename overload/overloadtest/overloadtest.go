@@ -1,0 +1,194 @@
+// Package overloadtest checks that a [retry.Budget] or a [retry.Breaker]
+// keeps the contract Do relies on, as storetest does for stores: safe for
+// concurrent use, never blocking, and answering Do's questions with nil or
+// an error. Implementations call [TestBudget] or [TestBreaker] from their
+// own tests:
+//
+//	func TestBudget(t *testing.T) {
+//		overloadtest.TestBudget(t, func(t *testing.T) retry.Budget {
+//			b, err := overload.NewRatio(overload.RatioOptions{})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return b
+//		})
+//	}
+//
+// Run them with -race too: the concurrent subtests are where a data race
+// shows. It needs only the standard library's testing package.
+package overloadtest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/steadfast-go/retry"
+)
+
+// workers and rounds size the concurrent subtests: enough to interleave
+// on any machine, few enough to run in milliseconds.
+const (
+	workers = 8
+	rounds  = 500
+)
+
+// blockLimit is how long one method may take before the suite calls it
+// blocked. It is generous: a method that waits for anything at all is
+// wrong, and this catches the ones that wait for good.
+const blockLimit = 5 * time.Second
+
+// TestBudget checks b's contract: its methods may be called from many
+// goroutines at once, return at once, and Do, driving it from many calls,
+// ends every call with nil or an *Error whose outcome a budget may cause.
+// newBudget makes a fresh budget for each subtest.
+func TestBudget(t *testing.T, newBudget func(t *testing.T) retry.Budget) {
+	t.Run("concurrent use", func(t *testing.T) {
+		b := newBudget(t)
+		concurrently(func(w, i int) {
+			failed := (i+w)%3 != 0
+			b.Attempted(1, failed, false)
+			if !failed {
+				return
+			}
+			b.Attempted(2, true, i%7 == 0)
+			if b.Retry(time.Millisecond) == nil {
+				b.Waited()
+			}
+			_ = b.Retry(0) // a zero wait: no Waited follows
+		})
+	})
+	t.Run("does not block", func(t *testing.T) {
+		b := newBudget(t)
+		returns(t, "Attempted", func() { b.Attempted(1, true, false) })
+		var err error
+		returns(t, "Retry", func() { err = b.Retry(time.Second) })
+		if err == nil {
+			returns(t, "Waited", b.Waited)
+		}
+	})
+	t.Run("through Do", func(t *testing.T) {
+		r, err := retry.New(retry.WithBudget(newBudget(t)), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		throughDo(t, r, retry.OutcomeExhausted, retry.OutcomeRefused)
+	})
+}
+
+// TestBreaker checks b's contract: Allow may be called from many
+// goroutines at once and returns at once, with a done to call once or an
+// error, and Do, driving it from many calls, ends every call with nil or
+// an *Error whose outcome a breaker may cause. newBreaker makes a fresh
+// breaker for each subtest.
+func TestBreaker(t *testing.T, newBreaker func(t *testing.T) retry.Breaker) {
+	errDownstream := errors.New("overloadtest: the downstream failed")
+	t.Run("concurrent use", func(t *testing.T) {
+		b := newBreaker(t)
+		concurrently(func(w, i int) {
+			done, err := b.Allow()
+			switch {
+			case err != nil:
+			case done == nil:
+				t.Error("Allow returned neither done nor an error")
+			case (i+w)%3 == 0:
+				done(errDownstream)
+			default:
+				done(nil)
+			}
+		})
+	})
+	t.Run("does not block", func(t *testing.T) {
+		b := newBreaker(t)
+		var done func(error)
+		var err error
+		returns(t, "Allow", func() { done, err = b.Allow() })
+		if err == nil && done != nil {
+			returns(t, "done", func() { done(errDownstream) })
+		}
+	})
+	t.Run("through Do", func(t *testing.T) {
+		r, err := retry.New(retry.WithBreaker(newBreaker(t)), retry.WithBudget(nil), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		throughDo(t, r, retry.OutcomeExhausted, retry.OutcomeRefused)
+	})
+}
+
+// concurrently calls f(w, i) for every round i on each of the workers w,
+// all at once.
+func concurrently(f func(w, i int)) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				f(w, i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// returns fails t if f does not return within blockLimit.
+func returns(t *testing.T, name string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	timer := time.NewTimer(blockLimit)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		t.Fatalf("%s did not return within %v: it must not block", name, blockLimit)
+	}
+}
+
+// throughDo runs many calls of r at once, each failing its first two
+// attempts, and checks that each ends with nil or an *Error of one of the
+// outcomes allowed, as many attempts as it says, and fn called once per
+// attempt.
+func throughDo(t *testing.T, r *retry.Retrier, allowed ...retry.Outcome) {
+	t.Helper()
+	errTransient := errors.New("overloadtest: transient")
+	var wg sync.WaitGroup
+	for range workers * 8 {
+		wg.Go(func() {
+			for range rounds / 10 {
+				calls := 0
+				err := r.Do(context.Background(), func(context.Context) error {
+					if calls++; calls <= 2 {
+						return errTransient
+					}
+					return nil
+				})
+				if err == nil {
+					continue
+				}
+				var e *retry.Error
+				if !errors.As(err, &e) {
+					t.Errorf("Do returned %v, not an *Error", err)
+					return
+				}
+				ok := false
+				for _, o := range allowed {
+					ok = ok || e.Outcome == o
+				}
+				if !ok {
+					t.Errorf("Do ended with %v, which the budget or breaker cannot cause here", e.Outcome)
+					return
+				}
+				if e.Attempts != calls {
+					t.Errorf("Do reported %d attempts, fn was called %d times", e.Attempts, calls)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
