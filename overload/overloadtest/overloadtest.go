@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/contract"
 )
 
 // workers and rounds size the concurrent subtests: enough to interleave
@@ -47,7 +48,7 @@ const blockLimit = 5 * time.Second
 func TestBudget(t *testing.T, newBudget func(t *testing.T) retry.Budget) {
 	t.Run("concurrent use", func(t *testing.T) {
 		b := newBudget(t)
-		concurrently(func(w, i int) {
+		contract.Concurrently(workers, rounds, func(w, i int) {
 			failed := (i+w)%3 != 0
 			b.Attempted(1, failed, false)
 			if !failed {
@@ -62,11 +63,11 @@ func TestBudget(t *testing.T, newBudget func(t *testing.T) retry.Budget) {
 	})
 	t.Run("does not block", func(t *testing.T) {
 		b := newBudget(t)
-		returns(t, "Attempted", func() { b.Attempted(1, true, false) })
+		contract.Returns(t, "Attempted", blockLimit, func() { b.Attempted(1, true, false) })
 		var err error
-		returns(t, "Retry", func() { err = b.Retry(time.Second) })
+		contract.Returns(t, "Retry", blockLimit, func() { err = b.Retry(time.Second) })
 		if err == nil {
-			returns(t, "Waited", b.Waited)
+			contract.Returns(t, "Waited", blockLimit, b.Waited)
 		}
 	})
 	t.Run("through Do", func(t *testing.T) {
@@ -87,7 +88,7 @@ func TestBreaker(t *testing.T, newBreaker func(t *testing.T) retry.Breaker) {
 	errDownstream := errors.New("overloadtest: the downstream failed")
 	t.Run("concurrent use", func(t *testing.T) {
 		b := newBreaker(t)
-		concurrently(func(w, i int) {
+		contract.Concurrently(workers, rounds, func(w, i int) {
 			done, err := b.Allow()
 			switch {
 			case err != nil:
@@ -104,9 +105,9 @@ func TestBreaker(t *testing.T, newBreaker func(t *testing.T) retry.Breaker) {
 		b := newBreaker(t)
 		var done func(error)
 		var err error
-		returns(t, "Allow", func() { done, err = b.Allow() })
+		contract.Returns(t, "Allow", blockLimit, func() { done, err = b.Allow() })
 		if err == nil && done != nil {
-			returns(t, "done", func() { done(errDownstream) })
+			contract.Returns(t, "done", blockLimit, func() { done(errDownstream) })
 		}
 	})
 	t.Run("through Do", func(t *testing.T) {
@@ -116,37 +117,6 @@ func TestBreaker(t *testing.T, newBreaker func(t *testing.T) retry.Breaker) {
 		}
 		throughDo(t, r, retry.OutcomeExhausted, retry.OutcomeRefused)
 	})
-}
-
-// concurrently calls f(w, i) for every round i on each of the workers w,
-// all at once.
-func concurrently(f func(w, i int)) {
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := range rounds {
-				f(w, i)
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// returns fails t if f does not return within blockLimit.
-func returns(t *testing.T, name string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	timer := time.NewTimer(blockLimit)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		t.Fatalf("%s did not return within %v: it must not block", name, blockLimit)
-	}
 }
 
 // throughDo runs many calls of r at once, each failing its first two
