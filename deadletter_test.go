@@ -32,6 +32,7 @@ type dlDoneRecorder struct {
 func (*dlDoneRecorder) OnAttemptStart(context.Context, retry.AttemptStart) {}
 func (*dlDoneRecorder) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
 func (*dlDoneRecorder) OnRetry(context.Context, retry.Scheduled)           {}
+func (*dlDoneRecorder) OnWaitEnd(context.Context, retry.WaitEnd)           {}
 func (d *dlDoneRecorder) OnDone(_ context.Context, e retry.Done) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -177,13 +177,17 @@
 //
 // # Observer events
 //
-// A call's events are OnAttemptStart, OnAttemptEnd, then OnRetry (a wait
-// and the next OnAttemptStart follow) or OnDone. OnDone comes exactly once
-// per call, even when no attempt ran or fn panicked (then the error of
-// OnAttemptEnd and OnDone reads "retry: the attempt panicked", Outcome is
-// OutcomePermanent, and the panic goes on), but not for bad input
+// A call's events are OnAttemptStart, OnAttemptEnd, then OnRetry or
+// OnDone. After OnRetry comes the wait, unless its Delay is 0, and
+// OnWaitEnd when it ends (Cut if the call's context ended it), then the
+// next OnAttemptStart, or OnDone if the call stops. OnDone comes exactly
+// once per call, even when no attempt ran or fn panicked (then the error
+// of OnAttemptEnd and OnDone reads "retry: the attempt panicked", Outcome
+// is OutcomePermanent, and the panic goes on), but not for bad input
 // ([ErrInvalidOption]). A panic in WithRetryIf is told this way only when
-// a budget or breaker judges the attempt; otherwise no end is told.
+// a budget or breaker judges the attempt; otherwise no end is told. The
+// [Observer] doc gives the rule by which these events keep gauges of calls
+// in flight and of waits in progress.
 //
 // # Clocks
 //

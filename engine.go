@@ -264,18 +264,26 @@ func (hs *hooks[T]) retryingHooked(c *call, d time.Duration) (err error) {
 	return err
 }
 
-// waited tells the hooks that a wait of d ended. The test inlines: a
-// woken call without a budget touches no frame more.
+// waited tells the hooks that a wait of d ended, by its timer or by the
+// call's context. The test inlines: a woken call without a budget or an
+// observer touches no frame more.
 func (hs *hooks[T]) waited(c *call, d time.Duration) {
-	if c.cfg.features&featBudget != 0 {
-		hs.budgetWaited(c, d)
+	if c.cfg.features&(featBudget|featObserver) != 0 {
+		hs.waitedHooked(c, d)
 	}
 }
 
-func (hs *hooks[T]) budgetWaited(c *call, d time.Duration) {
+// waitedHooked tells the budget, then the observer of a wait it
+// announced (one of d > 0), that the wait ended.
+func (hs *hooks[T]) waitedHooked(c *call, d time.Duration) {
 	returned := false
 	defer hs.unwindUnless(c, nil, &returned)
-	hs.guard.waited(c, d)
+	if c.cfg.features&featBudget != 0 {
+		hs.guard.waited(c, d)
+	}
+	if c.cfg.features&featObserver != 0 && d > 0 {
+		hs.obs.waited(c, d)
+	}
 	returned = true
 }
 

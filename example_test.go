@@ -23,6 +23,7 @@ func (printAttempts) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
 func (printAttempts) OnRetry(_ context.Context, e retry.Scheduled) {
 	fmt.Printf("waiting %v\n", e.Delay)
 }
+func (printAttempts) OnWaitEnd(context.Context, retry.WaitEnd) {} // OnRetry printed the wait
 func (printAttempts) OnDone(_ context.Context, e retry.Done) {
 	fmt.Printf("%s after %d attempts\n", e.Outcome, e.Attempts)
 }

@@ -35,7 +35,8 @@ type hook[T any] interface {
 	// retrying runs before a wait of d for another attempt; an error
 	// refuses it and ends the call.
 	retrying(c *call, d time.Duration) error
-	// waited runs when a wait of d ended.
+	// waited runs when a wait of d ended, by its timer or by the call's
+	// context (which the loop then finds ended).
 	waited(c *call, d time.Duration)
 	// end runs once, when the call ends with v and err (nil, or an
 	// *Error), fills in its part of the Done event and returns what Do

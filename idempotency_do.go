@@ -267,8 +267,8 @@ func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
 		d = max(d, minHolderPoll)
 		prev = d
 		if !c.sleepOrDone(d) {
-			// Not a wait OnRetry announced: Done.Waited stays false, or
-			// a gauge of waits would go below 0.
+			// Not a wait OnRetry announced, so no OnWaitEnd ends it
+			// either: a gauge of waits would go below 0.
 			return cl, c.stopForContext(), true
 		}
 		cl, err = s.claim()

@@ -462,7 +462,7 @@ func TestIdempotentObserverSeesInProgressAttempts(t *testing.T) {
 			retry.WithBackoff(retry.Constant(100*time.Millisecond)), retry.WithJitter(retry.NoJitter)))
 		obs.mu.Lock()
 		defer obs.mu.Unlock()
-		assert.Equal(t, []string{"start", "end", "retry", "start", "end", "retry", "start", "end", "done"}, obs.events)
+		assert.Equal(t, []string{"start", "end", "retry", "waitend", "start", "end", "retry", "waitend", "start", "end", "done"}, obs.events)
 		assert.Equal(t, 3, obs.done[0].Attempts)
 		assert.Equal(t, retry.OutcomeSuccess, obs.done[0].Outcome)
 	})

@@ -98,14 +98,35 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 // after the call; Do holds no lock while calling them. Events are values
 // an Observer may keep. OnDone comes exactly once per call, but not for
 // bad input; Observer events in the package doc gives the order.
+//
+// A metrics observer keeps its two gauges from the events alone, with no
+// state per call, by this rule (retrystats, retryprom and retryotel
+// follow it):
+//
+//   - calls in flight, from a call's first attempt to its end: +1 at
+//     OnAttemptStart with Attempt == 1, -1 at OnDone with Attempts > 0 (a
+//     call that ends before its first attempt is never in flight);
+//   - waits in progress: +1 at OnRetry with Delay > 0, -1 at OnWaitEnd.
+//
+// Each call's -1 follows its +1, so neither gauge goes below 0, however
+// the events of different calls interleave, and both are 0 once the calls
+// have ended. A call's wait starts after its first attempt and ends before
+// its next attempt or its end: it is in flight all the while.
 type Observer interface {
 	// OnAttemptStart is called just before each attempt.
 	OnAttemptStart(ctx context.Context, e AttemptStart)
 	// OnAttemptEnd is called as soon as the attempt returns.
 	OnAttemptEnd(ctx context.Context, e AttemptEnd)
 	// OnRetry is called when Do has decided to try again, before it
-	// waits e.Delay (which may be 0: then no wait follows).
+	// waits e.Delay (which may be 0: then no wait follows, and no
+	// OnWaitEnd).
 	OnRetry(ctx context.Context, e Scheduled)
+	// OnWaitEnd is called once after each OnRetry with Delay > 0, when
+	// that wait ends: its timer fired, or the call's context ended. The
+	// next OnAttemptStart, or OnDone, follows it. Waits that OnRetry does
+	// not announce (an idempotent call's, for another holder of its key)
+	// have none.
+	OnWaitEnd(ctx context.Context, e WaitEnd)
 	// OnDone is called once per call, just before Do returns.
 	OnDone(ctx context.Context, e Done)
 }
@@ -137,20 +158,31 @@ type Scheduled struct {
 	Err     error         // the failed attempt's error
 }
 
+// WaitEnd is passed to [Observer.OnWaitEnd] when a wait that OnRetry
+// announced ends.
+type WaitEnd struct {
+	// Name is the operation's name, from WithName.
+	Name string
+	// Attempt is the attempt the wait follows, as in the Scheduled event
+	// that announced it: the next attempt, if there is one, is
+	// Attempt+1.
+	Attempt int
+	// Delay is the wait's length as OnRetry announced it, the Delay of
+	// that Scheduled event; a cut wait may have been shorter, by how much
+	// Delay does not say.
+	Delay time.Duration
+	// Cut is true when the wait ended because the call's context ended
+	// (cancelled, or past its deadline) rather than by its timer, or as
+	// the timer fired: no attempt follows, and OnDone comes next.
+	Cut bool
+}
+
 // Done is passed to [Observer.OnDone] once per call, when Do returns.
 type Done struct {
 	Name     string        // the operation's name, from WithName
 	Outcome  Outcome       // how the call ended
 	Attempts int           // attempts made, the first included; 0 if the call ended before its first
 	Elapsed  time.Duration // from Do's start to its return, on the Retrier's clock
-	// Waited is true when the call ended during a non-zero wait that
-	// OnRetry announced, or right after one and before the next attempt
-	// started (cancelled or past its deadline while sleeping), so that a
-	// gauge of waits in progress can be kept exactly: +1 at OnRetry with
-	// Delay > 0, -1 at OnAttemptStart with Wait > 0 or at OnDone with
-	// Waited. An idempotent call's waits for another holder of its key
-	// are not announced, so a call that ends in one has Waited false.
-	Waited bool
 	// DeadLettered is true when a sink stored the call's dead letter.
 	DeadLettered bool
 	// DeadLetterFailed is true when the call should have been
@@ -178,6 +210,12 @@ func (os observers) OnAttemptEnd(ctx context.Context, e AttemptEnd) {
 func (os observers) OnRetry(ctx context.Context, e Scheduled) {
 	for _, o := range os {
 		o.OnRetry(ctx, e)
+	}
+}
+
+func (os observers) OnWaitEnd(ctx context.Context, e WaitEnd) {
+	for _, o := range os {
+		o.OnWaitEnd(ctx, e)
 	}
 }
 

@@ -4,16 +4,19 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retrystats"
+	"github.com/steadfast-go/retry/retrytest"
 )
 
 // fanOut passes every event to each of its observers, in order.
@@ -32,6 +35,11 @@ func (f fanOut) OnAttemptEnd(ctx context.Context, e retry.AttemptEnd) {
 func (f fanOut) OnRetry(ctx context.Context, e retry.Scheduled) {
 	for _, o := range f {
 		o.OnRetry(ctx, e)
+	}
+}
+func (f fanOut) OnWaitEnd(ctx context.Context, e retry.WaitEnd) {
+	for _, o := range f {
+		o.OnWaitEnd(ctx, e)
 	}
 }
 func (f fanOut) OnDone(ctx context.Context, e retry.Done) {
@@ -59,8 +67,11 @@ func (r *waitRecorder) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 func (r *waitRecorder) OnRetry(_ context.Context, e retry.Scheduled) {
 	r.add("retry %d delay=%v", e.Attempt, e.Delay)
 }
+func (r *waitRecorder) OnWaitEnd(_ context.Context, e retry.WaitEnd) {
+	r.add("waitend %d delay=%v cut=%t", e.Attempt, e.Delay, e.Cut)
+}
 func (r *waitRecorder) OnDone(_ context.Context, e retry.Done) {
-	r.add("done %s attempts=%d waited=%t", e.Outcome, e.Attempts, e.Waited)
+	r.add("done %s attempts=%d", e.Outcome, e.Attempts)
 }
 
 func TestObserver_waitEvents(t *testing.T) {
@@ -74,20 +85,21 @@ func TestObserver_waitEvents(t *testing.T) {
 		{
 			name: "waits", backoff: retry.Linear(time.Second, time.Second, time.Minute),
 			want: []string{
-				"start 1 wait=0s", "retry 1 delay=1s", "start 2 wait=1s", "retry 2 delay=2s", "start 3 wait=2s",
-				"done exhausted attempts=3 waited=false",
+				"start 1 wait=0s", "retry 1 delay=1s", "waitend 1 delay=1s cut=false", "start 2 wait=1s",
+				"retry 2 delay=2s", "waitend 2 delay=2s cut=false", "start 3 wait=2s",
+				"done exhausted attempts=3",
 			},
 		},
 		{
 			name: "zero_delays", backoff: retry.Constant(0),
 			want: []string{
 				"start 1 wait=0s", "retry 1 delay=0s", "start 2 wait=0s", "retry 2 delay=0s", "start 3 wait=0s",
-				"done exhausted attempts=3 waited=false",
+				"done exhausted attempts=3",
 			},
 		},
 		{
 			name: "cancelled_while_waiting", backoff: retry.Constant(time.Second), cancel: 500 * time.Millisecond,
-			want: []string{"start 1 wait=0s", "retry 1 delay=1s", "done canceled attempts=1 waited=true"},
+			want: []string{"start 1 wait=0s", "retry 1 delay=1s", "waitend 1 delay=1s cut=true", "done canceled attempts=1"},
 		},
 	}
 	for _, tc := range cases {
@@ -108,9 +120,118 @@ func TestObserver_waitEvents(t *testing.T) {
 	}
 }
 
+// TestObserver_waitEndOncePerAnnouncedWait: OnWaitEnd comes once after
+// each OnRetry with a non-zero delay, when that wait ends: with Cut false
+// when its timer fired, true when the call's context ended during it. A
+// zero delay has none. A budget beside the observer hears of the same
+// waits, the cut one included.
+func TestObserver_waitEndOncePerAnnouncedWait(t *testing.T) {
+	for _, withBudget := range []bool{false, true} {
+		t.Run(fmt.Sprintf("budget=%t", withBudget), func(t *testing.T) {
+			t.Parallel()
+			clk := retrytest.NewClock()
+			rec := &waitRecorder{}
+			b := &countingBudget{allow: 10}
+			schedule := []time.Duration{0, time.Second, 0, 2 * time.Second}
+			opts := []retry.Option{retry.WithClock(clk), retry.WithObserver(rec), retry.WithMaxAttempts(9),
+				retry.WithBackoff(retry.BackoffFunc(func(n int) time.Duration { return schedule[n-1] })),
+				retry.WithJitter(retry.NoJitter), retry.WithBudget(nil)}
+			if withBudget {
+				opts = append(opts, retry.WithBudget(b))
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- retry.Do(ctx, metricstest.Failing(99, nil), opts...) }()
+			for _, want := range schedule {
+				d := <-clk.Armed() // Do is about to block on the wait (0: none)
+				require.Equal(t, want, d)
+				if d == 2*time.Second {
+					cancel() // the timer has not fired: the context ends the wait
+				} else {
+					clk.Add(d)
+				}
+			}
+			require.ErrorIs(t, <-done, context.Canceled)
+			assert.Equal(t, []string{
+				"start 1 wait=0s", "retry 1 delay=0s",
+				"start 2 wait=0s", "retry 2 delay=1s", "waitend 2 delay=1s cut=false",
+				"start 3 wait=1s", "retry 3 delay=0s",
+				"start 4 wait=0s", "retry 4 delay=2s", "waitend 4 delay=2s cut=true",
+				"done canceled attempts=4",
+			}, rec.events)
+			if withBudget {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				assert.Equal(t, 4, b.retries, "asked before every retry, zero delays included")
+				assert.Equal(t, 2, b.waited, "given back every non-zero wait, the cut one included")
+			}
+		})
+	}
+}
+
+// ruleGauges is an Observer that keeps the two gauges by the rule of the
+// Observer doc, and does nothing else.
+type ruleGauges struct{ inFlight, waiting atomic.Int64 }
+
+func (g *ruleGauges) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
+	if e.Attempt == 1 {
+		g.inFlight.Add(1)
+	}
+}
+func (g *ruleGauges) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
+func (g *ruleGauges) OnRetry(_ context.Context, e retry.Scheduled) {
+	if e.Delay > 0 {
+		g.waiting.Add(1)
+	}
+}
+func (g *ruleGauges) OnWaitEnd(context.Context, retry.WaitEnd) { g.waiting.Add(-1) }
+func (g *ruleGauges) OnDone(_ context.Context, e retry.Done) {
+	if e.Attempts > 0 {
+		g.inFlight.Add(-1)
+	}
+}
+
+// TestObserver_gaugeRule applies the Observer doc's rule to the events of
+// real calls that end in every way a wait can, and before their first
+// attempt: both gauges come back to 0, as the metrics observers' do.
+func TestObserver_gaugeRule(t *testing.T) {
+	t.Parallel()
+	obs := &ruleGauges{}
+	inFlight := func() float64 { return float64(obs.inFlight.Load()) }
+	waiting := func() float64 { return float64(obs.waiting.Load()) }
+	metricstest.Gauges(t, obs, inFlight, waiting)
+	metricstest.Refusals(t, obs, inFlight, waiting)
+	calls := []struct {
+		name string
+		ctx  func(context.Context) context.Context
+		opts []retry.Option
+	}{
+		{"no attempt", func(ctx context.Context) context.Context {
+			ctx, cancel := context.WithCancel(ctx)
+			cancel()
+			return ctx
+		}, nil},
+		{"zero-delay retries", nil, []retry.Option{retry.WithBackoff(retry.Constant(0))}},
+		{"stops before a wait", nil, []retry.Option{retry.WithBackoff(retry.Constant(time.Second)), retry.WithMaxElapsed(1500 * time.Millisecond)}},
+		{"exhausted after waits", nil, []retry.Option{retry.WithBackoff(retry.Constant(time.Second)), retry.WithMaxAttempts(3)}},
+	}
+	for _, c := range calls {
+		synctest.Test(t, func(t *testing.T) {
+			ctx := t.Context()
+			if c.ctx != nil {
+				ctx = c.ctx(ctx)
+			}
+			_ = retry.Do(ctx, metricstest.Failing(9, nil), append(c.opts, retry.WithObserver(obs), retry.WithJitter(retry.NoJitter))...)
+		})
+		assert.Zero(t, obs.inFlight.Load(), c.name)
+		assert.Zero(t, obs.waiting.Load(), c.name)
+	}
+}
+
 // An idempotent call that waits for another holder of its key and is
-// cancelled in that wait ends with Waited false: no OnRetry announced the
-// wait, so a gauge of waits would otherwise go below 0 for good.
+// cancelled in that wait has no OnWaitEnd: no OnRetry announced the wait,
+// so a gauge of waits would otherwise go below 0 for good.
 func TestObserver_cancelledWhileWaitingForTheKeysHolder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &retrystats.Stats{}
@@ -126,7 +247,8 @@ func TestObserver_cancelledWhileWaitingForTheKeysHolder(t *testing.T) {
 		assert.ErrorIs(t, err, context.Canceled)
 		close(release)
 		synctest.Wait()
-		assert.Contains(t, rec.events, "done canceled attempts=0 waited=false")
+		assert.Equal(t, []string{"start 1 wait=0s", "done canceled attempts=0", "done success attempts=1"}, rec.events,
+			"the holder's attempt, the waiter's end without an attempt or a WaitEnd, the holder's end")
 		s := st.Snapshot()
 		assert.Zero(t, s.Waiting, "waits in progress")
 		assert.Zero(t, s.InFlight, "calls in flight")
@@ -148,7 +270,7 @@ func TestObserver_panicInFnEndsTheCall(t *testing.T) {
 			return errTransient
 		})
 	})
-	assert.Equal(t, []string{"start 1 wait=0s", "retry 1 delay=0s", "start 2 wait=0s", "done permanent attempts=2 waited=false"}, rec.events)
+	assert.Equal(t, []string{"start 1 wait=0s", "retry 1 delay=0s", "start 2 wait=0s", "done permanent attempts=2"}, rec.events)
 	s := st.Snapshot()
 	assert.Zero(t, s.InFlight, "calls in flight")
 	assert.Zero(t, s.Waiting, "waits in progress")

@@ -3,20 +3,19 @@ package retry
 import "time"
 
 // observing is the hook of WithObserver: it tells the Observer of each
-// attempt, each retry and the call's end. The first attempt starts with
-// the call, and a success ends with its attempt: two clock reads in all on
-// the path that matters most.
+// attempt, each retry, each wait's end and the call's end. The first
+// attempt starts with the call, and a success ends with its attempt: two
+// clock reads in all on the path that matters most.
 type observing[T any] struct {
 	noHook[T]
 	// The last attempt's end, as a span since the call's start: 8 bytes
 	// where a time.Time takes 24.
 	lastEnd time.Duration
-	waiting bool // in, or right after, a non-zero wait OnRetry announced
 }
 
 func (o *observing[T]) before(c *call, a *attemptState) (v T, err error, act action) {
 	c.cfg.observer.OnAttemptStart(c.ctx, AttemptStart{Name: c.cfg.name, Attempt: c.attempts, Wait: c.prevWait})
-	a.observed, o.waiting = true, false
+	a.observed = true
 	if c.attempts > 1 {
 		a.start = c.sinceStart()
 	}
@@ -33,14 +32,22 @@ func (o *observing[T]) after(c *call, a *attemptState, v T, err error) (T, error
 
 func (o *observing[T]) retrying(c *call, d time.Duration) error {
 	c.cfg.observer.OnRetry(c.ctx, Scheduled{Name: c.cfg.name, Attempt: c.attempts, Delay: d, Err: c.last})
-	o.waiting = d > 0
 	return nil
+}
+
+// waited tells the Observer that the wait of d > 0 that retrying announced
+// ended. Cut says the call's context has ended, whichever case of
+// runCall's select fired: the loop looks at the context next and ends the
+// call, so no attempt follows a cut wait. Asking the context here, not
+// passing the select's case, costs runCall's frame nothing.
+func (o *observing[T]) waited(c *call, d time.Duration) {
+	c.cfg.observer.OnWaitEnd(c.ctx, WaitEnd{Name: c.cfg.name, Attempt: c.attempts, Delay: d, Cut: c.ctx.Err() != nil})
 }
 
 // end tells the Observer the call's outcome, d, which the hooks before it
 // filled in; Done sees what Do returns.
 func (o *observing[T]) end(c *call, v T, err error, d *Done) (T, error) {
-	d.Name, d.Attempts, d.Waited, d.Err = c.cfg.name, c.attempts, o.waiting, err
+	d.Name, d.Attempts, d.Err = c.cfg.name, c.attempts, err
 	switch e := asError(err); {
 	case err == nil:
 		// A success ends with its attempt's end, when there was one

@@ -45,10 +45,11 @@ func failing(n int, err error) (func(context.Context) error, *atomic.Int64) {
 // and outcomes without reaching into internals.
 type recorder struct {
 	mu      sync.Mutex
-	events  []string // "start", "end", "retry", "done", in order
+	events  []string // "start", "end", "retry", "waitend", "done", in order
 	starts  []int
 	ends    []retry.AttemptEnd
 	retries []retry.Scheduled
+	waits   []retry.WaitEnd
 	done    []retry.Done
 }
 
@@ -73,6 +74,13 @@ func (r *recorder) OnRetry(_ context.Context, e retry.Scheduled) {
 	r.retries = append(r.retries, e)
 }
 
+func (r *recorder) OnWaitEnd(_ context.Context, e retry.WaitEnd) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, "waitend")
+	r.waits = append(r.waits, e)
+}
+
 func (r *recorder) OnDone(_ context.Context, e retry.Done) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -80,12 +88,12 @@ func (r *recorder) OnDone(_ context.Context, e retry.Done) {
 	r.done = append(r.done, e)
 }
 
-// count returns how many events of a kind ("start", "end", "retry" or
-// "done") were seen.
+// count returns how many events of a kind ("start", "end", "retry",
+// "waitend" or "done") were seen.
 func (r *recorder) count(kind string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return map[string]int{"start": len(r.starts), "end": len(r.ends), "retry": len(r.retries), "done": len(r.done)}[kind]
+	return map[string]int{"start": len(r.starts), "end": len(r.ends), "retry": len(r.retries), "waitend": len(r.waits), "done": len(r.done)}[kind]
 }
 
 func (r *recorder) dones() []retry.Done {
@@ -846,13 +854,14 @@ func TestDo_observerSeesEveryEventInOrder(t *testing.T) {
 		require.NoError(t, err)
 		for _, r := range []*recorder{rec, rec2} {
 			// The per-kind lists below do not show the order across kinds.
-			assert.Equal(t, []string{"start", "end", "retry", "start", "end", "done"}, r.events)
+			assert.Equal(t, []string{"start", "end", "retry", "waitend", "start", "end", "done"}, r.events)
 			assert.Equal(t, []int{1, 2}, r.starts)
 			require.Len(t, r.ends, 2)
 			assert.ErrorIs(t, r.ends[0].Err, errTransient)
 			assert.NoError(t, r.ends[1].Err)
 			require.Len(t, r.retries, 1)
 			assert.Equal(t, retry.Scheduled{Name: "charge", Attempt: 1, Delay: time.Second, Err: errTransient}, r.retries[0])
+			assert.Equal(t, []retry.WaitEnd{{Name: "charge", Attempt: 1, Delay: time.Second}}, r.waits)
 			require.Len(t, r.done, 1)
 			assert.Equal(t, retry.Done{Name: "charge", Outcome: retry.OutcomeSuccess, Attempts: 2, Elapsed: time.Second}, r.done[0])
 		}
@@ -868,8 +877,17 @@ func TestDo_observerDoneWhenCancelledDuringWait(t *testing.T) {
 		err := retry.Do(ctx, func(context.Context) error { return errTransient },
 			retry.WithObserver(rec), retry.WithBackoff(retry.Constant(time.Minute)))
 		require.ErrorIs(t, err, context.Canceled)
+		// The jittered wait may end before the cancellation: then the
+		// next one is cut.
+		n := len(rec.retries)
+		require.NotZero(t, n)
+		require.Len(t, rec.waits, n, "a WaitEnd for every wait OnRetry announced")
+		for i, w := range rec.waits {
+			assert.Equal(t, retry.WaitEnd{Attempt: i + 1, Delay: rec.retries[i].Delay, Cut: i == n-1}, w,
+				"wait %d, cut only by the cancellation", i+1)
+		}
+		assert.Equal(t, []string{"retry", "waitend", "done"}, rec.events[len(rec.events)-3:])
 		require.Len(t, rec.done, 1)
-		assert.True(t, rec.done[0].Waited)
 		assert.Equal(t, retry.OutcomeCanceled, rec.done[0].Outcome)
 		assert.Equal(t, err, rec.done[0].Err)
 	})

@@ -197,4 +197,5 @@ func (o inProgressObserver) OnAttemptEnd(ctx context.Context, e retry.AttemptEnd
 }
 func (inProgressObserver) OnAttemptStart(context.Context, retry.AttemptStart) {}
 func (inProgressObserver) OnRetry(context.Context, retry.Scheduled)           {}
+func (inProgressObserver) OnWaitEnd(context.Context, retry.WaitEnd)           {}
 func (inProgressObserver) OnDone(context.Context, retry.Done)                 {}

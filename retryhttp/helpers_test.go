@@ -168,6 +168,7 @@ type recorder struct {
 	starts  []retry.AttemptStart
 	ends    []retry.AttemptEnd
 	retries []retry.Scheduled
+	waits   []retry.WaitEnd
 	done    []retry.Done
 }
 
@@ -187,6 +188,12 @@ func (r *recorder) OnRetry(_ context.Context, e retry.Scheduled) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.retries = append(r.retries, e)
+}
+
+func (r *recorder) OnWaitEnd(_ context.Context, e retry.WaitEnd) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waits = append(r.waits, e)
 }
 
 func (r *recorder) OnDone(_ context.Context, e retry.Done) {

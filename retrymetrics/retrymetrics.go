@@ -1,15 +1,15 @@
 // Package retrymetrics holds what the metrics observers of
-// github.com/steadfast-go/retry share, so that they count alike: the rule
-// that keeps the calls-in-flight and waits-in-progress gauges, the bounded
-// table of operation names, the histogram buckets, and the checks their
-// constructors begin with ([Prepare]: what they are built on must not be
-// nil; the settings they have in common, MaxOperations and
-// DurationBuckets). The retry package's Stats, retryprom and retryotel
-// use it; an Observer of your own may too.
+// github.com/steadfast-go/retry share, so that they count alike: the
+// bounded table of operation names, the histogram buckets, and the checks
+// their constructors begin with ([Prepare]: what they are built on must
+// not be nil; the settings they have in common, MaxOperations and
+// DurationBuckets). retrystats' Stats, retryprom and retryotel use it; an
+// Observer of your own may too. The rule that keeps the calls-in-flight
+// and waits-in-progress gauges needs no code: the retry.Observer doc
+// states it.
 //
 // It imports only the standard library (and the retry module's nil check,
-// itself standard library only), so that the retry package can use it:
-// its functions take the fields of retry's events, not the events.
+// itself standard library only), so that the retry package can use it.
 // Nothing in it keeps global state; every function is safe for concurrent
 // use, and so is a [Table].
 //

@@ -23,8 +23,8 @@
 // stopped the call: see retry.OutcomeRefused) and unknown (the context
 // ended while an attempt ran: see retry.OutcomeUnknown). The retry.calls and
 // retry.dead_letters series of an operation all exist, at 0, from its
-// first event. The two up-down counters follow [retrymetrics.GaugeDelta],
-// as retryprom's gauges and the retry package's Stats do.
+// first event. The two up-down counters follow the rule in the
+// [retry.Observer] doc, as retryprom's gauges and retrystats' do.
 //
 // # Spans
 //
@@ -185,19 +185,10 @@ func (o *Observer) newSeries(label string) *series {
 func (o *Observer) OnAttemptStart(ctx context.Context, e retry.AttemptStart) {
 	s := o.ops.Get(e.Name)
 	o.attempts.Add(ctx, 1, s.add...)
-	if e.Attempt > 1 {
+	if e.Attempt == 1 {
+		o.inFlight.Add(ctx, 1, s.add...)
+	} else {
 		o.retries.Add(ctx, 1, s.add...)
-	}
-	o.gauges(ctx, s, retrymetrics.OnAttemptStart(e.Attempt, e.Wait))
-}
-
-// gauges moves the up-down counters of the operation of s by g.
-func (o *Observer) gauges(ctx context.Context, s *series, g retrymetrics.GaugeDelta) {
-	if g.InFlight != 0 {
-		o.inFlight.Add(ctx, int64(g.InFlight), s.add...)
-	}
-	if g.Waiting != 0 {
-		o.waiting.Add(ctx, int64(g.Waiting), s.add...)
 	}
 }
 
@@ -207,8 +198,8 @@ func (o *Observer) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 // OnRetry counts a wait in progress when the retry has a delay, and adds a
 // "retry" event to the span in ctx.
 func (o *Observer) OnRetry(ctx context.Context, e retry.Scheduled) {
-	if g := retrymetrics.OnRetry(e.Delay); g != (retrymetrics.GaugeDelta{}) {
-		o.gauges(ctx, o.ops.Get(e.Name), g)
+	if e.Delay > 0 {
+		o.waiting.Add(ctx, 1, o.ops.Get(e.Name).add...)
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		attrs := []attribute.KeyValue{
@@ -223,6 +214,11 @@ func (o *Observer) OnRetry(ctx context.Context, e retry.Scheduled) {
 	}
 }
 
+// OnWaitEnd ends the wait in progress that OnRetry counted.
+func (o *Observer) OnWaitEnd(ctx context.Context, e retry.WaitEnd) {
+	o.waiting.Add(ctx, -1, o.ops.Get(e.Name).add...)
+}
+
 // OnDone counts the call's outcome, attempts, duration and dead letter,
 // and adds a "retry.done" event to the span in ctx.
 func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
@@ -230,7 +226,9 @@ func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
 	if int(e.Outcome) < len(s.outcome) {
 		o.calls.Add(ctx, 1, s.outcome[e.Outcome]...)
 	}
-	o.gauges(ctx, s, retrymetrics.OnDone(e.Attempts, e.Waited))
+	if e.Attempts > 0 {
+		o.inFlight.Add(ctx, -1, s.add...)
+	}
 	switch {
 	case e.DeadLettered:
 		o.deadLetters.Add(ctx, 1, s.recorded...)

@@ -32,8 +32,8 @@
 // take that first sample as their baseline: they miss it. The alert
 // RetryDeadLetterNotRecorded counts such a series as well.
 //
-// The two gauges follow [retrymetrics.GaugeDelta], as retryotel's and the
-// retry package's Stats do.
+// The two gauges follow the rule in the [retry.Observer] doc, as
+// retryotel's and retrystats' do.
 //
 // # Cardinality
 //
@@ -231,10 +231,11 @@ func (o *Observer) lookup(name string) *series { return o.ops.Get(name) }
 func (o *Observer) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
 	s := o.lookup(e.Name)
 	s.attempts.Inc()
-	if e.Attempt > 1 {
+	if e.Attempt == 1 {
+		s.inFlight.Inc()
+	} else {
 		s.retries.Inc()
 	}
-	s.gauges(retrymetrics.OnAttemptStart(e.Attempt, e.Wait))
 }
 
 // OnAttemptEnd does nothing: attempts are counted as they start.
@@ -242,9 +243,14 @@ func (o *Observer) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 
 // OnRetry counts a wait in progress when the retry has a delay.
 func (o *Observer) OnRetry(_ context.Context, e retry.Scheduled) {
-	if g := retrymetrics.OnRetry(e.Delay); g != (retrymetrics.GaugeDelta{}) {
-		o.lookup(e.Name).gauges(g)
+	if e.Delay > 0 {
+		o.lookup(e.Name).waiting.Inc()
 	}
+}
+
+// OnWaitEnd ends the wait in progress that OnRetry counted.
+func (o *Observer) OnWaitEnd(_ context.Context, e retry.WaitEnd) {
+	o.lookup(e.Name).waiting.Dec()
 }
 
 // OnDone counts the call's outcome, attempts, duration and dead letter.
@@ -253,7 +259,9 @@ func (o *Observer) OnDone(_ context.Context, e retry.Done) {
 	if int(e.Outcome) < len(s.calls) {
 		s.calls[e.Outcome].Inc()
 	}
-	s.gauges(retrymetrics.OnDone(e.Attempts, e.Waited))
+	if e.Attempts > 0 {
+		s.inFlight.Dec()
+	}
 	switch {
 	case e.DeadLettered:
 		s.dlRecorded.Inc()
@@ -262,14 +270,4 @@ func (o *Observer) OnDone(_ context.Context, e retry.Done) {
 	}
 	s.perCall.Observe(float64(e.Attempts))
 	s.duration.Observe(e.Elapsed.Seconds())
-}
-
-// gauges moves the operation's gauges by g.
-func (s *series) gauges(g retrymetrics.GaugeDelta) {
-	if g.InFlight != 0 {
-		s.inFlight.Add(float64(g.InFlight))
-	}
-	if g.Waiting != 0 {
-		s.waiting.Add(float64(g.Waiting))
-	}
 }

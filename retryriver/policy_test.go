@@ -26,6 +26,7 @@ type waits struct {
 func (w *waits) OnAttemptStart(context.Context, retry.AttemptStart) {}
 func (w *waits) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
 func (w *waits) OnDone(context.Context, retry.Done)                 {}
+func (w *waits) OnWaitEnd(context.Context, retry.WaitEnd)           {}
 func (w *waits) OnRetry(_ context.Context, s retry.Scheduled) {
 	w.mu.Lock()
 	w.d = append(w.d, s.Delay)

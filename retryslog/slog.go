@@ -16,8 +16,10 @@
 //   - a dead letter that no sink stored at Error, whatever the outcome,
 //     with dead_letter=failed, since the work may be lost.
 //
-// A first-try success logs nothing. Errors are logged with their text as
-// is: keep secrets out of error messages.
+// A first-try success logs nothing, and neither does the end of a wait
+// (OnWaitEnd): the retry's record announced the wait, and a record of the
+// next retry or of the call's end always follows it. Errors are logged
+// with their text as is: keep secrets out of error messages.
 //
 // # Cost
 //
@@ -73,6 +75,7 @@ type slogObserver struct {
 
 func (o *slogObserver) OnAttemptStart(context.Context, retry.AttemptStart) {}
 func (o *slogObserver) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
+func (o *slogObserver) OnWaitEnd(context.Context, retry.WaitEnd)           {}
 
 func (o *slogObserver) OnRetry(ctx context.Context, e retry.Scheduled) {
 	if !o.log.Enabled(ctx, o.opts.RetryLevel) {

@@ -21,8 +21,9 @@ import (
 // Stats is a [retry.Observer] (for [retry.WithObserver], read with
 // [Stats.Snapshot]) that adds up the calls, attempts, retries, waits and
 // dead letters of every call, whatever its name (per-operation metrics:
-// retryprom, retryotel); its gauges follow [retrymetrics.GaugeDelta]. The
-// zero Stats is ready; it is safe for concurrent use by several Retriers.
+// retryprom, retryotel); its gauges follow the rule in the
+// [retry.Observer] doc. The zero Stats is ready; it is safe for concurrent
+// use by several Retriers.
 type Stats struct {
 	// Attempts and calls in flight are derived in Snapshot, which saves
 	// two atomic adds per call on the hot path.
@@ -51,18 +52,14 @@ var (
 	durationBounds = retrymetrics.DurationBounds()
 )
 
-// OnAttemptStart counts the attempt, and ends the wait before it.
+// OnAttemptStart counts the attempt.
 func (s *Stats) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
-	g := retrymetrics.OnAttemptStart(e.Attempt, e.Wait)
 	// The attempt that puts its call in flight is its first; Snapshot
 	// derives InFlight from started.
-	if g.InFlight > 0 {
+	if e.Attempt == 1 {
 		s.started.Add(1)
 	} else {
 		s.retries.Add(1)
-	}
-	if g.Waiting != 0 {
-		s.waiting.Add(int64(g.Waiting))
 	}
 }
 
@@ -71,21 +68,21 @@ func (s *Stats) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 
 // OnRetry counts a wait in progress when the retry has a delay.
 func (s *Stats) OnRetry(_ context.Context, e retry.Scheduled) {
-	if g := retrymetrics.OnRetry(e.Delay); g.Waiting != 0 {
-		s.waiting.Add(int64(g.Waiting))
+	if e.Delay > 0 {
+		s.waiting.Add(1)
 	}
 }
 
+// OnWaitEnd ends the wait in progress that OnRetry counted.
+func (s *Stats) OnWaitEnd(context.Context, retry.WaitEnd) { s.waiting.Add(-1) }
+
 // OnDone counts the call's outcome, attempts, duration and dead letter.
 func (s *Stats) OnDone(_ context.Context, e retry.Done) {
-	// The wait ends and noAttempt counts before calls does, and Snapshot
-	// reads them the other way round, so that a snapshot never shows more
-	// calls ended than started, nor more calls waiting than in flight.
-	g := retrymetrics.OnDone(e.Attempts, e.Waited)
-	if g.Waiting != 0 {
-		s.waiting.Add(int64(g.Waiting))
-	}
-	if g.InFlight == 0 { // never in flight: no attempt
+	// A call's last wait ended (OnWaitEnd) before its end, and noAttempt
+	// counts before calls does; Snapshot reads them the other way round,
+	// so that a snapshot never shows more calls ended than started, nor
+	// more calls waiting than in flight.
+	if e.Attempts == 0 { // never in flight
 		s.noAttempt.Add(1)
 	}
 	if int(e.Outcome) < numOutcomes {

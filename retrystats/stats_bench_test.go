@@ -87,4 +87,5 @@ type noopObserver struct{}
 func (noopObserver) OnAttemptStart(context.Context, retry.AttemptStart) {}
 func (noopObserver) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
 func (noopObserver) OnRetry(context.Context, retry.Scheduled)           {}
+func (noopObserver) OnWaitEnd(context.Context, retry.WaitEnd)           {}
 func (noopObserver) OnDone(context.Context, retry.Done)                 {}

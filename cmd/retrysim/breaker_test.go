@@ -87,11 +87,11 @@ func (b *refuseAfter) Allow() (func(error), error) {
 }
 
 // A call that a breaker stops after a wait ends right after that wait,
-// before any next attempt started: its Done must say Waited, or every
-// gauge of waits in progress (retrystats, retryprom, retryotel) keeps it
-// waiting for ever. Found by TestOutage_countsWhatTheLibraryDid; the
-// defect is in the root module (the breaker's refusal in loop leaves
-// call.waited false), which this module does not change.
+// before any next attempt started: the wait's end must be told all the
+// same (OnWaitEnd), or every gauge of waits in progress (retrystats,
+// retryprom, retryotel) keeps it waiting for ever. Found by
+// TestOutage_countsWhatTheLibraryDid; the defect was in the root module,
+// which this module does not change.
 func TestBreaker_refusalAfterAWaitEndsTheWait(t *testing.T) {
 	s := newSim()
 	stats := new(retrystats.Stats)
@@ -109,15 +109,22 @@ func TestBreaker_refusalAfterAWaitEndsTheWait(t *testing.T) {
 	assert.Equal(t, retry.OutcomeRefused, e.Outcome)
 	assert.Equal(t, 1, e.Attempts)
 	require.Len(t, done.calls, 1)
-	assert.True(t, done.calls[0].Waited, "Done.Waited after a 1s wait that the breaker's refusal ended")
+	require.Len(t, done.waits, 1, "one WaitEnd, for the wait before the breaker's refusal")
+	assert.Equal(t, 1, done.waits[0].Attempt)
+	assert.Positive(t, done.waits[0].Delay, "the wait's jittered delay")
+	assert.False(t, done.waits[0].Cut, "the timer ended the wait")
 	assert.Zero(t, stats.Snapshot().Waiting, "retrystats: calls waiting after the call returned")
 }
 
-// doneLog keeps the Done events, for a simulation's one goroutine at a
-// time.
-type doneLog struct{ calls []retry.Done }
+// doneLog keeps the WaitEnd and Done events, for a simulation's one
+// goroutine at a time.
+type doneLog struct {
+	waits []retry.WaitEnd
+	calls []retry.Done
+}
 
 func (*doneLog) OnAttemptStart(context.Context, retry.AttemptStart) {}
 func (*doneLog) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
 func (*doneLog) OnRetry(context.Context, retry.Scheduled)           {}
+func (l *doneLog) OnWaitEnd(_ context.Context, e retry.WaitEnd)     { l.waits = append(l.waits, e) }
 func (l *doneLog) OnDone(_ context.Context, d retry.Done)           { l.calls = append(l.calls, d) }

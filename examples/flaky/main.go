@@ -62,6 +62,7 @@ func (l logAttempts) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) {
 func (l logAttempts) OnRetry(_ context.Context, e retry.Scheduled) {
 	fmt.Fprintf(l.w, "  waiting %v\n", e.Delay.Round(time.Millisecond))
 }
+func (l logAttempts) OnWaitEnd(context.Context, retry.WaitEnd) {} // OnRetry printed the wait
 func (l logAttempts) OnDone(_ context.Context, e retry.Done) {
 	fmt.Fprintf(l.w, "  => %s, attempts: %d\n", e.Outcome, e.Attempts)
 }

@@ -326,6 +326,7 @@ type lastDone struct{ d retry.Done }
 func (*lastDone) OnAttemptStart(context.Context, retry.AttemptStart) {}
 func (*lastDone) OnAttemptEnd(context.Context, retry.AttemptEnd)     {}
 func (*lastDone) OnRetry(context.Context, retry.Scheduled)           {}
+func (*lastDone) OnWaitEnd(context.Context, retry.WaitEnd)           {}
 func (l *lastDone) OnDone(_ context.Context, e retry.Done)           { l.d = e }
 
 // send makes one delivery of a job: one call of the shared policy,
