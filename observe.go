@@ -39,9 +39,17 @@ func (o *observing[T]) retrying(c *call, d time.Duration) error {
 // ended. Cut says the call's context has ended, whichever case of
 // runCall's select fired: the loop looks at the context next and ends the
 // call, so no attempt follows a cut wait. Asking the context here, not
-// passing the select's case, costs runCall's frame nothing.
+// passing the select's case, costs runCall's frame nothing; a look at its
+// Done channel takes no lock, where Err on a done context takes the one of
+// the channel every parked call shares.
 func (o *observing[T]) waited(c *call, d time.Duration) {
-	c.cfg.observer.OnWaitEnd(c.ctx, WaitEnd{Name: c.cfg.name, Attempt: c.attempts, Delay: d, Cut: c.ctx.Err() != nil})
+	cut := false
+	select {
+	case <-c.ctx.Done():
+		cut = true
+	default:
+	}
+	c.cfg.observer.OnWaitEnd(c.ctx, WaitEnd{Name: c.cfg.name, Attempt: c.attempts, Delay: d, Cut: cut})
 }
 
 // end tells the Observer the call's outcome, d, which the hooks before it
