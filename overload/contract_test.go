@@ -5,7 +5,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/overload"
-	"github.com/steadfast-go/retry/overload/overloadtest"
+	"github.com/steadfast-go/retry/overloadtest"
 )
 
 // The library's budgets keep the contract Do relies on.

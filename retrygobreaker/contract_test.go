@@ -6,7 +6,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/steadfast-go/retry"
-	"github.com/steadfast-go/retry/overload/overloadtest"
+	"github.com/steadfast-go/retry/overloadtest"
 	"github.com/steadfast-go/retry/retrygobreaker"
 )
 
