@@ -16,6 +16,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,6 +24,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -173,6 +175,13 @@ func record(r io.Reader, w io.Writer) (runSummary, error) {
 			sum.Failed++
 			sum.Fails = append(sum.Fails, result{Package: e.Package})
 		}
+	}
+	// go test runs packages in parallel, so their events interleave in
+	// no fixed order: sort, so that the same run reads the same.
+	for _, rs := range [][]result{sum.Skips, sum.Fails} {
+		slices.SortStableFunc(rs, func(a, b result) int {
+			return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Test, b.Test))
+		})
 	}
 	return sum, sc.Err()
 }
