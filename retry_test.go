@@ -922,12 +922,16 @@ func TestDo_usesOneTimerPerCallAndNoneForZeroWaits(t *testing.T) {
 		r := mustNew(t, retry.WithClock(clk), retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
 			retry.WithMaxAttempts(5))
 		done := make(chan error, 1)
+		synctest.Wait() // goroutines that are on their way out have left
 		before := bubbleGoroutines(t)
 		go func() { done <- r.Do(t.Context(), func(context.Context) error { return errTransient }) }()
 		for range 4 {
 			d := <-clk.Armed()
-			// Counted in this test's bubble only: other tests'
-			// goroutines come and go meanwhile.
+			// Counted in this test's bubble only, once Do is parked
+			// (a goroutine still running when the stacks are taken may
+			// not show in them): other tests' goroutines come and go
+			// meanwhile.
+			synctest.Wait()
 			assert.Equal(t, before+1, bubbleGoroutines(t), "Do starts no goroutine of its own")
 			clk.Add(d)
 		}
