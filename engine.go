@@ -172,10 +172,11 @@ func (hs *hooks[T]) startHooked(c *call) (v T, err error, done bool) {
 // oneAttempt makes the next attempt with the hooks, each in turn: done says
 // (v, err) is the call's result (a success, or a refusal); else err is the
 // failed attempt's error, and next the policy's word on it if the attempt
-// asked for it already (a breaker waits to hear it, and a panic in
-// WithRetryIf must not leave it waiting). The hooks' before and after are
-// called from here, not from methods of hooks: a parked observed call's
-// stack keeps its frames (see engine.go).
+// asked for it already, under its unwind: a panic in WithRetryIf must not
+// leave a breaker waiting, nor an idempotency key claimed. The hooks'
+// before and after are called from here, not from methods of hooks: a
+// parked observed call's stack keeps its frames (see the notes at the
+// top).
 func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v T, err error, next ruling, done bool) {
 	var a attemptState
 	returned := false
@@ -220,7 +221,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 	if f&featObserver != 0 {
 		v, err = hs.obs.after(c, &a, v, err)
 	}
-	if err != nil && f&featBreaker != 0 {
+	if err != nil && f&(featBreaker|featIdempotency) != 0 {
 		next = hs.ruleAttempt(c, err)
 	}
 	returned = true

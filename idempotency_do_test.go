@@ -420,6 +420,17 @@ func TestIdempotentPanicReleasesTheClaim(t *testing.T) {
 	}()
 	assert.Equal(t, [4]int{1, 0, 0, 1}, store.counts())
 	assert.True(t, claimFree(t, store, "k"), "the key is free at once after the panic")
+
+	// A panic in what judges fn's error (WithRetryIf), after fn failed,
+	// frees the key too: the work did not succeed.
+	store = newFaulty()
+	func() {
+		defer func() { assert.Equal(t, "judge", recover()) }()
+		_ = retry.Do(context.Background(), func(context.Context) error { return errTransient },
+			retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}),
+			retry.WithRetryIf(func(error) bool { panic("judge") }))
+	}()
+	assert.True(t, claimFree(t, store, "k"), "the key is free at once after a panic in WithRetryIf")
 }
 
 func TestIdempotentExactlyOnceUnderContention(t *testing.T) {
