@@ -19,35 +19,6 @@ import (
 	"github.com/steadfast-go/retry/retrytest"
 )
 
-// fanOut passes every event to each of its observers, in order.
-type fanOut []retry.Observer
-
-func (f fanOut) OnAttemptStart(ctx context.Context, e retry.AttemptStart) {
-	for _, o := range f {
-		o.OnAttemptStart(ctx, e)
-	}
-}
-func (f fanOut) OnAttemptEnd(ctx context.Context, e retry.AttemptEnd) {
-	for _, o := range f {
-		o.OnAttemptEnd(ctx, e)
-	}
-}
-func (f fanOut) OnRetry(ctx context.Context, e retry.Scheduled) {
-	for _, o := range f {
-		o.OnRetry(ctx, e)
-	}
-}
-func (f fanOut) OnWaitEnd(ctx context.Context, e retry.WaitEnd) {
-	for _, o := range f {
-		o.OnWaitEnd(ctx, e)
-	}
-}
-func (f fanOut) OnDone(ctx context.Context, e retry.Done) {
-	for _, o := range f {
-		o.OnDone(ctx, e)
-	}
-}
-
 // waitRecorder notes the events that say when waits begin and end.
 type waitRecorder struct {
 	mu     sync.Mutex
@@ -236,7 +207,7 @@ func TestObserver_cancelledWhileWaitingForTheKeysHolder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &retrystats.Stats{}
 		rec := &waitRecorder{}
-		r := mustNew(t, retry.WithObserver(fanOut{st, rec}),
+		r := mustNew(t, retry.WithObserver(st), retry.WithObserver(rec),
 			retry.WithIdempotency(memstore.New(nil), &retry.IdempotencyOptions{Key: "job-1"}))
 		release := make(chan struct{})
 		go func() { _ = r.Do(t.Context(), func(context.Context) error { <-release; return nil }) }()
@@ -260,7 +231,7 @@ func TestObserver_cancelledWhileWaitingForTheKeysHolder(t *testing.T) {
 func TestObserver_panicInFnEndsTheCall(t *testing.T) {
 	st := &retrystats.Stats{}
 	rec := &waitRecorder{}
-	r := mustNew(t, retry.WithObserver(fanOut{st, rec}), retry.WithBackoff(retry.Constant(0)))
+	r := mustNew(t, retry.WithObserver(st), retry.WithObserver(rec), retry.WithBackoff(retry.Constant(0)))
 	calls := 0
 	assert.PanicsWithValue(t, "bug", func() {
 		_ = r.Do(context.Background(), func(context.Context) error {

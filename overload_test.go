@@ -541,31 +541,41 @@ func TestBudget_notAskedToLookAgainAtAHeldKey(t *testing.T) {
 // never entered it, and let more calls park than it allows.
 func TestBudget_givesBackOnlyTheWaitsItAllowed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New(nil)
-		cl, err := store.Claim(t.Context(), "k", "", time.Minute)
-		require.NoError(t, err)
 		b := &countingBudget{allow: 10}
-		r := mustNew(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}),
-			retry.WithBudget(b), retry.WithMaxAttempts(math.MaxInt),
-			retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter))
-		var calls atomic.Int32
-		done := make(chan error)
-		go func() {
-			done <- r.Do(t.Context(), func(context.Context) error {
-				if calls.Add(1) == 1 {
-					return errors.New("blip")
-				}
-				return nil
-			})
-		}()
-		time.Sleep(20 * time.Millisecond) // a few looks at the held key
-		require.NoError(t, store.Release(t.Context(), "k", cl.Token))
-		require.NoError(t, <-done)
+		_, err := callAfterAHeldKey(t, b)
+		require.NoError(t, err)
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		assert.Equal(t, 1, b.retries, "asked only before the retry of the failed call of fn")
 		assert.Equal(t, b.retries, b.waited, "Waited once per wait that Retry allowed")
 	})
+}
+
+// callAfterAHeldKey makes an idempotent call with FailWhileHeld, and b as
+// its budget, whose key another caller holds for its first few looks; its
+// fn fails once, then succeeds. It returns fn's calls and Do's error.
+func callAfterAHeldKey(t *testing.T, b retry.Budget) (int32, error) {
+	t.Helper()
+	store := memstore.New(nil)
+	cl, err := store.Claim(t.Context(), "k", "", time.Minute)
+	require.NoError(t, err)
+	r := mustNew(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}),
+		retry.WithBudget(b), retry.WithMaxAttempts(math.MaxInt),
+		retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter))
+	var calls atomic.Int32
+	done := make(chan error)
+	go func() {
+		done <- r.Do(t.Context(), func(context.Context) error {
+			if calls.Add(1) == 1 {
+				return errors.New("blip")
+			}
+			return nil
+		})
+	}()
+	time.Sleep(20 * time.Millisecond) // a few looks at the held key
+	require.NoError(t, store.Release(t.Context(), "k", cl.Token))
+	err = <-done
+	return calls.Load(), err
 }
 
 // TestBudget_ratioCountsACallWhoseFirstLooksFoundTheKeyHeld: with
@@ -576,28 +586,11 @@ func TestBudget_givesBackOnlyTheWaitsItAllowed(t *testing.T) {
 // allowed: the call made one call of the downstream.
 func TestBudget_ratioCountsACallWhoseFirstLooksFoundTheKeyHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New(nil)
-		cl, err := store.Claim(t.Context(), "k", "", time.Minute)
-		require.NoError(t, err)
 		b, err := overload.NewRatio(overload.RatioOptions{Ratio: 1, MinPerSecond: overload.None})
 		require.NoError(t, err)
-		r := mustNew(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}),
-			retry.WithBudget(b), retry.WithMaxAttempts(math.MaxInt),
-			retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter))
-		var calls atomic.Int32
-		done := make(chan error)
-		go func() {
-			done <- r.Do(t.Context(), func(context.Context) error {
-				if calls.Add(1) == 1 {
-					return errors.New("blip")
-				}
-				return nil
-			})
-		}()
-		time.Sleep(20 * time.Millisecond) // a few looks at the held key
-		require.NoError(t, store.Release(t.Context(), "k", cl.Token))
-		assert.NoError(t, <-done, "the call's one retry is within Ratio 1 of its one call")
-		assert.EqualValues(t, 2, calls.Load())
+		calls, err := callAfterAHeldKey(t, b)
+		assert.NoError(t, err, "the call's one retry is within Ratio 1 of its one call")
+		assert.EqualValues(t, 2, calls)
 	})
 }
 
