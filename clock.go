@@ -132,3 +132,33 @@ func sleepDetached(cfg *config, t *waitTimer, d time.Duration) {
 		<-ch
 	}
 }
+
+// hedgeTimer is a hedged attempt's timer, which starts the next hedge on
+// its own goroutine: on the real clock or the Retrier's.
+type hedgeTimer struct {
+	t  *time.Timer
+	ct *clock.Timer
+}
+
+func (cfg *config) afterFunc(d time.Duration, f func()) hedgeTimer {
+	if cfg.clock == nil {
+		return hedgeTimer{t: time.AfterFunc(d, f)}
+	}
+	return hedgeTimer{ct: cfg.clock.AfterFunc(d, f)}
+}
+
+func (h hedgeTimer) reset(d time.Duration) {
+	if h.t != nil {
+		h.t.Reset(d)
+	} else {
+		h.ct.Reset(d)
+	}
+}
+
+func (h hedgeTimer) stop() {
+	if h.t != nil {
+		h.t.Stop()
+	} else {
+		h.ct.Stop()
+	}
+}

@@ -46,7 +46,7 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 		case c.ctx.Err() != nil:
 			err, done = c.stopForContext(), true
 			continue
-		case c.cfg.hooked():
+		case c.cfg.hooked() || c.hedgeFn != nil:
 			v, err, next, done = hs.oneAttempt(c, fn)
 		default:
 			v, err, done = plainAttempt(c, fn)
@@ -198,13 +198,17 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 	}
 	if c.ran = act == runFn; c.ran {
 		ctx := c.ctx
-		if f&featAttemptTimeout != 0 {
-			ctx = hs.timeout.fnContext(c, &a, ctx)
-		}
 		if hs.idem != nil {
 			ctx = hs.idem.fnContext(c, &a, ctx)
 		}
-		v, err = fn(ctx)
+		if c.hedgeFn != nil {
+			v, err, next = hs.hedging(c, &a, ctx, fn)
+		} else {
+			if f&featAttemptTimeout != 0 {
+				ctx = hs.timeout.fnContext(c, &a, ctx)
+			}
+			v, err = fn(ctx)
+		}
 	}
 	if f&featAttemptTimeout != 0 {
 		v, err = hs.timeout.after(c, &a, v, err)
@@ -218,10 +222,10 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 	if f&featDeadLetter != 0 {
 		v, err = hs.dl.after(c, &a, v, err)
 	}
-	if f&featObserver != 0 {
+	if f&featObserver != 0 && a.observed {
 		v, err = hs.obs.after(c, &a, v, err)
 	}
-	if err != nil && f&(featBreaker|featIdempotency) != 0 {
+	if err != nil && !next.made && f&(featBreaker|featIdempotency) != 0 {
 		next = hs.ruleAttempt(c, err)
 	}
 	returned = true

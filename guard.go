@@ -57,8 +57,26 @@ func (g *guarding[T]) tell(c *call, err error, j judgement, throttled bool) {
 		return
 	}
 	g.told = true
-	if done := g.done; done != nil {
-		g.done = nil
+	n := c.attempts
+	if !g.reached {
+		// The call's first attempt to call fn is attempt 1 to the
+		// budget, even after looks at a held key (FailWhileHeld), which
+		// spend attempts but reach no downstream: a Ratio counts the
+		// call then.
+		n, g.reached = 1, true
+	}
+	done := g.done
+	g.done = nil
+	tellGuard(c.cfg, done, n, err, j, throttled)
+}
+
+// tellGuard tells a breaker's done, then the budget, how attempt n ended:
+// the breaker first, so that a budget that panics cannot leave a
+// half-open breaker waiting. Only a success refunds a budget, as gRFC A6
+// counts: a permanent answer or an attempt that says nothing of the
+// downstream is not told.
+func tellGuard(cfg *config, done func(error), n int, err error, j judgement, throttled bool) {
+	if done != nil {
 		switch j {
 		case judgedAnswered:
 			done(nil)
@@ -68,16 +86,7 @@ func (g *guarding[T]) tell(c *call, err error, j judgement, throttled bool) {
 			done(err)
 		}
 	}
-	// Only a success refunds a budget, as gRFC A6 counts: a permanent
-	// answer or an attempt that says nothing of the downstream is not told.
-	// The call's first attempt to call fn is attempt 1 to the budget,
-	// even after looks at a held key (FailWhileHeld), which spend
-	// attempts but reach no downstream: a Ratio counts the call then.
-	n := c.attempts
-	if !g.reached {
-		n, g.reached = 1, true
-	}
-	if b := c.cfg.budget; b != nil && (err == nil || j == judgedFailure) {
+	if b := cfg.budget; b != nil && (err == nil || j == judgedFailure) {
 		b.Attempted(n, j == judgedFailure, throttled)
 	}
 }

@@ -46,6 +46,7 @@ const (
 	setBudget
 	setBreaker
 	setNestedRetries
+	setHedge
 	setFunc // anything else: v is a func(config) config, for the package's own use
 )
 

@@ -95,6 +95,8 @@ func (cfg *config) applyOne(i int, o *Option) {
 		cfg.breaker = o.v.(Breaker)
 	case setNestedRetries:
 		cfg.nestedRetries = true
+	case setHedge:
+		cfg.hedge = o.v.(*hedgeConfig)
 	case setFunc:
 		// By value: a *config passed to a func value would put every
 		// config on the heap.
@@ -160,6 +162,7 @@ type config struct {
 	budget         Budget                // nil: no budget
 	bucket         *overload.TokenBucket // budget, when it is one: its success inlines; set by derive
 	breaker        Breaker               // nil: no breaker
+	hedge          *hedgeConfig          // nil: no hedging
 	nestedRetries  bool                  // retry errors other Retriers gave up on
 	features       features              // which hooks a call has; set by derive
 	zeroWaits      bool                  // the backoff is Constant(0); set by derive

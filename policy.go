@@ -20,6 +20,10 @@ type call struct {
 	last     error     // the last attempt's error
 	timer    waitTimer // the call's one wait timer
 	ran      bool      // the last attempt called fn: no hook answered it
+	// hedgeFn is the fn of a call of Hedge or HedgeValue, whose hedges
+	// call it on their goroutines, so it is on the heap; nil for Do's, which
+	// does not hedge (so Do's fn need not escape).
+	hedgeFn any
 }
 
 // sinceStart is the time since the call started, on its clock.
@@ -212,6 +216,12 @@ func (cfg *config) uniformSample(rnd func() float64) float64 {
 // context for its deadline each time rather than keep it in the call.
 func (c *call) nextStep(attempt int, prev time.Duration, err error, maxAttempts int) ruling {
 	c.last = err
+	return c.ruleOn(attempt, prev, err, maxAttempts)
+}
+
+// ruleOn is nextStep without keeping err: a hedge, on its own goroutine,
+// rules on its attempt while the loop's state is Do's.
+func (c *call) ruleOn(attempt int, prev time.Duration, err error, maxAttempts int) ruling {
 	var elapsed, left time.Duration
 	if c.cfg.maxElapsed > 0 {
 		elapsed = c.sinceStart()

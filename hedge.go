@@ -1,0 +1,230 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HedgeOptions are the settings of [WithHedge]; nil means the defaults.
+// The delay is fixed when Delay is set; otherwise it follows the
+// Retrier's own attempts, and the other fields tune how.
+type HedgeOptions struct {
+	// Delay is how long an attempt runs unanswered before another is sent
+	// beside it. Default 0: adaptive, the Percentile of the latest
+	// Window attempts' latencies, at least MinDelay.
+	Delay time.Duration
+	// Percentile of the recent latencies the adaptive delay follows, in
+	// (0, 1): about 1-Percentile of calls then send a hedge. Default 0.95,
+	// as "The Tail at Scale" suggests.
+	Percentile float64
+	// MinDelay is the floor of the adaptive delay. Default 1ms.
+	MinDelay time.Duration
+	// Window is how many of the latest attempts the adaptive delay reads,
+	// in [10, 1e6]. Default 1000. Until a tenth of it (at least 10) has
+	// been seen, no hedge is sent: the delay is not known yet.
+	Window int
+}
+
+// Defaults of HedgeOptions.
+const (
+	defaultHedgePercentile = 0.95
+	defaultHedgeMinDelay   = time.Millisecond
+	defaultHedgeWindow     = 1000
+)
+
+// WithHedge makes the Retrier hedge: when an attempt has not answered
+// after a delay, another starts beside it, up to [WithMaxAttempts] in all,
+// and the first success wins. Use it only for work that is safe to run
+// twice at once (reads, idempotent writes, calls that pass their
+// idempotency key downstream).
+//
+// The other attempts' contexts are cancelled, with the cause
+// [ErrHedgeLost], and their results dropped; a value that is an
+// io.Closer is closed. A failure worth retrying lets the others run on,
+// and the call waits and retries as usual only once all have failed; a
+// permanent one ends the call. Each hedge is an attempt: counted in
+// [Error.Attempts] and [Done], heard by observers on its own goroutine,
+// asked of the breaker and of the budget (Retry(0)) before it starts. A
+// call whose first attempt answers within the delay starts no goroutine;
+// fn must return when its context ends, or a hedge cannot cut the call
+// short. The adaptive delay is learnt by the Retrier that New built, and
+// shared by those With derives from it.
+func WithHedge(o *HedgeOptions) Option {
+	var h HedgeOptions
+	if o != nil {
+		h = *o
+	}
+	switch {
+	case h.Delay < 0:
+		return invalid("HedgeOptions.Delay (%v) must not be negative; 0 follows the attempts' latency", h.Delay)
+	case h.MinDelay < 0:
+		return invalid("HedgeOptions.MinDelay (%v) must not be negative", h.MinDelay)
+	case h.Percentile != 0 && !(h.Percentile > 0 && h.Percentile < 1):
+		return invalid("HedgeOptions.Percentile (%v) must be in (0, 1); 0 means %v", h.Percentile, defaultHedgePercentile)
+	case h.Window != 0 && (h.Window < 10 || h.Window > 1e6):
+		return invalid("HedgeOptions.Window (%d) must be in [10, 1000000]; 0 means %d", h.Window, defaultHedgeWindow)
+	}
+	if h.Delay > 0 {
+		return Option{set: setHedge, v: &hedgeConfig{delay: h.Delay}}
+	}
+	if h.Percentile == 0 {
+		h.Percentile = defaultHedgePercentile
+	}
+	if h.MinDelay == 0 {
+		h.MinDelay = defaultHedgeMinDelay
+	}
+	if h.Window == 0 {
+		h.Window = defaultHedgeWindow
+	}
+	return Option{set: setHedge, v: &hedgeConfig{lat: newLatencies(h.Window, h.Percentile, h.MinDelay)}}
+}
+
+// hedgeConfig is WithHedge's setting: a fixed delay, or the latencies
+// that set it.
+type hedgeConfig struct {
+	delay time.Duration // fixed; 0: adaptive
+	lat   *latencies
+}
+
+// nextDelay is the wait before a hedge; false: send none (the adaptive
+// delay is not known yet).
+func (h *hedgeConfig) nextDelay() (time.Duration, bool) {
+	if h.delay > 0 {
+		return h.delay, true
+	}
+	d := time.Duration(h.lat.delay.Load())
+	return d, d > 0
+}
+
+// record adds an attempt's latency to the adaptive delay's window.
+func (h *hedgeConfig) record(d time.Duration) {
+	if h.lat != nil {
+		h.lat.record(d)
+	}
+}
+
+// latencies keeps the latest attempts' latencies in a ring and, every
+// eighth of it, works out their percentile as the hedge delay. Safe for
+// concurrent use: recording is two atomic operations, and the one
+// goroutine that crosses an eighth's end computes the delay under mu
+// (another that finds mu held skips it).
+type latencies struct {
+	ring     []atomic.Int64
+	n        atomic.Uint64 // latencies recorded
+	delay    atomic.Int64  // the current delay; 0 before warm-up
+	every    uint64        // recompute after this many
+	warm     uint64        // latencies needed before the first delay
+	p        float64
+	minDelay time.Duration
+
+	mu      sync.Mutex
+	scratch []int64
+}
+
+func newLatencies(window int, p float64, minDelay time.Duration) *latencies {
+	return &latencies{
+		ring: make([]atomic.Int64, window), every: uint64(max(window/8, 1)),
+		warm: uint64(max(window/10, 10)), p: p, minDelay: minDelay,
+		scratch: make([]int64, window),
+	}
+}
+
+func (l *latencies) record(d time.Duration) {
+	i := l.n.Add(1)
+	l.ring[(i-1)%uint64(len(l.ring))].Store(int64(d))
+	if i >= l.warm && (i == l.warm || i%l.every == 0) {
+		l.recompute(i)
+	}
+}
+
+// recompute sets the delay to the p-th percentile of the latest n (at
+// most a window of) latencies, at least minDelay.
+func (l *latencies) recompute(n uint64) {
+	if !l.mu.TryLock() {
+		return
+	}
+	defer l.mu.Unlock()
+	s := l.scratch[:min(n, uint64(len(l.ring)))]
+	for i := range s {
+		s[i] = l.ring[i].Load()
+	}
+	k := int(math.Ceil(l.p*float64(len(s)))) - 1
+	d := time.Duration(nth(s, max(k, 0)))
+	l.delay.Store(int64(max(d, l.minDelay)))
+}
+
+// nth returns the k-th smallest of s, reordering s: Hoare's selection, in
+// linear time on average, where sorting a window every eighth of it would
+// cost its log more.
+func nth(s []int64, k int) int64 {
+	lo, hi := 0, len(s)-1
+	for lo < hi {
+		pivot := s[lo+(hi-lo)/2]
+		i, j := lo, hi
+		for i <= j {
+			for s[i] < pivot {
+				i++
+			}
+			for s[j] > pivot {
+				j--
+			}
+			if i <= j {
+				s[i], s[j] = s[j], s[i]
+				i, j = i+1, j-1
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return s[k]
+		}
+	}
+	return s[k]
+}
+
+// ErrHedgeLost is the cause with which a hedged call cancels the context
+// of each attempt still running once another has won or ended the call.
+var ErrHedgeLost = errors.New("retry: another attempt of the hedged call answered first")
+
+// Hedge is [Retrier.Do] with hedged attempts, as [WithHedge] set them on
+// r: only for work that is safe to run twice at once. fn may run on
+// other goroutines than the caller's, several at a time; it must return
+// when its context ends. Do and DoValue never hedge, so that their fn
+// stays on the caller's stack. A Retrier without WithHedge gives an error
+// that wraps [ErrInvalidOption].
+func (r *Retrier) Hedge(ctx context.Context, fn func(context.Context) error) error {
+	if r == nil || ctx == nil || fn == nil {
+		return badCall(r == nil, ctx == nil)
+	}
+	_, err := HedgeValue(ctx, r, unitFn(fn))
+	return err
+}
+
+// HedgeValue is [Retrier.Hedge] for a function that returns a value: the
+// value of the attempt that won, or the one [WithIdempotency] replayed.
+// The losers' values are dropped, and closed if they are io.Closers.
+func HedgeValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if r == nil || ctx == nil || fn == nil {
+		return zero, badCall(r == nil, ctx == nil)
+	}
+	cfg := r.config()
+	if cfg.hedge == nil {
+		return zero, fmt.Errorf("%w: the Retrier has no WithHedge; add it for work that is safe to run twice at once", ErrInvalidOption)
+	}
+	var c call
+	c.cfg, c.ctx, c.hedgeFn = cfg, ctx, fn
+	return runCall(&c, fn)
+}
+
+// Hedges reports whether r hedges the calls of Hedge and HedgeValue
+// (WithHedge); a package that wraps calls, such as retryhttp, asks it.
+func (r *Retrier) Hedges() bool { return r != nil && r.config().hedge != nil }

@@ -1,0 +1,337 @@
+package retry
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+)
+
+// A hedged attempt (WithHedge) is one turn of the loop: its first attempt
+// runs fn on Do's goroutine, as any attempt does, with a timer armed for
+// the hedge delay. If fn has not returned when it fires, the timer's
+// goroutine starts the next attempt beside it, and arms the timer again,
+// up to the attempts allowed. The first success wins; a failure that ends
+// the call ends them all; a failure worth retrying lets the others run.
+// A hedge runs its attempt's hooks itself, on its goroutine: the
+// observer's start and end, the breaker's and the budget's word, its own
+// attempt timeout. Do's goroutine, once its fn has returned, waits for
+// the round to be decided (settle), and the loop goes on with its result.
+
+// hedgeRound is a hedged attempt and the hedges it started. A hedge reads
+// only what the loop leaves alone while the round runs, from a copy of
+// the call: its cfg, ctx, start and prevWait.
+type hedgeRound[T any] struct {
+	c     call // a copy: Do's stays on its stack
+	fn    func(context.Context) (T, error)
+	base  context.Context // the attempts' parent: the call's, with its idempotency claim
+	delay time.Duration
+	wake  chan struct{} // a hedge decided the round or ended: settle looks again
+
+	mu       sync.Mutex
+	timer    hedgeTimer
+	armed    bool                      // the timer will start a hedge
+	next     int                       // the number of the next hedge's attempt
+	inFlight int                       // hedges whose fn has not returned
+	cancels  []context.CancelCauseFunc // the first attempt's, then each hedge's
+	closed   bool                      // decided: no hedge starts, the ones running lost
+	won      bool                      // a hedge succeeded with v
+	v        T
+	failed   bool   // a hedge's failure is the latest: err, ruled by rul
+	fatal    bool   // it ends the call
+	err      error  //
+	rul      ruling //
+	panicked any    // a hedge's fn panicked with this
+}
+
+// hedging runs fn for the attempt a of the call c on ctx, derived from
+// the call's with its idempotency claim, with its hedges; it runs the
+// hooks of the attempt's own end (timeout, guard, observer) and returns
+// the round's result, and the policy's word on it when it failed.
+func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn func(context.Context) (T, error)) (v T, err error, next ruling) {
+	cfg := c.cfg
+	base := ctx
+	d, hedge := cfg.hedge.nextDelay()
+	var r *hedgeRound[T]
+	if hedge && c.attempts < cfg.maxAttempts {
+		r = &hedgeRound[T]{c: *c, fn: c.hedgeFn.(func(context.Context) (T, error)), base: base, delay: d,
+			next: c.attempts + 1, wake: make(chan struct{}, 1)}
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		r.cancels = append(r.cancels, cancel)
+		r.timer, r.armed = cfg.afterFunc(d, r.fire), true
+	}
+	if cfg.features&featAttemptTimeout != 0 {
+		ctx = hs.timeout.fnContext(c, a, ctx)
+	}
+	start := cfg.clockReading()
+	v, err = fn(ctx)
+	cfg.hedge.record(cfg.clockReading() - start)
+	if cfg.features&featAttemptTimeout != 0 {
+		v, err = hs.timeout.after(c, a, v, err)
+	}
+	if cfg.features&(featBudget|featBreaker) != 0 {
+		v, err = hs.guard.after(c, a, v, err)
+	}
+	if cfg.features&featObserver != 0 {
+		v, err = hs.obs.after(c, a, v, err)
+	}
+	if r == nil {
+		return v, err, next
+	}
+	return hs.settle(c, r, v, err)
+}
+
+// settle decides the round r once the first attempt returned v and err:
+// a success of any attempt, a failure that ends the call, or the latest
+// failure once all have failed; or the call's context ended.
+func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error, ruling) {
+	var next ruling
+	r.mu.Lock()
+	lostFirst := r.closed
+	switch {
+	case r.closed:
+		// A hedge won, or ended the call, while fn ran: fn's own result
+		// is a loser's.
+	case err == nil:
+		r.closeLocked()
+	default:
+		c.attempts = r.next - 1
+		r.failed = false // this failure is the latest now
+		r.mu.Unlock()
+		next = hs.ruleAttempt(c, err)
+		r.mu.Lock()
+		if endsRound(next.verdict) {
+			r.closeLocked()
+		}
+	}
+	for !r.closed && r.inFlight > 0 {
+		r.mu.Unlock()
+		select {
+		case <-r.wake:
+		case <-c.ctx.Done():
+		}
+		r.mu.Lock()
+		if c.ctx.Err() != nil && !r.closed {
+			r.closeLocked()
+			r.failed = false
+			next = ruling{} // the loop finds the context ended
+		}
+	}
+	if !r.closed {
+		r.closeLocked() // all have failed
+	}
+	c.attempts = r.next - 1
+	cancels, won, panicked := r.cancels, r.won, r.panicked
+	r.cancels = nil
+	if lostFirst {
+		if err == nil {
+			discard(v) // fn's success came after the round was decided
+		} else if c.cfg.features&(featBudget|featBreaker) != 0 {
+			hs.guard.tell(c, err, judgedNotCounted, false)
+		}
+	}
+	switch {
+	case panicked != nil:
+	case won:
+		v, err, next = r.v, nil, ruling{}
+		if c.cfg.features&featObserver != 0 {
+			hs.obs.lastEnd = c.sinceStart()
+		}
+	case r.failed:
+		v, err, next = *new(T), r.err, r.rul
+		c.last = err
+	}
+	r.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(ErrHedgeLost)
+	}
+	if panicked != nil {
+		panic(panicked)
+	}
+	return v, err, next
+}
+
+// closeLocked decides the round: no hedge starts after it, and the
+// attempts still running are cancelled by whoever called it, once r.mu is
+// released. Called with r.mu held.
+func (r *hedgeRound[T]) closeLocked() {
+	r.closed = true
+	if r.armed {
+		r.timer.stop() // if it fires all the same, the hedge finds r closed
+		r.armed = false
+	}
+}
+
+// fire starts a hedge, on the timer's goroutine, if the round is open and
+// the breaker and the budget allow a retry now.
+func (r *hedgeRound[T]) fire() {
+	c := &r.c
+	r.mu.Lock()
+	r.armed = false
+	closed, k := r.closed, r.next
+	r.mu.Unlock()
+	if closed {
+		return
+	}
+	done, why := r.admit()
+	if why != nil {
+		return // no hedge now, and none later in the round
+	}
+	ctx, cancel := context.WithCancelCause(r.base)
+	var stop context.CancelFunc
+	if c.cfg.attemptTimeout > 0 {
+		ctx, stop = c.cfg.withTimeout(ctx, c.cfg.attemptTimeout)
+	}
+	r.mu.Lock()
+	if closed = r.closed; !closed {
+		r.next++
+		r.inFlight++
+		r.cancels = append(r.cancels, cancel)
+		if r.next <= c.cfg.maxAttempts {
+			r.timer.reset(r.delay)
+			r.armed = true
+		}
+	}
+	r.mu.Unlock()
+	if closed {
+		release(cancel, stop)
+		tellGuard(c.cfg, done, k, ErrHedgeLost, judgedNotCounted, false)
+		return
+	}
+	r.run(k, ctx, cancel, stop, done)
+}
+
+// admit asks a breaker that can tell whether it would refuse now, the
+// budget for leave to retry (as A6 spends a retry's token on a hedge),
+// then the breaker's gate.
+func (r *hedgeRound[T]) admit() (done func(error), why error) {
+	cfg := r.c.cfg
+	if p, ok := cfg.breaker.(interface{ Refuses() error }); ok {
+		if err := p.Refuses(); err != nil {
+			return nil, err
+		}
+	}
+	if b := cfg.budget; b != nil {
+		if err := b.Retry(0); err != nil {
+			return nil, err
+		}
+	}
+	if br := cfg.breaker; br != nil {
+		return br.Allow()
+	}
+	return nil, nil
+}
+
+// run makes hedge k's attempt on ctx and tells the round how it ended.
+func (r *hedgeRound[T]) run(k int, ctx context.Context, cancel context.CancelCauseFunc, stop context.CancelFunc, done func(error)) {
+	c := &r.c
+	cfg := c.cfg
+	if cfg.observer != nil {
+		cfg.observer.OnAttemptStart(c.ctx, AttemptStart{Name: cfg.name, Attempt: k})
+	}
+	start := cfg.clockReading()
+	var v T
+	var err error
+	var panicked any
+	func() {
+		returned := false
+		defer func() {
+			if !returned {
+				panicked = recover()
+			}
+		}()
+		v, err = r.fn(ctx)
+		returned = true
+	}()
+	took := cfg.clockReading() - start
+	release(nil, stop)
+	cfg.hedge.record(took)
+	if cfg.observer != nil {
+		e := err
+		if panicked != nil {
+			e = errPanicked
+		}
+		cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: cfg.name, Attempt: k, Err: e, Duration: took})
+	}
+	var rul ruling
+	if err != nil && panicked == nil {
+		rul = c.ruleOn(k, c.prevWait, err, cfg.maxAttempts)
+	}
+	r.mu.Lock()
+	r.inFlight--
+	lost := r.closed
+	var cancels []context.CancelCauseFunc
+	if !lost {
+		switch {
+		case panicked != nil:
+			r.panicked = panicked
+			r.closeLocked()
+		case err == nil:
+			r.won, r.v = true, v
+			r.closeLocked()
+		default:
+			r.failed, r.err, r.rul = true, err, rul
+			if r.fatal = endsRound(rul.verdict); r.fatal {
+				r.closeLocked()
+			}
+		}
+		if r.closed {
+			// Cancel the others now: Do's goroutine may be in fn.
+			cancels, r.cancels = r.cancels, nil
+		}
+	}
+	r.mu.Unlock()
+	for _, f := range cancels {
+		f(ErrHedgeLost)
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default: // settle will look anyway
+	}
+	cancel(nil)
+	switch {
+	case panicked != nil:
+		tellGuard(cfg, done, k, errPanicked, judgedFailure, false)
+		if lost {
+			panic(panicked) // nobody waits for this attempt any more
+		}
+	case lost && err == nil:
+		tellGuard(cfg, done, k, nil, judgedAnswered, false)
+		discard(v)
+	case lost:
+		tellGuard(cfg, done, k, err, judgedNotCounted, false)
+	case err == nil:
+		tellGuard(cfg, done, k, nil, judgedAnswered, false)
+	default:
+		tellGuard(cfg, done, k, err, judged(rul.verdict), rul.hinted)
+	}
+}
+
+// endsRound says whether a failure with verdict v ends a hedged attempt
+// and the others with it: A6's fatal status. One worth retrying, or
+// whose call has no attempts or time left for another, lets the others
+// run.
+func endsRound(v verdict) bool {
+	switch v {
+	case waitAndRetry, stopExhausted, stopMaxElapsed, stopDeadline:
+		return false
+	}
+	return true
+}
+
+// discard closes a losing attempt's value, if it is an io.Closer.
+func discard[T any](v T) {
+	if c, ok := any(v).(io.Closer); ok {
+		_ = c.Close()
+	}
+}
+
+func release(cancel context.CancelCauseFunc, stop context.CancelFunc) {
+	if stop != nil {
+		stop()
+	}
+	if cancel != nil {
+		cancel(nil)
+	}
+}
