@@ -26,16 +26,17 @@ type hedgeRound[T any] struct {
 	fn    func(context.Context) (T, error)
 	base  context.Context // the attempts' parent: the call's, with its idempotency claim
 	delay time.Duration
-	wake  chan struct{} // a hedge decided the round or ended: settle looks again
 
 	mu       sync.Mutex
 	timer    hedgeTimer
-	armed    bool                      // the timer will start a hedge
-	next     int                       // the number of the next hedge's attempt
-	inFlight int                       // hedges whose fn has not returned
-	cancels  []context.CancelCauseFunc // the first attempt's, then each hedge's
-	closed   bool                      // decided: no hedge starts, the ones running lost
-	won      bool                      // a hedge succeeded with v
+	armed    bool                       // the timer will start a hedge
+	next     int                        // the number of the next hedge's attempt
+	inFlight int                        // hedges whose fn has not returned
+	cancels  []context.CancelCauseFunc  // the first attempt's, then each hedge's
+	room     [3]context.CancelCauseFunc // cancels' first backing array: default attempts cost no allocation
+	wake     chan struct{}              // made with the first hedge: one ended, settle looks again
+	closed   bool                       // decided: no hedge starts, the ones running lost
+	won      bool                       // a hedge succeeded with v
 	v        T
 	failed   bool   // a hedge's failure is the latest: err, ruled by rul
 	fatal    bool   // it ends the call
@@ -55,17 +56,22 @@ func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn fu
 	var r *hedgeRound[T]
 	if hedge && c.attempts < cfg.maxAttempts {
 		r = &hedgeRound[T]{c: *c, fn: c.hedgeFn.(func(context.Context) (T, error)), base: base, delay: d,
-			next: c.attempts + 1, wake: make(chan struct{}, 1)}
+			next: c.attempts + 1}
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
-		r.cancels = append(r.cancels, cancel)
+		r.cancels = append(r.room[:0], cancel)
+		r.mu.Lock() // the timer may fire before afterFunc returns
 		r.timer, r.armed = cfg.afterFunc(d, r.fire), true
+		r.mu.Unlock()
 	}
 	if cfg.features&featAttemptTimeout != 0 {
 		ctx = hs.timeout.fnContext(c, a, ctx)
 	}
 	start := cfg.clockReading()
 	v, err = fn(ctx)
+	// Only first attempts set the delay: it is the latency past which
+	// 1-Percentile of them are, and so the share of calls that hedge. A
+	// first attempt that lost is counted with the time it ran.
 	cfg.hedge.record(cfg.clockReading() - start)
 	if cfg.features&featAttemptTimeout != 0 {
 		v, err = hs.timeout.after(c, a, v, err)
@@ -106,9 +112,10 @@ func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error,
 		}
 	}
 	for !r.closed && r.inFlight > 0 {
+		wake := r.wake
 		r.mu.Unlock()
 		select {
-		case <-r.wake:
+		case <-wake:
 		case <-c.ctx.Done():
 		}
 		r.mu.Lock()
@@ -138,6 +145,7 @@ func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error,
 		if c.cfg.features&featObserver != 0 {
 			hs.obs.lastEnd = c.sinceStart()
 		}
+	case err == nil && !lostFirst: // fn's own success won
 	case r.failed:
 		v, err, next = *new(T), r.err, r.rul
 		c.last = err
@@ -188,6 +196,9 @@ func (r *hedgeRound[T]) fire() {
 		r.next++
 		r.inFlight++
 		r.cancels = append(r.cancels, cancel)
+		if r.wake == nil {
+			r.wake = make(chan struct{}, 1)
+		}
 		if r.next <= c.cfg.maxAttempts {
 			r.timer.reset(r.delay)
 			r.armed = true
@@ -246,7 +257,6 @@ func (r *hedgeRound[T]) run(k int, ctx context.Context, cancel context.CancelCau
 	}()
 	took := cfg.clockReading() - start
 	release(nil, stop)
-	cfg.hedge.record(took)
 	if cfg.observer != nil {
 		e := err
 		if panicked != nil {
@@ -286,7 +296,7 @@ func (r *hedgeRound[T]) run(k int, ctx context.Context, cancel context.CancelCau
 		f(ErrHedgeLost)
 	}
 	select {
-	case r.wake <- struct{}{}:
+	case r.wake <- struct{}{}: // made before r.inFlight counted this hedge
 	default: // settle will look anyway
 	}
 	cancel(nil)

@@ -10,9 +10,9 @@ import (
 // implement it, and the loop (engine.go) knows none of them by name. It calls
 // them through hooks at fixed points. A hook keeps its per-call state in
 // itself (each call has its own hooks) and its per-attempt state in the
-// attempt, so that attempts may one day overlap (hedging). Hooks run on
-// Do's goroutine, in order, never under a lock; noHook gives the methods
-// a feature does not need.
+// attempt. Hooks run on Do's goroutine, in order, never under a lock; a
+// hedge (hedge_round.go) does its attempt's part itself, on its own
+// goroutine. noHook gives the methods a feature does not need.
 type hook[T any] interface {
 	// begin runs before the first attempt, while the context is live;
 	// endCall ends the call at once with v and err (a replayed outcome, or

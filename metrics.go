@@ -112,6 +112,11 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 // the events of different calls interleave, and both are 0 once the calls
 // have ended. A call's wait starts after its first attempt and ends before
 // its next attempt or its end: it is in flight all the while.
+//
+// The attempts of a hedged call ([Retrier.Hedge]) overlap: a hedge's
+// OnAttemptStart and OnAttemptEnd come from its own goroutine, and a
+// hedge that lost may end after OnDone. Only attempt 1 and OnDone move
+// the calls gauge, so the rule holds.
 type Observer interface {
 	// OnAttemptStart is called just before each attempt.
 	OnAttemptStart(ctx context.Context, e AttemptStart)

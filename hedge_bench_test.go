@@ -1,0 +1,128 @@
+package retry_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/retrytest/parkcost"
+)
+
+// BenchmarkHedge measures what a hedged call adds, with the options a
+// user writes for it (a fixed delay, New's budget), beside Do of the same
+// Retrier: _answersInTime is a call whose one attempt answers within the
+// delay (an armed and stopped timer, no goroutine); _hedgeWins one whose
+// first attempt answers only once cancelled, and whose hedge, after a
+// delay of 1µs, answers at once: one goroutine, two attempt contexts. It
+// has no budget, which would refuse hedges sent by every call, as it
+// should.
+func BenchmarkHedge(b *testing.B) {
+	ctx := context.Background()
+	r := mustNew(b, retry.WithHedge(&retry.HedgeOptions{Delay: 10 * time.Millisecond}))
+	b.Run("Do", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sink = r.Do(ctx, succeedFn)
+		}
+	})
+	b.Run("handWritten_answersInTime", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sink = handHedgeOnce(ctx, succeedFn)
+		}
+	})
+	b.Run("answersInTime", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sink = r.Hedge(ctx, succeedFn)
+		}
+	})
+	fast := mustNew(b, retry.WithHedge(&retry.HedgeOptions{Delay: time.Microsecond}), retry.WithBudget(nil))
+	b.Run("hedgeWins", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var first atomic.Bool
+			sink = fast.Hedge(ctx, func(ctx context.Context) error {
+				if first.CompareAndSwap(false, true) {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return nil
+			})
+		}
+	})
+}
+
+// BenchmarkParkedHedges parks 100,000 hedged calls with both attempts in
+// flight (each blocks until the shared context ends), and reports what a
+// call holds, its two goroutines included, beside the floor: a
+// hand-written hedge (the first attempt on the caller's goroutine, a
+// time.AfterFunc that starts the second), measured the same way.
+func BenchmarkParkedHedges(b *testing.B) {
+	const n = 100_000
+	measureParked2 := func(call func(context.Context) error) parkcost.Cost {
+		parkedAttempts.Store(0)
+		before := parkcost.Waiting()
+		c, err := parkcost.Measure(n, call, func() {
+			for deadline := time.Now().Add(time.Minute); parkedAttempts.Load() < 2*n ||
+				parkcost.Waiting() < before+parkcost.Ballast+2*n; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					b.Fatalf("not parked after a minute: %d attempts", parkedAttempts.Load())
+				}
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	r := mustNew(b, retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}), retry.WithBudget(nil),
+		retry.WithMaxAttempts(2))
+	ours := func(ctx context.Context) error { return r.Hedge(ctx, blockedAttempt) }
+	measureParked2(ours) // warm up
+	for b.Loop() {
+		got := measureParked2(ours)
+		floor := measureParked2(handHedge)
+		got.Report(b, "")
+		floor.Report(b, "floor-")
+		b.ReportMetric(got.Total()/floor.Total(), "x-floor-total")
+	}
+}
+
+// blockedAttempt is an attempt that answers only when its context ends.
+func blockedAttempt(ctx context.Context) error {
+	parkedAttempts.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// handHedge is the least a hand-written hedge of blockedAttempt does: the
+// second attempt after 1ms on a timer's goroutine, the first answer wins.
+func handHedge(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	second := make(chan error, 1)
+	t := time.AfterFunc(time.Millisecond, func() { second <- blockedAttempt(ctx) })
+	defer t.Stop()
+	err := blockedAttempt(ctx)
+	if err == nil {
+		return nil
+	}
+	if t.Stop() {
+		return err
+	}
+	return <-second
+}
+
+// handHedgeOnce is the least a hand-written hedge does for a call whose
+// one attempt answers within the delay: a cancellable context for it, and
+// a timer armed and stopped. BenchmarkHedge's floor.
+func handHedgeOnce(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := time.AfterFunc(10*time.Millisecond, func() { _ = fn(ctx) })
+	defer t.Stop()
+	return fn(ctx)
+}

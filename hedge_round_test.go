@@ -1,0 +1,481 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
+	"github.com/steadfast-go/retry/overload"
+)
+
+// hedged is a Retrier with a fixed hedge delay of 10ms and no budget, so
+// that only what a test adds refuses a hedge.
+func hedged(t *testing.T, opts ...retry.Option) *retry.Retrier {
+	t.Helper()
+	r, err := retry.New(append([]retry.Option{retry.WithHedge(&retry.HedgeOptions{Delay: 10 * time.Millisecond}),
+		retry.WithBudget(nil)}, opts...)...)
+	require.NoError(t, err)
+	return r
+}
+
+// attempts numbers the attempts of one call, which may run at once.
+type attempts struct {
+	n      atomic.Int32
+	mu     sync.Mutex
+	causes map[int32]error // the cause each attempt's context ended with
+}
+
+func (a *attempts) next() int32 { return a.n.Add(1) }
+
+// ended waits for ctx to end and keeps its cause for attempt k.
+func (a *attempts) ended(ctx context.Context, k int32) error {
+	<-ctx.Done()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.causes == nil {
+		a.causes = map[int32]error{}
+	}
+	a.causes[k] = context.Cause(ctx)
+	return ctx.Err()
+}
+
+func (a *attempts) cause(k int32) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.causes[k]
+}
+
+// closer is a value with a Close, as a response is.
+type closer struct{ closed atomic.Bool }
+
+func (c *closer) Close() error { c.closed.Store(true); return nil }
+
+func TestHedge_firstSuccessWinsAndTheRestAreCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var obs recordingObserver
+		r := hedged(t, retry.WithObserver(&obs))
+		var a attempts
+		late, won := &closer{}, &closer{}
+		start := time.Now()
+		v, err := retry.HedgeValue(t.Context(), r, func(ctx context.Context) (*closer, error) {
+			switch k := a.next(); k {
+			case 1: // the slow one: it answers only once cancelled, too late
+				_ = a.ended(ctx, k)
+				return late, nil
+			default:
+				time.Sleep(5 * time.Millisecond)
+				return won, nil
+			}
+		})
+		require.NoError(t, err)
+		assert.Same(t, won, v)
+		assert.Equal(t, 15*time.Millisecond, time.Since(start), "the hedge starts at 10ms and answers 5ms later")
+		synctest.Wait()
+		assert.ErrorIs(t, a.cause(1), retry.ErrHedgeLost)
+		assert.True(t, late.closed.Load(), "the loser's value is closed")
+		assert.False(t, won.closed.Load(), "the winner's is the caller's")
+		assert.EqualValues(t, 2, a.n.Load())
+		done := obs.done()
+		require.Len(t, done, 1)
+		assert.Equal(t, 2, done[0].Attempts)
+		assert.Equal(t, []int{1, 2}, obs.startedAttempts())
+	})
+}
+
+func TestHedge_answerWithinTheDelayStartsNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t)
+		before := runtime.NumGoroutine()
+		var during int
+		calls := 0
+		err := r.Hedge(t.Context(), func(context.Context) error {
+			calls++
+			time.Sleep(9 * time.Millisecond)
+			during = runtime.NumGoroutine()
+			return nil
+		})
+		require.NoError(t, err)
+		time.Sleep(time.Second) // past the delay: the timer was stopped
+		synctest.Wait()
+		assert.Equal(t, 1, calls)
+		assert.Equal(t, before, during)
+		assert.Equal(t, before, runtime.NumGoroutine())
+	})
+}
+
+func TestHedge_permanentFailureEndsTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t)
+		var a attempts
+		denied := errors.New("denied")
+		start := time.Now()
+		err := r.Hedge(t.Context(), func(ctx context.Context) error {
+			if k := a.next(); k == 1 {
+				return a.ended(ctx, k)
+			}
+			time.Sleep(time.Millisecond)
+			return retry.Permanent(denied)
+		})
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomePermanent, e.Outcome)
+		assert.ErrorIs(t, err, denied)
+		assert.Equal(t, 2, e.Attempts)
+		assert.Equal(t, 11*time.Millisecond, time.Since(start))
+		synctest.Wait()
+		assert.ErrorIs(t, a.cause(1), retry.ErrHedgeLost)
+	})
+}
+
+func TestHedge_retryableFailureLetsTheOthersRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t)
+		var a attempts
+		start := time.Now()
+		v, err := retry.HedgeValue(t.Context(), r, func(ctx context.Context) (int32, error) {
+			switch k := a.next(); k {
+			case 1:
+				time.Sleep(30 * time.Millisecond)
+				return k, nil
+			case 2:
+				time.Sleep(time.Millisecond)
+				return 0, errors.New("unavailable")
+			default:
+				return 0, a.ended(ctx, k)
+			}
+		})
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, v, "the first attempt's answer")
+		assert.Equal(t, 30*time.Millisecond, time.Since(start))
+		synctest.Wait()
+		assert.EqualValues(t, 3, a.n.Load(), "the third started at 20ms, 10ms after the second")
+		assert.ErrorIs(t, a.cause(3), retry.ErrHedgeLost)
+	})
+}
+
+func TestHedge_allFailedThenTheLoopWaitsAndRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t, retry.WithMaxAttempts(4), retry.WithBackoff(retry.Constant(50*time.Millisecond)),
+			retry.WithJitter(retry.NoJitter))
+		var a attempts
+		start := time.Now()
+		var at []time.Duration
+		var mu sync.Mutex
+		v, err := retry.HedgeValue(t.Context(), r, func(ctx context.Context) (int32, error) {
+			k := a.next()
+			mu.Lock()
+			at = append(at, time.Since(start))
+			mu.Unlock()
+			switch k {
+			case 1:
+				time.Sleep(15 * time.Millisecond)
+			case 2:
+				time.Sleep(8 * time.Millisecond)
+			default:
+				return k, nil
+			}
+			return 0, errors.New("unavailable")
+		})
+		require.NoError(t, err)
+		assert.EqualValues(t, 3, v)
+		// Attempt 2 is a hedge at 10ms; both have failed at 18ms, which
+		// stops the hedge timer of 20ms; the loop waits 50ms and attempt 3
+		// answers at once.
+		assert.Equal(t, []time.Duration{0, 10 * time.Millisecond, 68 * time.Millisecond}, at)
+	})
+}
+
+func TestHedge_budgetBelowItsThresholdSendsNoHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 10})
+		require.NoError(t, err)
+		for range 6 { // 10 - 6 = 4 tokens, at or below half: no retries
+			b.Attempted(2, true, false)
+		}
+		r := hedged(t, retry.WithBudget(b))
+		calls := 0
+		start := time.Now()
+		err = r.Hedge(t.Context(), func(context.Context) error {
+			calls++
+			time.Sleep(30 * time.Millisecond)
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, 1, calls)
+		assert.Equal(t, 30*time.Millisecond, time.Since(start))
+	})
+}
+
+// gate is a Breaker that allows n attempts, counting what it is asked.
+type gate struct {
+	mu      sync.Mutex
+	allowed int
+	asked   int
+	heard   []error
+}
+
+func (g *gate) Allow() (func(error), error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.asked++
+	if g.allowed == 0 {
+		return nil, overload.ErrCircuitOpen
+	}
+	g.allowed--
+	return func(err error) { g.mu.Lock(); g.heard = append(g.heard, err); g.mu.Unlock() }, nil
+}
+
+func TestHedge_breakerIsAskedBeforeEachHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gate{allowed: 1}
+		r := hedged(t, retry.WithBreaker(g))
+		calls := 0
+		err := r.Hedge(t.Context(), func(context.Context) error {
+			calls++
+			time.Sleep(30 * time.Millisecond)
+			return nil
+		})
+		require.NoError(t, err)
+		synctest.Wait()
+		assert.Equal(t, 1, calls, "the open breaker sent no hedge")
+		assert.Equal(t, 2, g.asked)
+		assert.Equal(t, []error{nil}, g.heard)
+	})
+}
+
+// completionCounter counts the outcomes a store records.
+type completionCounter struct {
+	retry.IdempotencyStore
+	completed atomic.Int32
+}
+
+func (s *completionCounter) Complete(ctx context.Context, key, token string, out retry.StoredOutcome, retention time.Duration) error {
+	s.completed.Add(1)
+	return s.IdempotencyStore.Complete(ctx, key, token, out, retention)
+}
+
+func TestHedge_idempotentCallRecordsOneOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &completionCounter{IdempotencyStore: memstore.New(nil)}
+		r := hedged(t, retry.WithIdempotency(store, nil))
+		ctx := retry.ContextWithIdempotencyKey(t.Context(), "order-1")
+		var a attempts
+		fn := func(ctx context.Context) (int32, error) {
+			k := a.next()
+			if k == 1 {
+				return 0, a.ended(ctx, k)
+			}
+			time.Sleep(time.Millisecond)
+			return 40 + k, nil
+		}
+		v, err := retry.HedgeValue(ctx, r, fn)
+		require.NoError(t, err)
+		assert.EqualValues(t, 42, v)
+		synctest.Wait()
+		assert.EqualValues(t, 1, store.completed.Load(), "one outcome for the call's two attempts")
+
+		again, err := retry.HedgeValue(ctx, r, fn)
+		require.NoError(t, err)
+		assert.EqualValues(t, 42, again, "a second caller replays it")
+		assert.EqualValues(t, 2, a.n.Load(), "and calls nothing")
+	})
+}
+
+func TestHedge_panicInAHedgeReachesTheCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t)
+		var a attempts
+		defer synctest.Wait()
+		assert.PanicsWithValue(t, "boom", func() {
+			_ = r.Hedge(t.Context(), func(ctx context.Context) error {
+				if k := a.next(); k == 1 {
+					return a.ended(ctx, k)
+				}
+				panic("boom")
+			})
+		})
+	})
+}
+
+func TestHedge_contextEndsWhileAttemptsRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t)
+		var a attempts
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Millisecond)
+		defer cancel()
+		err := r.Hedge(ctx, func(ctx context.Context) error {
+			return a.ended(ctx, a.next())
+		})
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomeUnknown, e.Outcome, "fn was running when the deadline passed")
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 2, e.Attempts)
+		synctest.Wait()
+		assert.ErrorIs(t, a.cause(1), context.DeadlineExceeded)
+	})
+}
+
+// TestHedge_manyConcurrentCalls runs on the real clock, with a hedge
+// delay of 1ms: under synctest, so many goroutines make the race detector
+// crash now and then (golang/go#78156).
+func TestHedge_manyConcurrentCalls(t *testing.T) {
+	var obs recordingObserver
+	r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}), retry.WithBudget(nil),
+		retry.WithObserver(&obs))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 1000 {
+		wg.Go(func() {
+			var a attempts
+			var n int
+			v, err := retry.HedgeValue(t.Context(), r, func(ctx context.Context) (int, error) {
+				k := a.next()
+				if k == 1 && i%2 == 1 {
+					return 0, a.ended(ctx, k) // only a hedge can answer
+				}
+				return i, nil
+			})
+			n = int(a.n.Load())
+			assert.NoError(t, err)
+			assert.Equal(t, i, v)
+			if i%2 == 1 {
+				assert.GreaterOrEqual(t, n, 2)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Len(t, obs.done(), 1000)
+	assert.Eventually(t, func() bool { return obs.startCount() == obs.endCount() }, time.Second, time.Millisecond,
+		"every attempt that started ends, the losers' too")
+}
+
+func TestHedge_adaptiveDelayFollowsTheAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Window: 100}), retry.WithBudget(nil))
+		require.NoError(t, err)
+		slow := func(ctx context.Context, k int32) error {
+			if k == 1 {
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				return nil
+			}
+			time.Sleep(time.Millisecond)
+			return nil
+		}
+		// Before the window holds 10 latencies the delay is not known:
+		// a slow first attempt gets no hedge.
+		var a attempts
+		start := time.Now()
+		require.NoError(t, r.Hedge(t.Context(), func(ctx context.Context) error { return slow(ctx, a.next()) }))
+		assert.Equal(t, time.Second, time.Since(start))
+		for i := range 99 { // latencies 1..10ms, 10 of each
+			d := time.Duration(i%10+1) * time.Millisecond
+			require.NoError(t, r.Hedge(t.Context(), func(context.Context) error { time.Sleep(d); return nil }))
+		}
+		// 1 latency of 1s and 99 of 1..10ms: the 97th is 10ms.
+		var b attempts
+		start = time.Now()
+		require.NoError(t, r.Hedge(t.Context(), func(ctx context.Context) error { return slow(ctx, b.next()) }))
+		assert.Equal(t, 11*time.Millisecond, time.Since(start), "a hedge at 10ms answered 1ms later")
+		synctest.Wait()
+	})
+}
+
+func TestHedge_needsWithHedge(t *testing.T) {
+	r, err := retry.New()
+	require.NoError(t, err)
+	assert.False(t, r.Hedges())
+	called := false
+	err = r.Hedge(t.Context(), func(context.Context) error { called = true; return nil })
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.ErrorContains(t, err, "WithHedge")
+	assert.False(t, called)
+	assert.True(t, hedged(t).Hedges())
+
+	var nilR *retry.Retrier
+	assert.ErrorIs(t, nilR.Hedge(t.Context(), func(context.Context) error { return nil }), retry.ErrInvalidOption)
+	_, err = retry.HedgeValue[int](t.Context(), hedged(t), nil)
+	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+}
+
+func TestHedge_doDoesNotHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t)
+		calls := 0
+		err := r.Do(t.Context(), func(context.Context) error {
+			calls++
+			time.Sleep(time.Second)
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, 1, calls)
+	})
+}
+
+// recordingObserver keeps what it hears; safe for concurrent use, as
+// hedges tell it from their goroutines.
+type recordingObserver struct {
+	mu      sync.Mutex
+	started []int
+	ended   int
+	calls   []retry.Done
+}
+
+func (o *recordingObserver) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.started = append(o.started, e.Attempt)
+}
+
+func (o *recordingObserver) OnAttemptEnd(context.Context, retry.AttemptEnd) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ended++
+}
+
+func (o *recordingObserver) OnRetry(context.Context, retry.Scheduled) {}
+func (o *recordingObserver) OnWaitEnd(context.Context, retry.WaitEnd) {}
+
+func (o *recordingObserver) OnDone(_ context.Context, d retry.Done) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, d)
+}
+
+func (o *recordingObserver) done() []retry.Done {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]retry.Done(nil), o.calls...)
+}
+
+func (o *recordingObserver) startedAttempts() []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]int(nil), o.started...)
+}
+
+func (o *recordingObserver) startCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.started)
+}
+
+func (o *recordingObserver) endCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ended
+}
