@@ -50,19 +50,33 @@ func (w window) length() time.Duration         { return w.to - w.from }
 // attempt is one call of the downstream by p, for a call that has met
 // the blip already if *blipped.
 func (d *downstream) attempt(p *proc, blipped *bool) error {
+	return d.attemptOn(p, nil, nil, blipped)
+}
+
+// attemptOn is attempt as an attempt of the hedged round rd on ctx: it
+// returns ctx's cause if ctx ends first (see vhedge.go). A request whose
+// client cancelled it still takes its turn in the queue, as one that timed
+// out does. Without a round it is attempt.
+func (d *downstream) attemptOn(p *proc, rd *round, ctx context.Context, blipped *bool) error {
 	now := d.s.Elapsed()
 	d.attempts.add(now, 1)
 	if d.blip.contains(now+d.latency/2) && !*blipped {
 		*blipped = true
-		p.Sleep(d.latency)
+		if p.sleepCtx(rd, ctx, d.latency) {
+			return context.Cause(ctx)
+		}
 		return errBlip
 	}
 	answer, err := d.serve(now + d.latency/2)
 	if answer > now+d.timeout {
-		p.Sleep(d.timeout)
+		if p.sleepCtx(rd, ctx, d.timeout) {
+			return context.Cause(ctx)
+		}
 		return errTimeout
 	}
-	p.Sleep(answer - now)
+	if p.sleepCtx(rd, ctx, answer-now) {
+		return context.Cause(ctx)
+	}
 	return err
 }
 
@@ -132,6 +146,7 @@ func (s *series) peak(w window) int {
 type load struct {
 	rate     float64
 	duration time.Duration
+	hedge    bool // calls are r.Hedge on the simulation's context (vhedge.go)
 }
 
 // loadStats is what became of a load's calls.
@@ -154,7 +169,14 @@ func (l load) drive(s *sim, d *downstream, r *retry.Retrier, bin time.Duration) 
 			s.Go(func(p *proc) {
 				start := s.Elapsed()
 				var blipped bool
-				err := r.Do(context.Background(), func(context.Context) error { return d.attempt(p, &blipped) })
+				var err error
+				if l.hedge {
+					err = r.Hedge(s.Context(), func(ctx context.Context) error {
+						return s.attempt(func(p *proc, rd *round) error { return d.attemptOn(p, rd, ctx, &blipped) })
+					})
+				} else {
+					err = r.Do(context.Background(), func(context.Context) error { return d.attempt(p, &blipped) })
+				}
 				st.calls++
 				st.started.add(start, 1)
 				if err == nil {

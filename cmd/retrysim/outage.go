@@ -52,13 +52,16 @@ type protection struct {
 	// opts builds the variant's options on s; tokens, if not nil, reads the
 	// token bucket's level.
 	opts func(s *sim, breakerTimeout time.Duration) (opts []retry.Option, tokens func() float64, err error)
+	// hedged makes the calls r.Hedge with WithHedge(hedge) (scenario g).
+	hedged bool
+	hedge  *retry.HedgeOptions
 }
 
 var (
-	noBudget = protection{"no budget", func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
+	noBudget = protection{name: "no budget", opts: func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
 		return []retry.Option{retry.WithBudget(nil)}, nil, nil
 	}}
-	tokenBucket = protection{"token bucket (100 tokens)", func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
+	tokenBucket = protection{name: "token bucket (100 tokens)", opts: func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
 		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{})
 		if err != nil {
 			return nil, nil, err
@@ -66,10 +69,10 @@ var (
 		return []retry.Option{retry.WithBudget(b)}, b.Tokens, nil
 	}}
 	// ratio is New's default budget, on the Retrier's (the sim's) clock.
-	ratio = protection{"ratio budget (default)", func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
+	ratio = protection{name: "ratio budget (default)", opts: func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
 		return nil, nil, nil
 	}}
-	breaker = protection{"gobreaker, no budget", func(s *sim, timeout time.Duration) ([]retry.Option, func() float64, error) {
+	breaker = protection{name: "gobreaker, no budget", opts: func(s *sim, timeout time.Duration) ([]retry.Option, func() float64, error) {
 		return []retry.Option{retry.WithBudget(nil), retry.WithBreaker(newGate(s.Clock(), 5, timeout))}, nil, nil
 	}}
 )
@@ -80,6 +83,9 @@ func (v protection) retrier(s *sim, breakerTimeout time.Duration, seed uint64, s
 	opts, tokens, err := v.opts(s, breakerTimeout)
 	if err != nil {
 		return nil, nil, err
+	}
+	if v.hedged {
+		opts = append(opts, retry.WithHedge(v.hedge))
 	}
 	r, err := retry.New(append(opts, retry.WithClock(s.Clock()),
 		retry.WithRandom(rand.NewPCG(seed, stream(scenario, 0, 0))))...)
@@ -112,7 +118,7 @@ func runOutage(p outageParams, v protection, scenario int) (*outageRun, error) {
 		return nil, err
 	}
 	run := &outageRun{name: v.name, params: p, refilled: -1}
-	run.calls = load{rate: p.rate, duration: p.duration}.drive(s, d, r, 100*time.Millisecond)
+	run.calls = load{rate: p.rate, duration: p.duration, hedge: v.hedged}.drive(s, d, r, 100*time.Millisecond)
 	if tokens != nil {
 		// Look at the bucket every 100 ms after the outage, until it
 		// holds more than half its default 100 tokens and so allows

@@ -11,8 +11,9 @@ import (
 
 // sim runs simulated goroutines (procs) in virtual time, one at a time: a
 // discrete-event scheduler whose events are procs waking up. A proc runs
-// until it sleeps or returns; then the earliest wake-up runs next, ties in
-// the order they were scheduled. Only the proc that runs touches the
+// until it sleeps or returns (or, in a hedged call, waits for its hedges:
+// see vhedge.go); then the earliest wake-up runs next, ties in the order
+// they were scheduled. Only the proc that runs touches the
 // simulation, so a run is a function of its inputs alone, whatever the
 // Go scheduler does, and virtual time costs nothing to pass.
 //
@@ -26,6 +27,7 @@ type sim struct {
 	current *proc // the proc that runs; nil while none does
 	live    int   // procs started and not returned
 	idle    chan struct{}
+	touched []*round // hedged rounds the running proc changed (see vhedge.go)
 }
 
 // epoch is virtual time zero: a whole second, as overload.Ratio counts
@@ -36,7 +38,17 @@ var epoch = time.Unix(0, 0).UTC()
 type proc struct {
 	s      *sim
 	wake   chan struct{}
+	gen    uint64       // bumped when an early wake-up makes the scheduled one stale
 	timers []ownedTimer // the timer of each clock's call under way on this proc
+
+	// Hedging (see vhedge.go): the round whose attempt this proc runs
+	// next (its caller's proc) or runs (a timer's proc), the timer a
+	// timer's proc fired, and the round whose settling the caller's proc
+	// is in.
+	round    *round
+	hedge    bool // a timer's proc: its attempt is a hedge
+	firing   *vtimer
+	settling *round
 }
 
 type ownedTimer struct {
@@ -47,6 +59,7 @@ type ownedTimer struct {
 type wakeup struct {
 	at  time.Duration
 	seq uint64
+	gen uint64 // p.gen when scheduled; stale once it differs
 	p   *proc
 }
 
@@ -91,8 +104,16 @@ func (s *sim) GoAt(at time.Duration, fn func(p *proc)) {
 func (s *sim) Go(fn func(p *proc)) { s.GoAt(s.now, fn) }
 
 func (s *sim) schedule(at time.Duration, p *proc) {
-	heap.Push(&s.queue, wakeup{at: at, seq: s.seq, p: p})
+	heap.Push(&s.queue, wakeup{at: at, seq: s.seq, gen: p.gen, p: p})
 	s.seq++
+}
+
+// dropStale pops the wake-ups that an early one made stale off the top of
+// the queue; only hedged runs make any.
+func (s *sim) dropStale() {
+	for s.queue.Len() > 0 && s.queue[0].gen != s.queue[0].p.gen {
+		heap.Pop(&s.queue)
+	}
 }
 
 // run runs the procs until every one has returned, and fails if some are
@@ -113,6 +134,7 @@ func (s *sim) run() error {
 // resume hands the run to the earliest wake-up; the caller must then
 // stop touching the simulation.
 func (s *sim) resume() {
+	s.dropStale()
 	w := heap.Pop(&s.queue).(wakeup)
 	s.now, s.current = w.at, w.p
 	w.p.wake <- struct{}{}
@@ -120,8 +142,9 @@ func (s *sim) resume() {
 
 // exit ends the current proc: the next one runs, or run returns.
 func (s *sim) exit() {
+	s.yielding()
 	s.live--
-	if s.queue.Len() == 0 {
+	if s.dropStale(); s.queue.Len() == 0 {
 		s.current = nil
 		s.idle <- struct{}{}
 		return
@@ -133,8 +156,9 @@ func (s *sim) exit() {
 // meanwhile.
 func (p *proc) Sleep(d time.Duration) {
 	s := p.s
+	s.yielding()
 	s.schedule(s.now+max(d, 0), p)
-	if s.queue[0].p == p { // no one is due before p: go on at once
+	if s.dropStale(); s.queue[0].p == p { // no one is due before p: go on at once
 		w := heap.Pop(&s.queue).(wakeup)
 		s.now = w.at
 		return
@@ -209,17 +233,18 @@ func (c *vclock) WaitArmed(d time.Duration) {
 	}
 }
 
+// AfterFunc starts f on a proc of its own once d has passed in virtual
+// time: a hedged call's timer (see vhedge.go).
+func (c *vclock) AfterFunc(d time.Duration, f func()) *clock.Timer { return c.s.afterFunc(d, f) }
+
 // The rest of clock.Clock is not used by the Retriers of the simulation
 // (they have no attempt timeouts, and the budgets read only Now): a call
 // would mean that the library started to measure time in a new way, which
 // the simulation must then learn.
 
 func (c *vclock) After(time.Duration) <-chan time.Time { panic(unsupported("After")) }
-func (c *vclock) AfterFunc(time.Duration, func()) *clock.Timer {
-	panic(unsupported("AfterFunc"))
-}
-func (c *vclock) Tick(time.Duration) <-chan time.Time { panic(unsupported("Tick")) }
-func (c *vclock) Ticker(time.Duration) *clock.Ticker  { panic(unsupported("Ticker")) }
+func (c *vclock) Tick(time.Duration) <-chan time.Time  { panic(unsupported("Tick")) }
+func (c *vclock) Ticker(time.Duration) *clock.Ticker   { panic(unsupported("Ticker")) }
 func (c *vclock) WithDeadline(context.Context, time.Time) (context.Context, context.CancelFunc) {
 	panic(unsupported("WithDeadline"))
 }

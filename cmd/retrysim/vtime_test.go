@@ -118,3 +118,86 @@ func TestVclock_unmodelledMethodsSaySo(t *testing.T) {
 	assert.PanicsWithValue(t, "retrysim: the virtual clock has no After; the simulation must model it first",
 		func() { c.After(time.Second) })
 }
+
+// hedgedRun makes one hedged call on s with a fixed delay of 10 ms: its
+// attempt k sleeps took[k-1] and then returns fail[k-1]. It returns what
+// each attempt saw and when the call returned.
+type hedgedAttempt struct {
+	start, end time.Duration
+	cause      error // the context's cause if it ended the attempt
+}
+
+func hedgedRun(t *testing.T, took []time.Duration, fail []error) (attempts []hedgedAttempt, returned time.Duration, err error) {
+	t.Helper()
+	s := newSim()
+	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithBudget(nil), retry.WithRandom(rand.NewPCG(1, 2)),
+		retry.WithHedge(&retry.HedgeOptions{Delay: 10 * time.Millisecond}))
+	require.NoError(t, err)
+	s.Go(func(*proc) {
+		err = r.Hedge(s.Context(), func(ctx context.Context) error {
+			return s.attempt(func(p *proc, rd *round) error {
+				k := len(attempts)
+				attempts = append(attempts, hedgedAttempt{start: s.Elapsed()})
+				ended := p.sleepCtx(rd, ctx, took[k])
+				attempts[k].end = s.Elapsed()
+				if ended {
+					attempts[k].cause = context.Cause(ctx)
+					return attempts[k].cause
+				}
+				return fail[k]
+			})
+		})
+		returned = s.Elapsed()
+	})
+	require.NoError(t, s.run())
+	return attempts, returned, err
+}
+
+// A hedge starts beside an attempt that has not answered after the
+// delay; the first to succeed wins, and the other ends at once.
+func TestSim_hedgeCutsASlowAttemptShort(t *testing.T) {
+	ms := time.Millisecond
+	attempts, returned, err := hedgedRun(t, []time.Duration{time.Second, 5 * ms}, []error{nil, nil})
+	require.NoError(t, err)
+	assert.Equal(t, 15*ms, returned)
+	require.Len(t, attempts, 2)
+	assert.Equal(t, hedgedAttempt{0, 15 * ms, retry.ErrHedgeLost}, attempts[0])
+	assert.Equal(t, hedgedAttempt{10 * ms, 15 * ms, nil}, attempts[1])
+}
+
+// The caller's attempt fails while two hedges run: the call waits, in
+// virtual time, for the one that succeeds, and the third loses.
+func TestSim_hedgedCallWaitsForItsHedges(t *testing.T) {
+	ms := time.Millisecond
+	attempts, returned, err := hedgedRun(t, []time.Duration{20 * ms, 30 * ms, 100 * ms},
+		[]error{errors.New("first"), nil, nil})
+	require.NoError(t, err)
+	assert.Equal(t, 40*ms, returned)
+	assert.Equal(t, []hedgedAttempt{{0, 20 * ms, nil}, {10 * ms, 40 * ms, nil}, {20 * ms, 40 * ms, retry.ErrHedgeLost}}, attempts)
+}
+
+// Every attempt fails: the round ends with the last, and the call
+// waits and retries, unhedged since its attempts are spent.
+func TestSim_hedgedRoundThatFailsEndsWithItsLastAttempt(t *testing.T) {
+	ms := time.Millisecond
+	down := errors.New("down")
+	attempts, returned, err := hedgedRun(t, []time.Duration{50 * ms, 15 * ms, 5 * ms}, []error{down, down, down})
+	var e *retry.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, retry.OutcomeExhausted, e.Outcome)
+	assert.Equal(t, 3, e.Attempts)
+	assert.Equal(t, 50*ms, returned)
+	assert.Equal(t, []hedgedAttempt{{0, 50 * ms, nil}, {10 * ms, 25 * ms, nil}, {20 * ms, 25 * ms, nil}}, attempts)
+}
+
+// The caller's attempt fails first: it waits for each hedge in turn.
+func TestSim_hedgedCallWaitsForEveryHedgeToFail(t *testing.T) {
+	ms := time.Millisecond
+	down := errors.New("down")
+	attempts, returned, err := hedgedRun(t, []time.Duration{20 * ms, 30 * ms, 100 * ms}, []error{down, down, down})
+	var e *retry.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, retry.OutcomeExhausted, e.Outcome)
+	assert.Equal(t, 120*ms, returned)
+	assert.Equal(t, []hedgedAttempt{{0, 20 * ms, nil}, {10 * ms, 40 * ms, nil}, {20 * ms, 120 * ms, nil}}, attempts)
+}
