@@ -6,6 +6,8 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -320,3 +322,76 @@ func nestedFigure(runs []*nestedRun, p nestedParams) (figure, error) {
 
 // seconds formats d for a label.
 func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+// tailQuantiles are the call latency percentiles scenario g charts.
+var tailQuantiles = []struct {
+	q    float64
+	name string
+}{{0.5, "p50"}, {0.99, "p99"}, {0.999, "p99.9"}}
+
+// tailFigure is scenario g's chart: the call latency percentiles of each
+// variant, on a log scale, and the downstream's extra load.
+func tailFigure(g *tailResult) (figure, error) {
+	left := newPlot("Call latency, 1 % of attempts at 1 s", "percentile", "ms (log scale)")
+	left.Y.Scale = plot.LogScale{}
+	left.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	names := make([]string, len(tailQuantiles))
+	for i, q := range tailQuantiles {
+		names[i] = q.name
+	}
+	left.NominalX(names...)
+	short := make([]string, len(g.runs))
+	extra := make([]float64, len(g.runs))
+	for j, r := range g.runs {
+		xys := make(plotter.XYs, len(tailQuantiles))
+		for i, q := range tailQuantiles {
+			xys[i] = plotter.XY{X: float64(i), Y: float64(r.percentile(q.q)) / float64(time.Millisecond)}
+		}
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, pts.Color = plotutil.Color(j), plotutil.Color(j)
+		l.Width = vg.Points(1.5)
+		pts.Shape = plotutil.Shape(j)
+		left.Add(l, pts)
+		short[j] = shortHedging(r.name)
+		left.Legend.Add(short[j], l, pts)
+		extra[j] = 100 * r.extraLoad()
+	}
+	left.X.Min, left.X.Max = -0.2, float64(len(tailQuantiles))-0.8
+	left.Y.Min, left.Y.Max = 1, 30000 // the top decade for the legend
+	left.Legend.Top = true
+	left.Legend.Left = true
+	left.Legend.XOffs, left.Legend.YOffs = vg.Points(6), -vg.Points(6)
+	right := newPlot("Extra downstream calls", "", "% of calls")
+	if err := bars(right, short, extra, "%.2f %%"); err != nil {
+		return nil, err
+	}
+	bound, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: 100 * tailMaxExtra}, {X: float64(len(extra)) - 0.5, Y: 100 * tailMaxExtra}})
+	if err != nil {
+		return nil, err
+	}
+	bound.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	bound.Color = color.Gray{Y: 0x60}
+	right.Add(bound)
+	right.Legend.Add(fmt.Sprintf("the bound (%g %%)", 100*tailMaxExtra), bound)
+	right.Legend.Top = true
+	right.Legend.Left = true
+	right.Legend.XOffs, right.Legend.YOffs = vg.Points(6), -vg.Points(6)
+	right.Y.Min, right.Y.Max = 0, 1.4*max(slices.Max(extra), 100*tailMaxExtra)
+	return sideBySide(left, right), nil
+}
+
+// shortHedging is a variant of scenario g on an axis.
+func shortHedging(name string) string {
+	switch {
+	case strings.HasPrefix(name, "no hedging"):
+		return "no hedging"
+	case strings.HasPrefix(name, "fixed delay"):
+		return strings.TrimSuffix(strings.TrimPrefix(name, "fixed delay ("), ")") + " delay"
+	case strings.HasPrefix(name, "adaptive"):
+		return "adaptive delay"
+	}
+	return name
+}

@@ -175,6 +175,7 @@ const (
 	scenarioD
 	scenarioE
 	scenarioF
+	scenarioG
 )
 
 func stream(scenario, run, i int) uint64 {

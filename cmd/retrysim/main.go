@@ -16,10 +16,13 @@
 //	f  a blip: steady traffic, then one second in which every call's first
 //	   attempt fails; the share of those calls that succeed, and the
 //	   downstream load, for each budget.
+//	g  a heavy tail (1 % of attempts take 1 s): call latency percentiles
+//	   and downstream load without hedging, with a fixed hedge delay and
+//	   with the adaptive one; and the load of b's outage with hedging.
 //
 // Usage:
 //
-//	retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|f|all] [-out DIR] [-doc FILE]
+//	retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|f|g|all] [-out DIR] [-doc FILE]
 //
 // The same flags give the same output, byte for byte: every simulated
 // goroutine runs in turn in virtual time, and every random draw comes
@@ -66,6 +69,7 @@ type config struct {
 	failures   failuresParams
 	nested     nestedParams
 	blip       blipParams
+	tail       tailParams
 }
 
 // defaultConfig is the run that the flags' defaults ask for.
@@ -77,11 +81,12 @@ func defaultConfig(seed uint64) config {
 		failures:   defaultFailures(seed),
 		nested:     defaultNested(seed),
 		blip:       defaultBlip(seed),
+		tail:       defaultTail(seed),
 	}
 }
 
 // allScenarios are the letters of every scenario, in order.
-const allScenarios = "abcdef"
+const allScenarios = "abcdefg"
 
 func (c config) has(scenario byte) bool { return strings.IndexByte(c.scenarios, scenario) >= 0 }
 
@@ -136,7 +141,7 @@ func docLink(out, doc string) string {
 	return "[" + rel + "](" + target + ")"
 }
 
-const usage = `usage: retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|f|all] [-out DIR] [-doc FILE]
+const usage = `usage: retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|f|g|all] [-out DIR] [-doc FILE]
 
 Runs overload scenarios against github.com/steadfast-go/retry in virtual
 time and writes PNG and SVG charts and results.md to DIR; with -doc, also
@@ -154,7 +159,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	seed := fs.Uint64("seed", 1, "seed of every random source")
 	runs := fs.Int("runs", 100, "runs of scenario a, in [1, 10000]")
 	clients := fs.Int("clients", 100, "clients of scenario a, in [1, 10000]")
-	scenario := fs.String("scenario", "all", "the scenario to run: a, b, c, d, e, f or all")
+	scenario := fs.String("scenario", "all", "the scenario to run: a, b, c, d, e, f, g or all")
 	out := fs.String("out", filepath.Join("docs", "overload"), "directory for the charts and results.md (made if missing)")
 	doc := fs.String("doc", "", "Markdown file whose retrysim blocks to rewrite with the results, and that results.md links to (none if empty)")
 	if err := fs.Parse(args); err != nil {
@@ -175,7 +180,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	case len(s) == 1 && strings.Contains(allScenarios, s):
 		cfg.scenarios = s
 	default:
-		return cfg, fmt.Errorf("-scenario %q: want a, b, c, d, e, f or all", s)
+		return cfg, fmt.Errorf("-scenario %q: want a, b, c, d, e, f, g or all", s)
 	}
 	switch {
 	case *runs < 1 || *runs > 10000:
@@ -250,6 +255,11 @@ func simulate(cfg config) (*results, error) {
 			return nil, err
 		}
 	}
+	if cfg.has('g') {
+		if res.g, err = runTails(cfg.tail, cfg.outage); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.has('d') {
 		for _, nested := range []bool{false, true} {
 			d, err := runNested(cfg.nested, nested)
@@ -311,6 +321,12 @@ func write(res *results) ([]string, error) {
 	if res.f != nil {
 		p, err := timeline(fmt.Sprintf("Downstream load, a 1 s blip at %.0f calls/s", cfg.blip.rate), res.f, []int{0, 1, 2})
 		if err := add("f-blip", chartW, chartH, single(p), err); err != nil {
+			return files, err
+		}
+	}
+	if res.g != nil {
+		f, err := tailFigure(res.g)
+		if err := add("g-tail", chartW, chartH, f, err); err != nil {
 			return files, err
 		}
 	}

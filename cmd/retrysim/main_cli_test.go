@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,8 +30,8 @@ func TestRun_badFlags(t *testing.T) {
 		{[]string{"-clients", "many"}, `invalid value "many" for flag -clients`},
 		{[]string{"-seed", "-1"}, `invalid value "-1" for flag -seed`},
 		{[]string{"-seed", "abc"}, `invalid value "abc" for flag -seed`},
-		{[]string{"-scenario", "g"}, `-scenario "g": want a, b, c, d, e, f or all`},
-		{[]string{"-scenario", "ab"}, `-scenario "ab": want a, b, c, d, e, f or all`},
+		{[]string{"-scenario", "h"}, `-scenario "h": want a, b, c, d, e, f, g or all`},
+		{[]string{"-scenario", "ab"}, `-scenario "ab": want a, b, c, d, e, f, g or all`},
 		{[]string{"-out", ""}, "-out: want a directory"},
 		{[]string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
 		{[]string{"b"}, `unexpected argument "b": retrysim takes flags only`},
@@ -58,6 +59,22 @@ func TestRun_help(t *testing.T) {
 	assert.Empty(t, stdout)
 	assert.True(t, strings.HasPrefix(stderr, "usage: retrysim"), stderr)
 	assert.Contains(t, stderr, "-scenario")
+	assert.Contains(t, stderr, "[-scenario a|b|c|d|e|f|g|all]")
+	assert.Contains(t, stderr, "a, b, c, d, e, f, g or all")
+}
+
+// TestParse_scenarioG: -scenario takes g, and all runs it too.
+func TestParse_scenarioG(t *testing.T) {
+	cfg, err := parse([]string{"-scenario", "g"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "g", cfg.scenarios)
+	assert.True(t, cfg.has('g'))
+	assert.False(t, cfg.has('b'))
+	assert.Contains(t, cfg.commandLine(), "-scenario g ")
+	all, err := parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.True(t, all.has('g'))
+	assert.Contains(t, all.commandLine(), "-scenario all ")
 }
 
 func TestRun_writesChartsAndTables(t *testing.T) {

@@ -186,6 +186,7 @@ func TestSimulate_deterministic(t *testing.T) {
 	cfg.outage.rate, cfg.outage.capacity, cfg.failures.rate = 50, 62.5, 50
 	cfg.nested.users = 3
 	cfg.blip.rate, cfg.blip.steady, cfg.blip.after = 200, 11*time.Second, 2*time.Second
+	cfg.tail.calls = 3000
 	md := func(cfg config) string {
 		res, err := simulate(cfg)
 		require.NoError(t, err)
@@ -194,8 +195,71 @@ func TestSimulate_deterministic(t *testing.T) {
 	first := md(cfg)
 	assert.Equal(t, first, md(cfg))
 	cfg.seed = 8
-	cfg.contention.seed, cfg.outage.seed, cfg.failures.seed, cfg.nested.seed, cfg.blip.seed = 8, 8, 8, 8, 8
+	cfg.contention.seed, cfg.outage.seed, cfg.failures.seed, cfg.nested.seed, cfg.blip.seed, cfg.tail.seed = 8, 8, 8, 8, 8, 8
 	assert.NotEqual(t, first, md(cfg))
+}
+
+// Scenario g alone, the same seed twice: the same latencies of every call
+// and the same downstream calls, whatever order the Go scheduler ran the
+// hedges' goroutines in; and the simulation's hedges are the library's.
+func TestTail_deterministic(t *testing.T) {
+	p := defaultTail(3)
+	p.calls = 3000
+	for _, h := range p.variants() {
+		a, err := runTail(p, h)
+		require.NoError(t, err)
+		b, err := runTail(p, h)
+		require.NoError(t, err)
+		assert.Equal(t, a, b, h.name)
+	}
+	o := shortOutage()
+	o.duration, o.outage = 20*time.Second, window{5 * time.Second, 15 * time.Second}
+	for _, v := range p.outageVariants() {
+		a, err := runOutage(o, v, scenarioB)
+		require.NoError(t, err)
+		b, err := runOutage(o, v, scenarioB)
+		require.NoError(t, err)
+		assert.Equal(t, a.attempts, b.attempts, v.name)
+		assert.Equal(t, a.calls, b.calls, v.name)
+	}
+}
+
+// TestTail_hedgingCutsTheTail is scenario g, shortened: 6,000 calls (30 s),
+// and the outage of the short b. The adaptive delay cuts p99.9 by 10x or
+// more for at most tailMaxExtra more downstream calls; in the outage,
+// hedging leaves the load within 1 % of what it is without.
+func TestTail_hedgingCutsTheTail(t *testing.T) {
+	cfg := defaultConfig(1)
+	cfg.scenarios, cfg.outage = "g", shortOutage()
+	cfg.tail.calls = 6000
+	res, err := simulate(cfg)
+	require.NoError(t, err)
+	g := res.g
+	require.NotNil(t, g)
+	require.Len(t, g.runs, 3)
+	none, fixed, adaptive := g.runs[0], g.runs[1], g.runs[2]
+	for _, r := range g.runs {
+		assert.Zero(t, r.failed, r.name)
+		assert.Len(t, r.latencies, cfg.tail.calls, r.name)
+		assert.Equal(t, none.percentile(0.5), r.percentile(0.5), "%s: hedging leaves the median alone", r.name)
+	}
+	assert.Equal(t, time.Second, none.percentile(0.999), "without hedging p99.9 is the slow attempt")
+	assert.Zero(t, none.extraLoad())
+	assert.LessOrEqual(t, 10*adaptive.percentile(0.999), none.percentile(0.999), "adaptive: p99.9 ≥ 10x lower")
+	assert.LessOrEqual(t, adaptive.extraLoad(), tailMaxExtra, "adaptive: extra downstream calls")
+	assert.Greater(t, adaptive.extraLoad(), 0.04, "the adaptive delay hedges about 5 % of calls")
+	assert.LessOrEqual(t, 10*fixed.percentile(0.999), none.percentile(0.999), "fixed: p99.9 ≥ 10x lower")
+	assert.InDelta(t, cfg.tail.slowP, fixed.extraLoad(), 0.005, "the fixed delay hedges the slow attempts alone")
+	require.Len(t, g.outage, 3)
+	for _, o := range g.outage[1:] {
+		assert.InDelta(t, 0, g.loadChange(o), 0.01, o.name)
+	}
+	checks := res.checks()
+	require.Len(t, checks, 4)
+	for _, c := range checks {
+		assert.Equal(t, "g", c.scenario)
+		assert.True(t, c.ok, c.bound)
+	}
 }
 
 // TestBlip_defaultBudgetRetriesIt is scenario f, shortened: 15 s of
