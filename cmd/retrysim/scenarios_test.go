@@ -247,7 +247,7 @@ func TestTail_hedgingCutsTheTail(t *testing.T) {
 	assert.Zero(t, none.extraLoad())
 	assert.LessOrEqual(t, 10*adaptive.percentile(0.999), none.percentile(0.999), "adaptive: p99.9 ≥ 10x lower")
 	assert.LessOrEqual(t, adaptive.extraLoad(), tailMaxExtra, "adaptive: extra downstream calls")
-	assert.Greater(t, adaptive.extraLoad(), 0.04, "the adaptive delay hedges about 5 % of calls")
+	assert.Greater(t, adaptive.extraLoad(), 0.02, "the adaptive delay hedges about 3 % of calls")
 	assert.LessOrEqual(t, 10*fixed.percentile(0.999), none.percentile(0.999), "fixed: p99.9 ≥ 10x lower")
 	assert.InDelta(t, cfg.tail.slowP, fixed.extraLoad(), 0.005, "the fixed delay hedges the slow attempts alone")
 	require.Len(t, g.outage, 3)

@@ -60,7 +60,7 @@ func (p tailParams) variants() []hedging {
 	return []hedging{
 		{name: "no hedging (Do)"},
 		{name: fmt.Sprintf("fixed delay (%s)", span(p.delay)), hedged: true, opts: &retry.HedgeOptions{Delay: p.delay}},
-		{name: "adaptive delay (p95, WithHedge(nil))", hedged: true},
+		{name: "adaptive delay (p97, WithHedge(nil))", hedged: true},
 	}
 }
 
