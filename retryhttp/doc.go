@@ -56,6 +56,23 @@
 // every wait, one that would end at or after the request's context deadline
 // is not started.
 //
+// # Hedged requests
+//
+// When the Retrier has [retry.WithHedge] (see [retry.Retrier.Hedges]), a
+// request that is idempotent (its method, see above) or keyed (an
+// Idempotency-Key header, or a context key with
+// [Options.IdempotencyKeys]) is hedged, through [retry.HedgeValue]: when
+// an attempt has not answered within the hedge delay, another is sent
+// beside it, each on its own copy of the request with its own body from
+// GetBody (or the Transport's copy), and the first success wins. The
+// others' requests are aborted (their contexts end with
+// [retry.ErrHedgeLost]) and their responses closed. A request that is
+// neither, or whose body cannot be sent again (no GetBody and longer than
+// [Options.BodyLimit]), is sent as without WithHedge, one attempt at a
+// time. [Attempts] counts every request sent; when the call ends on a
+// status, the caller gets the response of the attempt whose status the
+// call ended on.
+//
 // # Idempotency keys downstream
 //
 // Every attempt of a keyed request carries its key in the Idempotency-Key

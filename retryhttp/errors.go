@@ -18,7 +18,8 @@ import (
 // permanent ([Options.PermanentStatuses], marked [retry.Permanent])
 // status: what observers see, and what errors.As finds in a
 // [*retry.Error] when the call ended without that response. Its text
-// names the status only; it is shared per status, so do not change it.
+// names the status only; it is shared per status (a hedged request's
+// attempt has a copy of its own), so do not change it.
 type StatusError struct {
 	// StatusCode is the response's status, such as 503.
 	StatusCode int

@@ -25,3 +25,14 @@ func (o *outcome) UnmarshalJSON(b []byte) error {
 	o.resp, o.status = nil, v.Status
 	return err
 }
+
+// Close closes the response's body. Package retry calls it on the outcome
+// of a hedged call's attempt that lost (see [retry.HedgeValue]), so that
+// the loser's connection is freed; a replayed outcome has nothing to
+// close. It does not change what MarshalJSON encodes.
+func (o outcome) Close() error {
+	if o.resp == nil || o.resp.Body == nil {
+		return nil
+	}
+	return o.resp.Body.Close()
+}

@@ -23,12 +23,16 @@ import (
 // [retry.Retrier]. Build one with [NewTransport] or [NewClient] (a nil or
 // zero Transport's RoundTrip sends nothing and returns an error wrapping
 // [retry.ErrInvalidOption]); like http.Transport, it is safe for
-// concurrent use and meant to be built once and shared.
+// concurrent use and meant to be built once and shared. With a Retrier
+// that has [retry.WithHedge], it hedges the requests that are idempotent
+// or keyed, and whose body can be sent again (see the package doc's
+// "Hedged requests"); the others are sent one attempt at a time.
 type Transport struct {
 	settings
 	names  names
 	traced bool      // base is an *http.Transport, which fires httptrace's GotConn
 	named  bool      // the Retrier has a name of its own (retry.WithName), which requests keep
+	hedges bool      // the Retrier hedges (retry.WithHedge): idempotent requests are hedged
 	calls  sync.Pool // of *call
 }
 
@@ -47,7 +51,7 @@ func NewTransport(r *retry.Retrier, opts *Options) (*Transport, error) {
 		r = &retry.Retrier{}
 	}
 	_, traced := s.base.(*http.Transport)
-	t := &Transport{settings: s, traced: traced, named: r.Name() != ""}
+	t := &Transport{settings: s, traced: traced, named: r.Name() != "", hedges: r.Hedges()}
 	t.names.base = r
 	t.calls.New = func() any {
 		c := new(call)
@@ -177,6 +181,7 @@ type call struct {
 	getBody    func() (io.ReadCloser, error)
 	once       string // why the body cannot be sent again; "" if it can
 	attempts   int
+	hedged     bool // an attempt of a hedged call, with a call of its own (see hedgedCall)
 
 	// The response of the last attempt when it had a retryable status,
 	// its body read into drain, and what is left of it; or when it had a
@@ -239,7 +244,15 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		return nil, err
 	}
 
-	out, err := retry.DoValueOn(c.ctx, r, c.fn)
+	var (
+		out outcome
+		err error
+	)
+	if t.hedges && c.idempotent && c.once == "" {
+		out, err = c.hedge(r)
+	} else {
+		out, err = retry.DoValueOn(c.ctx, r, c.fn)
+	}
 	if c.attempts == 0 && c.req.Body != nil {
 		c.req.Body.Close() // never handed to the base transport
 	}
@@ -312,9 +325,15 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		// the attempt returns, but the final response's body must live
 		// until it is closed: send on a context of our own, which the
 		// attempt's may end only until the headers are in.
+		// A hedged call's attempt's context also ends when another
+		// attempt has won (retry.ErrHedgeLost): the request is aborted.
 		var actx context.Context
 		actx, cancel = context.WithCancelCause(c.reqCtx)
-		stop = context.AfterFunc(ctx, func() { cancel(errAttemptTimeout) })
+		if c.hedged {
+			stop = context.AfterFunc(ctx, func() { cancel(attemptCause(ctx)) })
+		} else {
+			stop = context.AfterFunc(ctx, func() { cancel(errAttemptTimeout) })
+		}
 		req = req.WithContext(actx)
 	}
 	var conn *atomic.Int32
@@ -350,6 +369,8 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 		}
 		cancel(nil)
 		switch {
+		case c.hedged && c.reqCtx.Err() == nil:
+			err = attemptCause(ctx)
 		case c.reqCtx.Err() == nil:
 			err = errAttemptTimeout
 		case err == nil, errors.Is(err, errAttemptTimeout):
@@ -362,7 +383,14 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 	}
 	var se *StatusError
 	if err == nil {
-		switch se = c.t.status(resp.StatusCode); {
+		se = c.t.status(resp.StatusCode)
+		if se != nil && c.hedged {
+			// Its own copy: the call tells by it which attempt's
+			// response goes with the error the Retrier ends on.
+			own := *se
+			se = &own
+		}
+		switch {
 		case se == nil:
 		case se.Permanent:
 			c.keep(resp) // no attempt follows: the body is the caller's
