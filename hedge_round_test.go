@@ -426,6 +426,62 @@ func TestHedge_doDoesNotHedge(t *testing.T) {
 	})
 }
 
+// TestHedge_firstAttemptWinsAfterAHedgeFailed: the hedge (attempt 2 of 2)
+// fails with a retryable error while the first attempt runs; the first
+// then succeeds, and the call returns its value, not the hedge's failure
+// (found by retryhttp's hedging, on the first version of settle).
+func TestHedge_firstAttemptWinsAfterAHedgeFailed(t *testing.T) {
+	r, err := retry.New(retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)),
+		retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hedge := make(chan context.Context, 1)
+	var calls atomic.Int32
+	v, err := retry.HedgeValue(context.Background(), r, func(ctx context.Context) (string, error) {
+		if calls.Add(1) == 1 {
+			select {
+			case hctx := <-hedge:
+				<-hctx.Done() // the hedge's context ends once its failure is recorded
+				return "first", nil
+			case <-ctx.Done():
+				return "", context.Cause(ctx)
+			}
+		}
+		hedge <- ctx
+		return "", errors.New("retryable")
+	})
+	if err != nil || v != "first" {
+		t.Fatalf("HedgeValue = %q, %v; want the first attempt's success", v, err)
+	}
+}
+
+// TestHedge_timerIsArmedUnderTheRoundsLock is for -race: the hedge timer
+// may fire before afterFunc returns, so hedging keeps it in the round
+// under the lock that fire takes.
+func TestHedge_timerIsArmedUnderTheRoundsLock(t *testing.T) {
+	r, err := retry.New(retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)),
+		retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var calls atomic.Int32
+	v, err := retry.HedgeValue(context.Background(), r, func(ctx context.Context) (int32, error) {
+		n := calls.Add(1)
+		if n == 1 {
+			<-started
+			<-ctx.Done() // the hedge won
+			return 0, ctx.Err()
+		}
+		close(started)
+		return n, nil
+	})
+	if err != nil || v != 2 {
+		t.Fatalf("HedgeValue = %d, %v; want the hedge's 2", v, err)
+	}
+}
+
 // recordingObserver keeps what it hears; safe for concurrent use, as
 // hedges tell it from their goroutines.
 type recordingObserver struct {
