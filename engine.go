@@ -46,7 +46,7 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 		case c.ctx.Err() != nil:
 			err, done = c.stopForContext(), true
 			continue
-		case c.cfg.hooked() || c.hedgeFn != nil:
+		case c.cfg.hooked():
 			v, err, next, done = hs.oneAttempt(c, fn)
 		default:
 			v, err, done = plainAttempt(c, fn)
@@ -201,7 +201,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 		if hs.idem != nil {
 			ctx = hs.idem.fnContext(c, &a, ctx)
 		}
-		if c.hedgeFn != nil {
+		if f&featHedge != 0 {
 			v, err, next = hs.hedging(c, &a, ctx, fn)
 		} else {
 			if f&featAttemptTimeout != 0 {

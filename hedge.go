@@ -218,8 +218,8 @@ func HedgeValue[T any](ctx context.Context, r *Retrier, fn func(context.Context)
 	if r == nil || ctx == nil || fn == nil {
 		return zero, badCall(r == nil, ctx == nil)
 	}
-	cfg := r.config()
-	if cfg.hedge == nil {
+	cfg := r.config().hedged
+	if cfg == nil {
 		return zero, fmt.Errorf("%w: the Retrier has no WithHedge; add it for work that is safe to run twice at once", ErrInvalidOption)
 	}
 	var c call

@@ -163,6 +163,7 @@ type config struct {
 	bucket         *overload.TokenBucket // budget, when it is one: its success inlines; set by derive
 	breaker        Breaker               // nil: no breaker
 	hedge          *hedgeConfig          // nil: no hedging
+	hedged         *config               // with hedge: this config as Hedge's calls run it, featHedge on; set by derive
 	nestedRetries  bool                  // retry errors other Retriers gave up on
 	features       features              // which hooks a call has; set by derive
 	zeroWaits      bool                  // the backoff is Constant(0); set by derive
@@ -181,6 +182,7 @@ const (
 	featIdempotency                         // WithIdempotency
 	featDeadLetter                          // WithDeadLetter
 	featTimeBudget                          // WithMaxElapsed: no hook, but the call reads its start
+	featHedge                               // a call of Hedge on a Retrier with WithHedge (config.hedged)
 )
 
 // plainFirst says whether a call's first attempt is a plain call of fn,
@@ -284,6 +286,14 @@ func (cfg *config) derive() error {
 	cfg.bucket, _ = cfg.budget.(*overload.TokenBucket)
 	b, ok := cfg.backoff.(constant)
 	cfg.zeroWaits = ok && b.d == 0
+	cfg.hedged = nil
+	if cfg.hedge != nil {
+		// Hedge's calls run on a copy that has the bit, so that Do's
+		// loop tests no more than its own features.
+		h := *cfg
+		h.features |= featHedge
+		cfg.hedged = &h
+	}
 	return cfg.err
 }
 

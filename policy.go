@@ -20,9 +20,9 @@ type call struct {
 	last     error     // the last attempt's error
 	timer    waitTimer // the call's one wait timer
 	ran      bool      // the last attempt called fn: no hook answered it
-	// hedgeFn is the fn of a call of Hedge or HedgeValue, whose hedges
-	// call it on their goroutines, so it is on the heap; nil for Do's, which
-	// does not hedge (so Do's fn need not escape).
+	// hedgeFn is the fn of a call of Hedge or HedgeValue (featHedge),
+	// whose hedges call it on their goroutines, so it is on the heap; nil
+	// for Do's, which does not hedge (so Do's fn need not escape).
 	hedgeFn any
 }
 

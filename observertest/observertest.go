@@ -16,6 +16,7 @@ package observertest
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,12 +38,14 @@ const limit = 30 * time.Second
 // TestObserver has many calls at once report to an observer newObserver
 // makes: first-try successes, successes after failures, permanent
 // failures, exhausted calls, calls whose context ended before or between
-// attempts, and calls whose fn panicked. It checks that each call ends as
+// attempts, calls whose fn panicked, and hedged calls, whose attempts
+// overlap and report from two goroutines. It checks that each call ends as
 // it would without the observer, so that the observer neither blocks nor
 // panics nor changes an outcome.
 func TestObserver(t *testing.T, newObserver func(t *testing.T) retry.Observer) {
 	r, err := retry.New(retry.WithObserver(newObserver(t)), retry.WithName("observertest"), retry.WithBudget(nil),
-		retry.WithBackoff(retry.Constant(time.Microsecond)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(3))
+		retry.WithBackoff(retry.Constant(time.Microsecond)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(3),
+		retry.WithHedge(&retry.HedgeOptions{Delay: 100 * time.Microsecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +71,7 @@ var kinds = [...]struct {
 	err     error // what a failure returns
 	cancel  bool  // the context is done before the call
 	panics  bool  // fn panics at its first attempt
+	hedged  bool  // a call of Hedge whose first attempt answers only once a hedge has won
 	outcome retry.Outcome
 }{
 	{fails: 0, outcome: retry.OutcomeSuccess},
@@ -76,6 +80,7 @@ var kinds = [...]struct {
 	{fails: -1, err: retry.Permanent(errForGood), outcome: retry.OutcomePermanent},
 	{cancel: true, outcome: retry.OutcomeCanceled},
 	{panics: true},
+	{hedged: true, outcome: retry.OutcomeSuccess},
 }
 
 // oneCall makes a call of kind k and says what went wrong, if anything.
@@ -93,17 +98,29 @@ func oneCall(r *retry.Retrier, k int) (problem error) {
 			}
 		}()
 	}
-	n := 0
-	err := r.Do(ctx, func(context.Context) error {
-		n++
-		switch {
-		case kind.panics:
-			panic(errPanicked)
-		case kind.fails < 0 || n <= kind.fails:
-			return kind.err
-		}
-		return nil
-	})
+	var err error
+	if kind.hedged {
+		var n atomic.Int32
+		err = r.Hedge(ctx, func(ctx context.Context) error {
+			if n.Add(1) == 1 {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		})
+	} else {
+		n := 0
+		err = r.Do(ctx, func(context.Context) error {
+			n++
+			switch {
+			case kind.panics:
+				panic(errPanicked)
+			case kind.fails < 0 || n <= kind.fails:
+				return kind.err
+			}
+			return nil
+		})
+	}
 	if kind.panics {
 		return errors.New("observertest: Do returned although fn panicked")
 	}
