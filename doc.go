@@ -42,6 +42,9 @@
 //     breaker ([WithBreaker]), and one layer of retries (an error another
 //     Retrier gave up on is not retried again, see [WithNestedRetries]);
 //     the overload package has the budgets;
+//   - the slow call that never fails: [WithHedge] and [Retrier.Hedge],
+//     which start another attempt beside one that has not answered, for
+//     work safe to run twice;
 //   - HTTP: the retryhttp package's RoundTripper;
 //   - tests: [WithClock] with a mock clock; the retrytest package's Clock
 //     says when Do has armed a wait (see the mockClock example).
@@ -220,7 +223,10 @@
 // need; with one it reads the monotonic clock twice per call. A dead
 // letter is built only after the first failure, so a call that succeeds
 // at once allocates nothing for it, and without [WithDeadLetter] Do keeps
-// no per-attempt history.
+// no per-attempt history. [Retrier.Hedge] and [HedgeValue] keep fn on the
+// heap and cost each hedged attempt a timer and a context (6 allocations
+// when it answers in time, and no goroutine), and each hedge a goroutine
+// that ends with it; Do never hedges, and pays nothing for them.
 //
 // BENCHMARKS.md has the figures, against a direct call and the peers.
 package retry

@@ -39,11 +39,11 @@ const (
 	defaultHedgeWindow     = 1000
 )
 
-// WithHedge makes the Retrier hedge: when an attempt has not answered
-// after a delay, another starts beside it, up to [WithMaxAttempts] in all,
-// and the first success wins. Use it only for work that is safe to run
-// twice at once (reads, idempotent writes, calls that pass their
-// idempotency key downstream).
+// WithHedge is only for work that is safe to run twice at once (reads,
+// idempotent writes, calls that pass their idempotency key downstream):
+// in the calls of [Retrier.Hedge] and [HedgeValue], when an attempt has
+// not answered after a delay, another starts beside it, up to
+// [WithMaxAttempts] in all, and the first success wins. Do never hedges.
 //
 // The other attempts' contexts are cancelled, with the cause
 // [ErrHedgeLost], and their results dropped; a value that is an
