@@ -130,7 +130,12 @@ func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error,
 	}
 	c.attempts = r.next - 1
 	cancels, won, panicked := r.cancels, r.won, r.panicked
+	winner, failed, failure, rul := r.v, r.failed, r.err, r.rul
 	r.cancels = nil
+	r.mu.Unlock() // what follows calls out: no hook runs under the lock
+	for _, cancel := range cancels {
+		cancel(ErrHedgeLost)
+	}
 	if lostFirst {
 		if err == nil {
 			discard(v) // fn's success came after the round was decided
@@ -140,22 +145,16 @@ func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error,
 	}
 	switch {
 	case panicked != nil:
+		panic(panicked)
 	case won:
-		v, err, next = r.v, nil, ruling{}
+		v, err, next = winner, nil, ruling{}
 		if c.cfg.features&featObserver != 0 {
 			hs.obs.lastEnd = c.sinceStart()
 		}
 	case err == nil && !lostFirst: // fn's own success won
-	case r.failed:
-		v, err, next = *new(T), r.err, r.rul
+	case failed:
+		v, err, next = *new(T), failure, rul
 		c.last = err
-	}
-	r.mu.Unlock()
-	for _, cancel := range cancels {
-		cancel(ErrHedgeLost)
-	}
-	if panicked != nil {
-		panic(panicked)
 	}
 	return v, err, next
 }
