@@ -119,6 +119,41 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 	return runCall(&c, fn)
 }
 
+// Hedge is [Retrier.Do] with hedged attempts, as [WithHedge] set them on
+// r: only for work that is safe to run twice at once. fn may run on
+// other goroutines than the caller's, several at a time; it must return
+// when its context ends. Do and DoValue never hedge, so that their fn
+// stays on the caller's stack. A Retrier without WithHedge gives an error
+// that wraps [ErrInvalidOption].
+func (r *Retrier) Hedge(ctx context.Context, fn func(context.Context) error) error {
+	if r == nil || ctx == nil || fn == nil {
+		return badCall(r == nil, ctx == nil)
+	}
+	_, err := HedgeValue(ctx, r, unitFn(fn))
+	return err
+}
+
+// HedgeValue is [Retrier.Hedge] for a function that returns a value: the
+// value of the attempt that won, or the one [WithIdempotency] replayed.
+// The losers' values are dropped, and closed if they are io.Closers.
+func HedgeValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if r == nil || ctx == nil || fn == nil {
+		return zero, badCall(r == nil, ctx == nil)
+	}
+	cfg := r.config().hedged
+	if cfg == nil {
+		return zero, fmt.Errorf("%w: the Retrier has no WithHedge; add it for work that is safe to run twice at once", ErrInvalidOption)
+	}
+	var c call
+	c.cfg, c.ctx, c.hedgeFn = cfg, ctx, fn
+	return runCall(&c, fn)
+}
+
+// Hedges reports whether r hedges the calls of Hedge and HedgeValue
+// (WithHedge); a package that wraps calls, such as retryhttp, asks it.
+func (r *Retrier) Hedges() bool { return r != nil && r.config().hedge != nil }
+
 // Do calls fn with a Retrier built from opts; see [Retrier.Do].
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
 	var r *Retrier
