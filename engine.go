@@ -218,6 +218,9 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 	}
 	if hs.idem != nil {
 		v, err = hs.idem.after(c, &a, v, err)
+		if _, cut := err.(*cutAttempt); cut {
+			next = ruling{} // a hedged attempt's ruling did not know: the outcome is unknown
+		}
 	}
 	if f&featDeadLetter != 0 {
 		v, err = hs.dl.after(c, &a, v, err)

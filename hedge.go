@@ -127,11 +127,15 @@ type latencies struct {
 }
 
 func newLatencies(window int, p float64, minDelay time.Duration) *latencies {
-	return &latencies{
+	l := &latencies{
 		ring: make([]atomic.Int64, window), every: uint64(max(window/8, 1)),
 		warm: uint64(max(window/10, 10)), p: p, minDelay: minDelay,
-		scratch: make([]int64, window),
+		scratch: make([]int64, 0, window),
 	}
+	for i := range l.ring {
+		l.ring[i].Store(-1) // counted in n but not yet stored: recompute skips it
+	}
+	return l
 }
 
 func (l *latencies) record(d time.Duration) {
@@ -149,9 +153,14 @@ func (l *latencies) recompute(n uint64) {
 		return
 	}
 	defer l.mu.Unlock()
-	s := l.scratch[:min(n, uint64(len(l.ring)))]
-	for i := range s {
-		s[i] = l.ring[i].Load()
+	s := l.scratch[:0]
+	for i := range min(n, uint64(len(l.ring))) {
+		if d := l.ring[i].Load(); d >= 0 {
+			s = append(s, d)
+		}
+	}
+	if len(s) == 0 {
+		return
 	}
 	k := int(math.Ceil(l.p*float64(len(s)))) - 1
 	d := time.Duration(nth(s, max(k, 0)))

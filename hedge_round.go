@@ -63,6 +63,7 @@ func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn fu
 		r.mu.Lock() // the timer may fire before afterFunc returns
 		r.timer, r.armed = cfg.afterFunc(d, r.fire), true
 		r.mu.Unlock()
+		defer r.abandon() // a panic here (fn, a hook) must not leave hedges running
 	}
 	if cfg.features&featAttemptTimeout != 0 {
 		ctx = hs.timeout.fnContext(c, a, ctx)
@@ -154,10 +155,40 @@ func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error,
 	case err == nil && !lostFirst: // fn's own success won
 	case failed:
 		v, err, next = *new(T), failure, rul
+		if !endsRound(rul.verdict) {
+			// The hedge ruled with its own number; the loop goes on
+			// from the call's count. Its WithRetryIf has had its say.
+			next = c.nextStep(c.attempts, c.prevWait, ruledError{failure}, c.cfg.maxAttempts)
+		}
 		c.last = err
 	}
 	return v, err, next
 }
+
+// abandon ends a round that settle did not: the caller's goroutine is
+// unwinding a panic. The hedges still running are cancelled, and no new
+// one starts.
+func (r *hedgeRound[T]) abandon() {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closeLocked()
+	cancels := r.cancels
+	r.cancels = nil
+	r.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(ErrHedgeLost)
+	}
+}
+
+// ruledError is an attempt's error that WithRetryIf has judged worth
+// another attempt already, ruled on again with the call's count.
+type ruledError struct{ error }
+
+func (e ruledError) Unwrap() error { return e.error }
+func (ruledError) alwaysRetried()  {}
 
 // closeLocked decides the round: no hedge starts after it, and the
 // attempts still running are cancelled by whoever called it, once r.mu is
@@ -170,30 +201,50 @@ func (r *hedgeRound[T]) closeLocked() {
 	}
 }
 
+// hedge is one hedge's own state, on its goroutine.
+type hedge struct {
+	k       int                     // its attempt's number
+	done    func(error)             // the breaker's, until told
+	counted bool                    // in r.inFlight
+	settled bool                    // out of it again
+	cancel  context.CancelCauseFunc // its context's
+	stop    context.CancelFunc      // its attempt timeout's
+}
+
 // fire starts a hedge, on the timer's goroutine, if the round is open and
-// the breaker and the budget allow a retry now.
+// the breaker and the budget allow a retry now. A panic on this goroutine,
+// in fn or in a hook, reaches the caller while it waits for the round
+// (see panicked).
 func (r *hedgeRound[T]) fire() {
 	c := &r.c
+	var h hedge
+	defer func() {
+		if p := recover(); p != nil {
+			r.panickedOut(&h, p)
+		}
+	}()
 	r.mu.Lock()
 	r.armed = false
-	closed, k := r.closed, r.next
+	closed := r.closed
+	h.k = r.next
 	r.mu.Unlock()
 	if closed {
 		return
 	}
-	done, why := r.admit()
-	if why != nil {
+	var why error
+	if h.done, why = r.admit(); why != nil {
 		return // no hedge now, and none later in the round
 	}
 	ctx, cancel := context.WithCancelCause(r.base)
-	var stop context.CancelFunc
+	h.cancel = cancel
 	if c.cfg.attemptTimeout > 0 {
-		ctx, stop = c.cfg.withTimeout(ctx, c.cfg.attemptTimeout)
+		ctx, h.stop = c.cfg.withTimeout(ctx, c.cfg.attemptTimeout)
 	}
 	r.mu.Lock()
 	if closed = r.closed; !closed {
 		r.next++
 		r.inFlight++
+		h.counted = true
 		r.cancels = append(r.cancels, cancel)
 		if r.wake == nil {
 			r.wake = make(chan struct{}, 1)
@@ -205,11 +256,11 @@ func (r *hedgeRound[T]) fire() {
 	}
 	r.mu.Unlock()
 	if closed {
-		release(cancel, stop)
-		tellGuard(c.cfg, done, k, ErrHedgeLost, judgedNotCounted, false)
+		release(h.cancel, h.stop)
+		h.tell(c.cfg, ErrHedgeLost, judgedNotCounted, false)
 		return
 	}
-	r.run(k, ctx, cancel, stop, done)
+	r.run(&h, ctx)
 }
 
 // admit asks a breaker that can tell whether it would refuse now, the
@@ -233,12 +284,12 @@ func (r *hedgeRound[T]) admit() (done func(error), why error) {
 	return nil, nil
 }
 
-// run makes hedge k's attempt on ctx and tells the round how it ended.
-func (r *hedgeRound[T]) run(k int, ctx context.Context, cancel context.CancelCauseFunc, stop context.CancelFunc, done func(error)) {
+// run makes hedge h's attempt on ctx and tells the round how it ended.
+func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	c := &r.c
 	cfg := c.cfg
 	if cfg.observer != nil {
-		cfg.observer.OnAttemptStart(c.ctx, AttemptStart{Name: cfg.name, Attempt: k})
+		cfg.observer.OnAttemptStart(c.ctx, AttemptStart{Name: cfg.name, Attempt: h.k})
 	}
 	start := cfg.clockReading()
 	var v T
@@ -255,27 +306,28 @@ func (r *hedgeRound[T]) run(k int, ctx context.Context, cancel context.CancelCau
 		returned = true
 	}()
 	took := cfg.clockReading() - start
-	release(nil, stop)
+	release(nil, h.stop)
 	if cfg.observer != nil {
 		e := err
 		if panicked != nil {
 			e = errPanicked
 		}
-		cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: cfg.name, Attempt: k, Err: e, Duration: took})
+		cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: cfg.name, Attempt: h.k, Err: e, Duration: took})
+	}
+	if panicked != nil {
+		panic(panicked) // fire's recover hands it on, fn's end told
 	}
 	var rul ruling
-	if err != nil && panicked == nil {
-		rul = c.ruleOn(k, c.prevWait, err, cfg.maxAttempts)
+	if err != nil {
+		rul = c.ruleOn(h.k, c.prevWait, err, cfg.maxAttempts)
 	}
 	r.mu.Lock()
 	r.inFlight--
+	h.settled = true
 	lost := r.closed
 	var cancels []context.CancelCauseFunc
 	if !lost {
 		switch {
-		case panicked != nil:
-			r.panicked = panicked
-			r.closeLocked()
 		case err == nil:
 			r.won, r.v = true, v
 			r.closeLocked()
@@ -294,26 +346,65 @@ func (r *hedgeRound[T]) run(k int, ctx context.Context, cancel context.CancelCau
 	for _, f := range cancels {
 		f(ErrHedgeLost)
 	}
-	select {
-	case r.wake <- struct{}{}: // made before r.inFlight counted this hedge
-	default: // settle will look anyway
-	}
-	cancel(nil)
+	r.wakeSettle()
+	h.cancel(nil)
 	switch {
-	case panicked != nil:
-		tellGuard(cfg, done, k, errPanicked, judgedFailure, false)
-		if lost {
-			panic(panicked) // nobody waits for this attempt any more
-		}
 	case lost && err == nil:
-		tellGuard(cfg, done, k, nil, judgedAnswered, false)
+		h.tell(cfg, nil, judgedAnswered, false)
 		discard(v)
 	case lost:
-		tellGuard(cfg, done, k, err, judgedNotCounted, false)
+		h.tell(cfg, err, judgedNotCounted, false)
 	case err == nil:
-		tellGuard(cfg, done, k, nil, judgedAnswered, false)
+		h.tell(cfg, nil, judgedAnswered, false)
 	default:
-		tellGuard(cfg, done, k, err, judged(rul.verdict), rul.hinted)
+		h.tell(cfg, err, judged(rul.verdict), rul.hinted)
+	}
+}
+
+// tell tells the breaker and the budget how the hedge's attempt ended.
+func (h *hedge) tell(cfg *config, err error, j judgement, throttled bool) {
+	done := h.done
+	h.done = nil
+	tellGuard(cfg, done, h.k, err, j, throttled)
+}
+
+// panickedOut ends hedge h, whose fn or a hook on its goroutine panicked
+// with p: the breaker hears a failure, as Do's unwind tells it (the budget
+// hears nothing of a panic), and the round ends with p, which settle
+// raises on the caller's goroutine. A hedge that lost raises p on its
+// own: nobody waits for it any more.
+func (r *hedgeRound[T]) panickedOut(h *hedge, p any) {
+	if done := h.done; done != nil {
+		h.done = nil
+		done(errPanicked)
+	}
+	r.mu.Lock()
+	if h.counted && !h.settled {
+		r.inFlight--
+	}
+	lost := r.closed
+	var cancels []context.CancelCauseFunc
+	if !lost {
+		r.panicked = p
+		r.closeLocked()
+		cancels, r.cancels = r.cancels, nil
+	}
+	r.mu.Unlock()
+	for _, f := range cancels {
+		f(ErrHedgeLost)
+	}
+	release(h.cancel, h.stop)
+	r.wakeSettle()
+	if lost {
+		panic(p)
+	}
+}
+
+// wakeSettle tells settle, if it waits, that a hedge ended.
+func (r *hedgeRound[T]) wakeSettle() {
+	select {
+	case r.wake <- struct{}{}: // made before r.inFlight counted a hedge; nil before: no one waits
+	default: // settle will look anyway
 	}
 }
 

@@ -482,6 +482,196 @@ func TestHedge_timerIsArmedUnderTheRoundsLock(t *testing.T) {
 	}
 }
 
+// The latest failure to arrive need not be the highest-numbered attempt:
+// hedge 2 fails after hedge 3, and the loop goes on from the call's count
+// (3 of 3), not from the ruling hedge 2 made with its own number.
+func TestHedge_theLatestFailureIsRuledWithTheCallsCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
+		var n atomic.Int32
+		errBoom := errors.New("boom")
+		err := r.Hedge(t.Context(), func(ctx context.Context) error {
+			switch n.Add(1) {
+			case 1: // 0..25ms
+				time.Sleep(25 * time.Millisecond)
+			case 2: // 10..50ms: the last to fail
+				time.Sleep(40 * time.Millisecond)
+			case 3: // 20..30ms
+				time.Sleep(10 * time.Millisecond)
+			}
+			return errBoom
+		})
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, int32(3), n.Load(), "fn called at most WithMaxAttempts times")
+		assert.Equal(t, 3, e.Attempts)
+		assert.Equal(t, retry.OutcomeExhausted, e.Outcome)
+	})
+}
+
+// A panic in the first attempt's fn, on the caller's goroutine, ends the
+// round: the hedge in flight is cancelled, and no new one starts after
+// Hedge has panicked out.
+func TestHedge_panicInTheFirstAttemptEndsTheRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t, retry.WithMaxAttempts(3))
+		var n atomic.Int32
+		var mu sync.Mutex
+		cancelled := map[int32]bool{}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel() // ends what the call leaked, so that the bubble can exit
+		func() {
+			defer func() { require.Equal(t, "boom", recover()) }()
+			_ = r.Hedge(ctx, func(ctx context.Context) error {
+				k := n.Add(1)
+				if k == 1 {
+					time.Sleep(15 * time.Millisecond) // hedge 2 started at 10ms
+					panic("boom")
+				}
+				select {
+				case <-ctx.Done():
+					mu.Lock()
+					cancelled[k] = true
+					mu.Unlock()
+				case <-time.After(time.Hour):
+				}
+				return ctx.Err()
+			})
+		}()
+		time.Sleep(100 * time.Millisecond)
+		assert.Equal(t, int32(2), n.Load(), "no hedge starts after the call panicked out")
+		mu.Lock()
+		assert.True(t, cancelled[2], "the hedge in flight is cancelled when the call unwinds")
+		mu.Unlock()
+	})
+}
+
+// The same with a panic in WithRetryIf, asked about the first attempt's
+// error while the round is open.
+func TestHedge_panicInRetryIfEndsTheRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t, retry.WithMaxAttempts(3), retry.WithRetryIf(func(error) bool { panic("retryIf") }))
+		var n atomic.Int32
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		func() {
+			defer func() { require.Equal(t, "retryIf", recover()) }()
+			_ = r.Hedge(ctx, func(ctx context.Context) error {
+				if n.Add(1) == 1 {
+					time.Sleep(15 * time.Millisecond)
+					return errors.New("first")
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Hour):
+				}
+				return nil
+			})
+		}()
+		time.Sleep(100 * time.Millisecond)
+		assert.Equal(t, int32(2), n.Load(), "no hedge starts after the call panicked out")
+	})
+}
+
+// WithIdempotency: a renewal that fails cuts fn off, and a hedged call
+// ends as Do's does, OutcomeUnknown with the claim kept, though its
+// attempt was ruled on before the cut was known.
+func TestHedge_renewalCutIsUnknownAsInDo(t *testing.T) {
+	for _, hedge := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Do", true: "Hedge"}[hedge], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := newFaulty()
+				r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Delay: time.Hour}), retry.WithBudget(nil),
+					retry.WithMaxAttempts(2),
+					retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: time.Second}))
+				require.NoError(t, err)
+				var calls atomic.Int32
+				fn := func(ctx context.Context) error {
+					calls.Add(1)
+					store.set(func(f *faultyStore) { f.renewErr = errors.New("connection reset") })
+					<-ctx.Done()
+					return errors.New("the reply never came")
+				}
+				if hedge {
+					err = r.Hedge(context.Background(), fn)
+				} else {
+					err = r.Do(context.Background(), fn)
+				}
+				var e *retry.Error
+				require.ErrorAs(t, err, &e)
+				assert.Equal(t, retry.OutcomeUnknown, e.Outcome, "%v", err)
+				assert.ErrorIs(t, err, retry.ErrOutcomeUnknown)
+				assert.Equal(t, int32(1), calls.Load())
+				assert.Equal(t, 0, store.counts()[3], "the claim is not released")
+			})
+		})
+	}
+}
+
+// recBudget records what Attempted hears and allows every retry.
+type recBudget struct {
+	mu    sync.Mutex
+	heard []string
+}
+
+func (b *recBudget) Attempted(n int, failed, throttled bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.heard = append(b.heard, map[bool]string{false: "ok", true: "failed"}[failed]+"#"+string(rune('0'+n)))
+}
+func (b *recBudget) Retry(time.Duration) error { return nil }
+func (b *recBudget) Waited()                   {}
+
+// The budget hears nothing of an attempt whose fn panicked, a hedge's
+// too.
+func TestHedge_panickedHedgeIsNotToldToTheBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &recBudget{}
+		r := hedged(t, retry.WithBudget(b))
+		var n atomic.Int32
+		func() {
+			defer func() { require.Equal(t, "hedge boom", recover()) }()
+			_ = r.Hedge(t.Context(), func(ctx context.Context) error {
+				if n.Add(1) == 1 {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				panic("hedge boom")
+			})
+		}()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		assert.NotContains(t, b.heard, "failed#2", "a panicked attempt is not told to the budget")
+	})
+}
+
+// panicOnHedgeStart panics in the OnAttemptStart of attempt 2.
+type panicOnHedgeStart struct{ recordingObserver }
+
+func (o *panicOnHedgeStart) OnAttemptStart(ctx context.Context, e retry.AttemptStart) {
+	if e.Attempt == 2 {
+		panic("observer boom")
+	}
+	o.recordingObserver.OnAttemptStart(ctx, e)
+}
+
+// A panic in a hook that runs on a hedge's goroutine (here the
+// observer's OnAttemptStart; WithRetryIf, a breaker or a budget there do
+// the same) reaches the caller, as it would on Do's path, and does not
+// crash the process.
+func TestHedge_panicInAHookOfAHedgeReachesTheCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t, retry.WithObserver(&panicOnHedgeStart{}))
+		defer synctest.Wait()
+		assert.PanicsWithValue(t, "observer boom", func() {
+			_ = r.Hedge(t.Context(), func(ctx context.Context) error {
+				<-ctx.Done()
+				return ctx.Err()
+			})
+		})
+	})
+}
+
 // recordingObserver keeps what it hears; safe for concurrent use, as
 // hedges tell it from their goroutines.
 type recordingObserver struct {
