@@ -52,8 +52,11 @@ const (
 // asked of the breaker and of the budget (Retry(0)) before it starts. A
 // call whose first attempt answers within the delay starts no goroutine;
 // fn must return when its context ends, or a hedge cannot cut the call
-// short. The adaptive delay is learnt by the Retrier that New built, and
-// shared by those With derives from it.
+// short. A panic in a hedge's fn, or in a hook on its goroutine, reaches
+// the caller while the call waits for it; one in a hedge that lost, after
+// the call returned, ends the program, as any goroutine's panic does. The
+// adaptive delay is learnt by the Retrier that New built, and shared by
+// those With derives from it.
 func WithHedge(o *HedgeOptions) Option {
 	var h HedgeOptions
 	if o != nil {
