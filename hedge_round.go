@@ -38,11 +38,11 @@ type hedgeRound[T any] struct {
 	closed   bool                       // decided: no hedge starts, the ones running lost
 	won      bool                       // a hedge succeeded with v
 	v        T
-	failed   bool   // a hedge's failure is the latest: err, ruled by rul
+	failed   bool   // a hedge's failure, err, is the latest
 	fatal    bool   // it ends the call
-	err      error  //
-	rul      ruling //
-	panicked any    // a hedge's fn panicked with this
+	err      error  // that failure
+	rul      ruling // the hedge's ruling on it
+	panicked any    // a hedge's fn, or a hook on its goroutine, panicked with this
 }
 
 // hedging runs fn for the attempt a of the call c on ctx, derived from
