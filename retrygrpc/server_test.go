@@ -38,20 +38,36 @@ type server struct {
 	received  []int         // messages read, per streaming attempt
 	cancelled []bool        // the attempt's context ended before it answered
 	entered   chan int      // each attempt's number, when it starts (if set)
+	gone      chan int      // each held attempt whose context ended (if set)
+	failEvery int           // with no script: attempts n%failEvery == failEvery-1 fail UNAVAILABLE
+	byHeader  bool          // number attempts by grpc-previous-rpc-attempts, not arrival
 }
 
-// begin records an attempt and returns its number and step.
+// begin records an attempt and returns its number and step: in the
+// order of arrival, or with byHeader the client's own number, from
+// grpc-previous-rpc-attempts (hedged attempts may arrive out of order).
 func (s *server) begin(ctx context.Context) (int, step) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	s.mu.Lock()
 	n := s.attempts
 	s.attempts++
-	s.md = append(s.md, md)
-	s.received = append(s.received, 0)
-	s.cancelled = append(s.cancelled, false)
+	if s.byHeader {
+		n = 0
+		if v := md.Get(retrygrpc.PreviousAttemptsHeader); len(v) > 0 {
+			n, _ = strconv.Atoi(v[len(v)-1])
+		}
+	}
+	for len(s.md) <= n {
+		s.md = append(s.md, nil)
+		s.received = append(s.received, 0)
+		s.cancelled = append(s.cancelled, false)
+	}
+	s.md[n] = md
 	var st step
 	if n < len(s.script) {
 		st = s.script[n]
+	} else if s.failEvery > 0 && n%s.failEvery == s.failEvery-1 {
+		st.code = codes.Unavailable
 	}
 	entered := s.entered
 	s.mu.Unlock()
@@ -72,7 +88,11 @@ func (s *server) wait(ctx context.Context, n int, st step) bool {
 	case <-ctx.Done():
 		s.mu.Lock()
 		s.cancelled[n] = true
+		gone := s.gone
 		s.mu.Unlock()
+		if gone != nil {
+			gone <- n
+		}
 		return false
 	}
 }
@@ -82,6 +102,20 @@ func (s *server) fail(ctx context.Context, st step) error {
 		grpc.SetTrailer(ctx, metadata.MD{retrygrpc.PushbackTrailer: st.pushback})
 	}
 	return status.Error(st.code, "scripted failure")
+}
+
+// unavailable counts the attempts that failed with UNAVAILABLE.
+func (s *server) unavailable() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for i := range s.attempts {
+		if i < len(s.script) && s.script[i].code == codes.Unavailable ||
+			i >= len(s.script) && s.failEvery > 0 && i%s.failEvery == s.failEvery-1 {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *server) count() int {
