@@ -67,12 +67,7 @@ type retryStream struct {
 
 func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, name string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	m := ic.method(name)
-	key, keyed := "", false
-	if ic.keys {
-		key, keyed = ic.key(ctx)
-	} else if _, ok := retry.IdempotencyKeyFromContext(ctx); ok {
-		key, keyed = ic.key(ctx)
-	}
+	key, keyed := ic.key(ctx)
 	s := &retryStream{ic: ic, m: m, ctx: ctx, desc: desc, cc: cc, name: name, streamer: streamer,
 		opts: opts, key: key, retryable: m.retryable,
 		opened: make(chan struct{}), decided: make(chan struct{})}

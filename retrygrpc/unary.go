@@ -51,12 +51,7 @@ type unaryCall struct {
 
 func (ic *interceptor) unary(ctx context.Context, name string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	m := ic.method(name)
-	key, keyed := "", false
-	if ic.keys {
-		key, keyed = ic.key(ctx)
-	} else if _, ok := retry.IdempotencyKeyFromContext(ctx); ok {
-		key, keyed = ic.key(ctx)
-	}
+	key, keyed := ic.key(ctx)
 	idempotent := m.safe || keyed
 	if idempotent && ic.hedges {
 		if msg, ok := reply.(proto.Message); ok && msg != nil {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package retrygrpc_test
+
+const raceEnabled = false
