@@ -260,7 +260,9 @@ func (s *retryStream) CloseSend() error {
 	return cs.CloseSend()
 }
 
-// Context returns the current attempt's context.
+// Context returns the current attempt's context (with its peer, say),
+// which a later attempt replaces. Unlike grpc-go's own retries, calling
+// it does not commit the stream.
 func (s *retryStream) Context() context.Context {
 	s.mu.Lock()
 	cs := s.cur

@@ -102,3 +102,39 @@ func TestStreamAttemptTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamSendDuringRetry: a message sent while the Retrier waits to
+// retry (its attempt has ended) is sent again on the next attempt with
+// those before it, and SendMsg returns nil.
+func TestStreamSendDuringRetry(t *testing.T) {
+	clk := retrytest.NewClock()
+	r, err := retry.New(retry.WithClock(clk), retry.WithBackoff(retry.Constant(time.Second)), retry.WithBudget(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &server{script: []step{{code: codes.Unavailable, recv: 1}}}
+	_, s := interceptors(t, r, nil)
+	client, _ := start(t, srv, nil, s)
+	stream, err := client.StreamingInputCall(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &testpb.StreamingInputCallRequest{Payload: &testpb.Payload{Body: []byte("abc")}}
+	if err := stream.Send(msg); err != nil {
+		t.Fatal(err)
+	}
+	d := <-clk.Armed() // attempt 0 failed; the Retrier waits
+	sent := make(chan error, 1)
+	go func() { sent <- stream.Send(msg) }()
+	clk.Add(d)
+	if err := <-sent; err != nil {
+		t.Fatalf("Send during the retry: %v", err)
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetAggregatedPayloadSize() != 6 || srv.count() != 2 || srv.received[1] != 2 {
+		t.Errorf("size %d after %d attempts, read %v: want 6 after 2, attempt 1 reading both", resp.GetAggregatedPayloadSize(), srv.count(), srv.received)
+	}
+}
