@@ -48,9 +48,18 @@
 // context is each attempt's (or its parent, with
 // [retry.WithAttemptTimeout]), so its deadline bounds all attempts, and
 // no wait that cannot end before it is started: the call returns at once
-// with the Retrier's [*retry.Error], whose status is the last attempt's
-// (status.Code and status.FromError see it through the error's chain)
-// and which matches context.DeadlineExceeded.
+// with the last attempt's status, in an error that matches
+// context.DeadlineExceeded.
+//
+// # Errors
+//
+// A call that gave up returns an error in which errors.As finds the
+// Retrier's [*retry.Error] (Outcome, Attempts), and whose status
+// (status.FromError, status.Code) is the one grpc-go's own client would
+// return: the last attempt's, its message and details untouched; the
+// context's code (CANCELED, DEADLINE_EXCEEDED) when the call's context
+// ended; UNAVAILABLE when no attempt reached the server (a budget or a
+// breaker refused it); INTERNAL for bad input.
 //
 // # Budget and breaker
 //

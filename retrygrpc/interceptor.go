@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -224,4 +226,40 @@ func validMetadataValue(v string) bool {
 // first call has resolved the service config; safe for concurrent use.
 func ServiceConfigRetries(cc *grpc.ClientConn, method string) bool {
 	return cc != nil && cc.GetMethodConfig(method).RetryPolicy != nil
+}
+
+// callError is what a call that gave up returns: the Retrier's error, in
+// which errors.As finds the [*retry.Error], seen by the status package as
+// grpc-go's own client would have it: the last attempt's status, message
+// and details untouched (status.FromError would otherwise give the
+// wrapped text as the message); the context's code when the call's
+// context ended; UNAVAILABLE when no attempt reached the server (a budget
+// or a breaker refused it), INTERNAL for bad input.
+type callError struct {
+	err error
+	st  *status.Status
+}
+
+func (e *callError) Error() string              { return e.err.Error() }
+func (e *callError) Unwrap() error              { return e.err }
+func (e *callError) GRPCStatus() *status.Status { return e.st }
+
+// gaveUp wraps the error of the call whose context is ctx as a callError.
+func gaveUp(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var st *status.Status
+	var gs interface{ GRPCStatus() *status.Status }
+	switch {
+	case ctx.Err() != nil:
+		st = status.FromContextError(ctx.Err())
+	case errors.As(err, &gs):
+		st = gs.GRPCStatus()
+	case errors.Is(err, retry.ErrInvalidOption):
+		st = status.New(codes.Internal, err.Error())
+	default:
+		st = status.New(codes.Unavailable, err.Error())
+	}
+	return &callError{err: err, st: st}
 }

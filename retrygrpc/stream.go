@@ -88,7 +88,7 @@ func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 }
 
 func (s *retryStream) run() {
-	err := s.m.r.Do(s.ctx, s.attempt)
+	err := gaveUp(s.ctx, s.m.r.Do(s.ctx, s.attempt))
 	s.mu.Lock()
 	s.done, s.err = true, err
 	s.cond.Broadcast()

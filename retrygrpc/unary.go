@@ -69,7 +69,7 @@ func (ic *interceptor) unary(ctx context.Context, name string, req, reply any, c
 	clear(c.opts)
 	*c = unaryCall{fn: c.fn, trailerOpt: c.trailerOpt, opts: c.opts[:0]}
 	ic.unaries.Put(c)
-	return err
+	return gaveUp(ctx, err)
 }
 
 // attempt invokes the call once. It is the function the Retrier runs.
@@ -108,7 +108,7 @@ func (ic *interceptor) hedge(ctx context.Context, m *method, name string, req an
 		cc: cc, invoker: invoker, opts: opts[:len(opts):len(opts)], key: key, retryable: m.idempotent}
 	won, err := retry.HedgeValue(ctx, m.r, h.attempt)
 	if err != nil {
-		return err
+		return gaveUp(ctx, err)
 	}
 	proto.Reset(reply)
 	proto.Merge(reply, won)
