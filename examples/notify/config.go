@@ -36,15 +36,19 @@ type config struct {
 	deadline        time.Duration // per job, on its virtual clock
 	crashAt         int           // exit after this many sends; 0: never
 	redis, postgres string
-	namespace       string // Redis key prefix and PostgreSQL table prefix
-	fresh           bool
-	metrics         string
-	deadLetters     string // the JSON Lines file, unless -postgres
-	logPath         string // "-": standard error
-	logLevel        slog.Level
-	deliveries      string // the push service's record of deliveries; "" for none
-	serviceDedup    bool   // the push service deduplicates by the Idempotency-Key header
-	resend          bool
+	// river is the PostgreSQL URL of -river: the jobs are River jobs
+	// there, and postgres is set to it (the idempotency keys and dead
+	// letters are in the same database).
+	river        string
+	namespace    string // Redis key prefix and PostgreSQL table prefix
+	fresh        bool
+	metrics      string
+	deadLetters  string // the JSON Lines file, unless -postgres
+	logPath      string // "-": standard error
+	logLevel     slog.Level
+	deliveries   string // the push service's record of deliveries; "" for none
+	serviceDedup bool   // the push service deduplicates by the Idempotency-Key header
+	resend       bool
 }
 
 // namespaceRE keeps -namespace usable as a Redis key prefix and as the
@@ -80,7 +84,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.crashAt, "crash-at", 0, "exit abruptly (os.Exit) after this many sends, to rerun with the same seed; needs -redis or -postgres")
 	fs.StringVar(&c.redis, "redis", "", "Redis `ADDR` (host:port): keep idempotency keys there (redisstore)")
 	fs.StringVar(&c.postgres, "postgres", "", "PostgreSQL `URL`: keep idempotency keys (pgstore) and dead letters (pgdeadletter) there")
-	fs.StringVar(&c.namespace, "namespace", "notify", "Redis key prefix NAME:idem: and PostgreSQL tables NAME_idempotency, NAME_dead_letters")
+	fs.StringVar(&c.river, "river", "", "PostgreSQL `URL`: queue the jobs in River there (schema NAME_river, migrated on start) and work them with a River client, keys (pgstore) and dead letters (pgdeadletter) in the same database; processes started with the same URL and -seed share the jobs")
+	fs.StringVar(&c.namespace, "namespace", "notify", "Redis key prefix NAME:idem: and PostgreSQL tables NAME_idempotency, NAME_dead_letters (and, with -river, schema NAME_river and table NAME_push_deliveries)")
 	fs.BoolVar(&c.fresh, "fresh", false, "with -redis or -postgres, forget the idempotency keys of earlier runs first")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on `ADDR` (such as :9090) while the jobs run")
 	fs.StringVar(&c.deadLetters, "dead-letters", filepath.Join(os.TempDir(), "notify-deadletters.jsonl"), "the dead-letter `FILE` (JSON Lines, appended to), unless -postgres")
@@ -102,6 +107,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return c, usagef("-log-level %q: want debug, info, warn or error", *level)
+	}
+	if c.river != "" && c.postgres == "" {
+		c.postgres = c.river
 	}
 	return c, c.validate()
 }
@@ -132,6 +140,14 @@ func (c *config) validate() error {
 		return usagef("-crash-at needs -redis or -postgres: the memory idempotency store dies with the process, so a rerun could not know what was sent")
 	case c.atLeastOnce && (c.redis != "" || c.postgres != ""):
 		return usagef("-at-least-once goes with the memory store only: Redis and PostgreSQL measure the idempotency lease (30s) in real time, which a run of a few seconds does not run out, so a redelivery a virtual minute later would still find the lease held")
+	case c.river != "" && c.postgres != c.river:
+		return usagef("-river and -postgres name two databases: with -river the idempotency keys and dead letters are in River's database (leave -postgres out)")
+	case c.river != "" && c.redis != "":
+		return usagef("-river keeps the idempotency keys in River's database (pgstore): leave -redis out")
+	case c.river != "" && c.crashAt > 0:
+		return usagef("-crash-at goes without -river: stop a -river process (Ctrl-C) and start it again, River keeps the jobs")
+	case c.river != "" && c.resend:
+		return usagef("-resend goes without -river: a dead letter of a River job redrives by inserting the job again")
 	case c.fresh && c.redis == "" && c.postgres == "":
 		return usagef("-fresh goes with -redis or -postgres: the memory store starts empty anyway")
 	case !namespaceRE.MatchString(c.namespace):

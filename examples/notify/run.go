@@ -93,6 +93,9 @@ type result struct {
 
 // run sends the jobs and prints the summary.
 func run(ctx context.Context, cfg config, e env) (summary, error) {
+	if cfg.river != "" {
+		return runRiver(ctx, cfg, e)
+	}
 	started := time.Now()
 	b, err := openBackends(ctx, cfg, true)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,10 @@ type service struct {
 	delivered map[string]int  // notifications delivered per job ID
 	keys      map[string]bool // Idempotency-Keys of the delivered requests, with dedup
 	log       *os.File        // the record of deliveries; nil for none
+	// shared, with -river, keeps the record of deliveries (and the
+	// dedup by key) in PostgreSQL, for every process of the run: the
+	// one push service they all send to.
+	shared *sharedDeliveries
 
 	requests   atomic.Int64
 	deliveries atomic.Int64
@@ -127,12 +132,44 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(w, http.StatusBadRequest, latency, "empty message")
 	case !validUser.MatchString(j.UserID):
 		answer(w, http.StatusNotFound, latency, "unknown user")
-	case !s.deliver(j.ID, r.Header.Get(retryhttp.IdempotencyKeyHeader)):
-		w.Header().Set(replayedHeader, "true")
-		answer(w, http.StatusOK, latency, "sent")
 	default:
-		answer(w, http.StatusOK, latency, "sent")
+		delivered, err := s.deliverShared(r.Context(), j.ID, r.Header.Get(retryhttp.IdempotencyKeyHeader))
+		switch {
+		case err != nil:
+			answer(w, http.StatusServiceUnavailable, latency, "unavailable")
+		case !delivered:
+			w.Header().Set(replayedHeader, "true")
+			answer(w, http.StatusOK, latency, "sent")
+		default:
+			answer(w, http.StatusOK, latency, "sent")
+		}
 	}
+}
+
+// deliverShared is deliver, with the record of deliveries in PostgreSQL
+// when the service has one (-river). The record says whether the job was
+// delivered before, by this process or another one; the counts of the
+// service are this process's.
+func (s *service) deliverShared(ctx context.Context, id, key string) (bool, error) {
+	if s.shared == nil {
+		return s.deliver(id, key), nil
+	}
+	n, err := s.shared.deliver(ctx, id, s.dedup && key != "")
+	if err != nil {
+		return false, err
+	}
+	if n == 0 {
+		s.deduped.Add(1)
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliveries.Add(1)
+	if n > 1 {
+		s.duplicates.Add(1)
+	}
+	s.logDelivery(id)
+	return true, nil
 }
 
 // deliver delivers the notification of job id, unless the service
@@ -155,6 +192,13 @@ func (s *service) deliver(id, key string) bool {
 	if s.delivered[id] > 1 {
 		s.duplicates.Add(1)
 	}
+	s.logDelivery(id)
+	return true
+}
+
+// logDelivery appends id to the record of deliveries, if any; s.mu must
+// be held.
+func (s *service) logDelivery(id string) {
 	if s.log != nil {
 		// One write per line, unbuffered: the kernel has it even if the
 		// process exits the next instant.
@@ -162,7 +206,6 @@ func (s *service) deliver(id, key string) bool {
 			fmt.Fprintln(os.Stderr, "notify: the deliveries record:", err)
 		}
 	}
-	return true
 }
 
 func answer(w http.ResponseWriter, code int, latency time.Duration, status string) {

@@ -36,7 +36,13 @@ type summary struct {
 	EarlierRun                    int // first deliveries the idempotency store answered: done by an earlier run
 	P50, P99                      time.Duration
 
+	// With -river: the jobs of the seed in River, by final state, and the
+	// push service's shared record (every process's deliveries).
+	RiverCompleted, RiverCancelled, RiverDiscarded int
+	RiverDelivered, RiverTwice                     int64
+
 	atLeastOnce bool // -at-least-once: an unknown outcome is not replayed
+	river       bool // -river: Jobs, Redelivered and the notes are this process's share
 	unhandled   []error
 }
 
@@ -113,11 +119,24 @@ func (s summary) table() string {
 	var b strings.Builder
 	row := func(name string, v any, note string) { fmt.Fprintf(&b, "  %-28s%14v   %s\n", name, v, note) }
 	perJob := float64(s.Requests) / float64(s.Jobs)
-	row("jobs", s.Jobs, fmt.Sprintf("%d deliveries: the queue delivered %d jobs twice", s.Deliveries, s.Redelivered))
-	row("sent", s.Sent, "notifications the push service delivered")
-	row("retried", s.RetriedJobs, fmt.Sprintf("deliveries that needed more than one attempt: %d retries, %d attempts in all", s.Retries, s.Attempts))
-	row("permanent", s.Permanent, fmt.Sprintf("empty message %d, invalid user %d: not retried", s.EmptyMessage, s.UnknownUser))
-	row("exhausted", s.Exhausted, fmt.Sprintf("all %d attempts failed", maxAttempts))
+	if s.river {
+		perJob = float64(s.Requests) / float64(max(s.Jobs, 1))
+		row("jobs", s.Jobs, fmt.Sprintf("finished by this process: %d deliveries, %d acknowledgements lost (River worked those again)", s.Deliveries, s.Redelivered))
+		row("jobs in River", s.RiverCompleted+s.RiverCancelled+s.RiverDiscarded, fmt.Sprintf("every process's: %d completed, %d cancelled, %d discarded", s.RiverCompleted, s.RiverCancelled, s.RiverDiscarded))
+		row("sent", s.Sent, fmt.Sprintf("notifications the push service delivered for this process; %d for every process", s.RiverDelivered))
+	} else {
+		row("jobs", s.Jobs, fmt.Sprintf("%d deliveries: the queue delivered %d jobs twice", s.Deliveries, s.Redelivered))
+		row("sent", s.Sent, "notifications the push service delivered")
+	}
+	if s.river {
+		row("retried", s.RetriedJobs, fmt.Sprintf("deliveries that needed more than one River attempt: %d attempts here retried or snoozed by River, %d attempts here in all", s.Retries, s.Attempts))
+		row("permanent", s.Permanent, fmt.Sprintf("empty message %d, invalid user %d: not retried, cancelled in River", s.EmptyMessage, s.UnknownUser))
+		row("exhausted", s.Exhausted, fmt.Sprintf("all %d River attempts failed: discarded", maxAttempts))
+	} else {
+		row("retried", s.RetriedJobs, fmt.Sprintf("deliveries that needed more than one attempt: %d retries, %d attempts in all", s.Retries, s.Attempts))
+		row("permanent", s.Permanent, fmt.Sprintf("empty message %d, invalid user %d: not retried", s.EmptyMessage, s.UnknownUser))
+		row("exhausted", s.Exhausted, fmt.Sprintf("all %d attempts failed", maxAttempts))
+	}
 	row("deadline", s.Deadline, "the next wait would have ended past the job's deadline, or it passed during a wait")
 	row("refused by the budget", s.Refused, "failures outpaced successes: no retry (which ones follows the timeline's order)")
 	once := "at most once, not sent again"
@@ -125,13 +144,25 @@ func (s summary) table() string {
 		once = "at least once, a redelivery after the lease sends it again"
 	}
 	row("unknown", s.Unknown, "the deadline passed while the request was out: pushed or not; "+once)
-	row("dead-lettered", s.DeadLettered, fmt.Sprintf("the permanent, exhausted, deadline, refused and unknown ones; %d could not be stored", s.NotDeadLettered))
+	if s.river {
+		row("dead-lettered", s.DeadLettered, fmt.Sprintf("the exhausted ones, by retryriver.Wrap (the cancelled stay in River); %d could not be stored", s.NotDeadLettered))
+	} else {
+		row("dead-lettered", s.DeadLettered, fmt.Sprintf("the permanent, exhausted, deadline, refused and unknown ones; %d could not be stored", s.NotDeadLettered))
+	}
 	row("duplicates prevented", s.DuplicatesPrevented, "redeliveries the idempotency store answered: not sent again")
 	row("done by an earlier run", s.EarlierRun, "first deliveries the idempotency store answered (same seed, shared store)")
 	row("deduplicated by the service", s.Deduplicated, "requests whose Idempotency-Key the push service had delivered: answered, not delivered again")
-	row("delivered twice", s.DeliveredTwice, "by the push service's own count")
+	if s.river {
+		row("delivered twice", s.DeliveredTwice, fmt.Sprintf("by the push service's own count, of this process's deliveries; %d of every process's", s.RiverTwice))
+	} else {
+		row("delivered twice", s.DeliveredTwice, "by the push service's own count")
+	}
 	row("accounted", fmt.Sprintf("%d / %d", s.accounted(), s.Deliveries), s.accounting())
-	row("job duration p50 / p99", s.P50.Round(time.Millisecond).String()+" / "+s.P99.Round(time.Millisecond).String(), "virtual time, from the first attempt to the end")
+	if s.river {
+		row("job duration p50 / p99", s.P50.Round(time.Millisecond).String()+" / "+s.P99.Round(time.Millisecond).String(), "real time, from the insert to the end")
+	} else {
+		row("job duration p50 / p99", s.P50.Round(time.Millisecond).String()+" / "+s.P99.Round(time.Millisecond).String(), "virtual time, from the first attempt to the end")
+	}
 	row("downstream calls per job", fmt.Sprintf("%.2f", perJob), fmt.Sprintf("%d requests to the push service", s.Requests))
 	return b.String()
 }
