@@ -404,13 +404,15 @@ func runRiver(ctx context.Context, cfg config, e env) (summary, error) {
 	}
 	defer stop()
 
-	// Unique by args (the job's ID holds the seed): the processes that
-	// insert the same jobs insert them once, and a rerun none.
+	// Unique by args (the job's ID holds the seed) in every state: the
+	// processes that insert the same jobs insert them once, and a rerun
+	// none (River's default states would insert the cancelled and
+	// discarded ones again; the dead letters redrive those).
 	params := make([]river.InsertManyParams, len(jobs))
 	for i, j := range jobs {
 		params[i] = river.InsertManyParams{
 			Args:       pushArgs{ID: j.ID, Type: j.Type, UserID: j.UserID, Message: j.Message},
-			InsertOpts: &river.InsertOpts{MaxAttempts: maxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}},
+			InsertOpts: &river.InsertOpts{MaxAttempts: maxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: rivertype.JobStates()}},
 		}
 	}
 	inserted := 0

@@ -100,6 +100,14 @@ func TestRiver(t *testing.T) {
 	assert.Zero(t, s.RiverTwice)
 	assertOnce(t, completed, deliveries)
 	assert.Regexp(t, `delivered twice +0 `, out)
+
+	// A rerun with the same seed inserts no job again, not even the
+	// cancelled and discarded ones, and has nothing to do.
+	s, out = runIn(t, cfg, env{})
+	assert.Contains(t, out, fmt.Sprintf("inserted       0 of the %d jobs", jobs))
+	assert.Zero(t, s.Jobs)
+	assert.Zero(t, s.Sent)
+	riverFinal(t, ns, jobs)
 }
 
 var (
