@@ -6,6 +6,8 @@
 //	go run ./examples/notify -fail-rate 0.6   # a bad day
 //	go run ./examples/notify -redis 127.0.0.1:6379 -crash-at 500   # then run it again
 //	go run ./examples/notify -deadline 100ms -at-least-once -service-dedup=false   # jobs delivered twice
+//	go run ./examples/notify -river postgres://postgres@127.0.0.1:5432/test &   # in River; a second process
+//	go run ./examples/notify -river postgres://postgres@127.0.0.1:5432/test     # beside it shares the jobs
 //
 // Jobs are generated from -seed and sent by -workers workers from a bounded
 // queue, through a simulated push service on a loopback HTTP server that
@@ -21,6 +23,10 @@
 // pgdeadletter), counts with retrystats and retryprom, and logs with
 // retryslog, without message text or user IDs. Time is virtual (see
 // vclock.go): the same seed prints the same summary, in a few seconds.
+//
+// With -river the jobs are River jobs on PostgreSQL, worked by a River
+// client through retryriver, in real time, by every process started with
+// the same URL and seed (see river.go).
 package main
 
 import (
