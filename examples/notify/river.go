@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -321,10 +322,27 @@ func runRiver(ctx context.Context, cfg config, e env) (summary, error) {
 
 	stats := new(retrystats.Stats)
 	observers := []retry.Observer{stats, retryslog.New(logger, &retryslog.Options{RetryLevel: slog.LevelDebug})}
-	if cfg.metrics != "" || e.registry != nil {
-		return summary{}, usagef("-metrics goes without -river")
-	}
 	r := &runner{cfg: cfg, env: e, stats: stats}
+	metricsURL := ""
+	if cfg.metrics != "" || e.registry != nil {
+		reg := e.registry
+		if reg == nil {
+			reg = prometheus.NewRegistry()
+		}
+		obs, err := newMetrics(reg, r.queueLen) // no queue of its own: River's is in the database
+		if err != nil {
+			return summary{}, err
+		}
+		observers = append(observers, obs)
+		if cfg.metrics != "" {
+			url, stop, err := serveMetrics(cfg.metrics, reg)
+			if err != nil {
+				return summary{}, err
+			}
+			defer stop()
+			metricsURL = url
+		}
+	}
 	// No WithDeadLetter: Wrap writes the dead letter of a job River
 	// discards.
 	if r.shared, err = newRetrier(deps{store: b.store, observers: observers, noBudget: cfg.noBudget}); err != nil {
@@ -388,6 +406,9 @@ func runRiver(ctx context.Context, cfg config, e env) (summary, error) {
 	fmt.Fprintf(e.stdout, "  time           real: River waits between attempts (retryriver.Policy); the service's latencies are not spent\n")
 	fmt.Fprintf(e.stdout, "  idempotency    %s; key notify:<job ID>\n", b.storeName)
 	fmt.Fprintf(e.stdout, "  dead letters   %s (retryriver.Wrap, for the discarded jobs)\n", b.sinkName)
+	if metricsURL != "" {
+		fmt.Fprintf(e.stdout, "  metrics        %s\n", metricsURL)
+	}
 
 	if err := client.Start(ctx); err != nil {
 		return summary{}, fmt.Errorf("-river: starting the River client: %w", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -79,8 +80,13 @@ func TestRiver(t *testing.T) {
 	const jobs = 300
 	cfg, err := parseFlags(testArgs(dir, "-jobs", strconv.Itoa(jobs), "-workers", "16", "-river", url, "-namespace", ns, "-deliveries", deliveries), io.Discard)
 	require.NoError(t, err)
-	s, out := runIn(t, cfg, env{})
+	reg := prometheus.NewRegistry()
+	s, out := runIn(t, cfg, env{registry: reg})
 	t.Logf("\n%s", out)
+	metrics, stop, err := serveMetrics("127.0.0.1:0", reg)
+	require.NoError(t, err)
+	defer stop()
+	assert.Regexp(t, `retry_calls_total\{operation="[^"]*",outcome="success"\} [1-9]`, httpGet(t, metrics))
 
 	completed, cancelled, discarded := riverFinal(t, ns, jobs)
 	assert.Equal(t, jobs, s.Jobs, "jobs finished by the one process")
