@@ -30,8 +30,9 @@ type DeadLetterOptions struct {
 	// out, for example a local file behind a database. It gets its own
 	// Timeout. Default: none.
 	Fallback DeadLetterSink
-	// On lists the outcomes that are dead-lettered. [OutcomeSuccess] and
-	// values that are no Outcome are invalid. Default (nil or empty):
+	// On lists the outcomes that are dead-lettered. [OutcomeSuccess],
+	// [OutcomeHandedOff] (the work goes on elsewhere) and values that are
+	// no Outcome are invalid. Default (nil or empty):
 	// every outcome whose work was not done or may not have been:
 	// [OutcomeExhausted], [OutcomeMaxElapsed], [OutcomePermanent],
 	// [OutcomeRefused], [OutcomeUnknown], and [OutcomeDeadline] for a call
@@ -74,6 +75,9 @@ func (d *deadLetterConfig) covers(e *Error) bool {
 	if e.Outcome == OutcomeDeadline && e.Attempts == 0 && d.on&afterAttempt != 0 {
 		return false
 	}
+	if e.Outcome == OutcomeHandedOff { // not a failure; and its bit would be past on's eight
+		return false
+	}
 	return d.on&(1<<e.Outcome) != 0
 }
 
@@ -109,7 +113,7 @@ func WithDeadLetter(sink DeadLetterSink, opts *DeadLetterOptions) Option {
 	if len(o.On) > 0 {
 		d.on = 0
 		for _, out := range o.On {
-			if out == OutcomeSuccess || out > lastOutcome {
+			if out == OutcomeSuccess || out == OutcomeHandedOff || out > lastOutcome {
 				return invalid("WithDeadLetter: DeadLetterOptions.On holds %v; only failure outcomes can be dead-lettered", out)
 			}
 			d.on |= 1 << out

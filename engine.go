@@ -113,6 +113,7 @@ var (
 	_ hook[struct{}] = timingOut[struct{}]{}
 	_ hook[struct{}] = (*idemCall[struct{}])(nil)
 	_ hook[struct{}] = (*deadLettering[struct{}])(nil)
+	_ hook[struct{}] = handingOff[struct{}]{}
 )
 
 // hooks are the features of one call, in the order they run; the call's
@@ -122,8 +123,9 @@ var (
 // and Do must not allocate. A new feature implements hook[T], takes a
 // field and a bit, and a line in each method below that it needs.
 type hooks[T any] struct {
-	timeout timingOut[T] // first: a zero-size last field would take a word of padding
-	idem    *idemCall[T] // nil: not idempotent, or not yet claimed
+	timeout timingOut[T]  // first: a zero-size last field would take a word of padding
+	handOff handingOff[T] // zero-size too
+	idem    *idemCall[T]  // nil: not idempotent, or not yet claimed
 	dl      deadLettering[T]
 	obs     observing[T]
 	guard   guarding[T]
@@ -264,6 +266,11 @@ func (hs *hooks[T]) retryingHooked(c *call, d time.Duration) (err error) {
 	defer hs.unwindUnless(c, nil, &returned)
 	if c.cfg.features&(featBudget|featBreaker) != 0 {
 		err = hs.guard.retrying(c, d)
+	}
+	if err == nil && c.cfg.features&featHandOff != 0 {
+		if err = hs.handOff.retrying(c, d); err != nil && c.cfg.features&featBudget != 0 {
+			hs.guard.waited(c, d) // the budget's leave for a wait not made here
+		}
 	}
 	if err == nil && c.cfg.features&featObserver != 0 {
 		err = hs.obs.retrying(c, d)

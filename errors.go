@@ -50,8 +50,9 @@ type Error struct {
 	// cause (context.Cause), context.DeadlineExceeded when the next wait
 	// would have passed the context's deadline, or the refusal of a
 	// [Budget] or [Breaker] (OutcomeRefused). For OutcomeUnknown it is the
-	// context's cause, or the failed renewal of the idempotency claim. It
-	// is nil for OutcomePermanent, where Last says it all.
+	// context's cause, or the failed renewal of the idempotency claim. For
+	// OutcomeHandedOff it is a [*HandedOff], with the job's ID. It is nil
+	// for OutcomePermanent, where Last says it all.
 	Cause error
 
 	// ctxErr is ctx.Err() when it differs from Cause, so that a custom
@@ -82,6 +83,12 @@ func (e *Error) Error() string {
 			b.WriteString(" (")
 			b.WriteString(errorText(e.Cause))
 			b.WriteString(")")
+		}
+	case OutcomeHandedOff:
+		b.WriteString("remaining attempts handed off")
+		if h, ok := e.Cause.(*HandedOff); ok {
+			b.WriteString(" as ")
+			b.WriteString(h.ID)
 		}
 	case OutcomeDeadline:
 		if e.early {

@@ -39,15 +39,20 @@ const (
 	// attempt lost its claim's renewal: fn may or may not have acted. The
 	// error matches [ErrOutcomeUnknown] and the context's cause.
 	OutcomeUnknown
+	// OutcomeHandedOff means the call's remaining attempts were given to
+	// a [HandOff] ([WithHandOff]) instead of a long wait: the work has not
+	// failed, it goes on elsewhere. The error matches [ErrHandedOff], and
+	// its Cause is a [*HandedOff] with the ID of the job.
+	OutcomeHandedOff
 )
 
 // lastOutcome is the highest Outcome.
-const lastOutcome = OutcomeUnknown
+const lastOutcome = OutcomeHandedOff
 
 // String returns the outcome's name in lower case, as used for metric
 // labels: "success", "permanent", "exhausted", "max-elapsed", "deadline",
-// "canceled", "refused" or "unknown"; "Outcome(N)" for a value that is
-// none of these.
+// "canceled", "refused", "unknown" or "handed-off"; "Outcome(N)" for a
+// value that is none of these.
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeSuccess:
@@ -66,6 +71,8 @@ func (o Outcome) String() string {
 		return "refused"
 	case OutcomeUnknown:
 		return "unknown"
+	case OutcomeHandedOff:
+		return "handed-off"
 	default:
 		return "Outcome(" + strconv.Itoa(int(o)) + ")"
 	}

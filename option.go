@@ -47,6 +47,7 @@ const (
 	setBreaker
 	setNestedRetries
 	setHedge
+	setHandOff
 	setFunc // anything else: v is a func(config) config, for the package's own use
 )
 

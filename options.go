@@ -97,6 +97,8 @@ func (cfg *config) applyOne(i int, o *Option) {
 		cfg.nestedRetries = true
 	case setHedge:
 		cfg.hedge = o.v.(*hedgeConfig)
+	case setHandOff:
+		cfg.handOff = o.v.(*handOffConfig)
 	case setFunc:
 		// By value: a *config passed to a func value would put every
 		// config on the heap.
@@ -164,6 +166,7 @@ type config struct {
 	breaker        Breaker               // nil: no breaker
 	hedge          *hedgeConfig          // nil: no hedging
 	hedged         *config               // with hedge: this config as Hedge's calls run it, featHedge on; set by derive
+	handOff        *handOffConfig        // nil: no hand-off of long waits
 	nestedRetries  bool                  // retry errors other Retriers gave up on
 	features       features              // which hooks a call has; set by derive
 	zeroWaits      bool                  // the backoff is Constant(0); set by derive
@@ -172,7 +175,7 @@ type config struct {
 // features says which of a call's features are on: each but the time
 // budget is a hook (hook.go). derive sets them once, and a call's route
 // follows from them alone.
-type features uint8
+type features uint16
 
 const (
 	featBudget         features = 1 << iota // WithBudget: told of every attempt
@@ -183,6 +186,7 @@ const (
 	featDeadLetter                          // WithDeadLetter
 	featTimeBudget                          // WithMaxElapsed: no hook, but the call reads its start
 	featHedge                               // a call of Hedge on a Retrier with WithHedge (config.hedged)
+	featHandOff                             // WithHandOff
 )
 
 // plainFirst says whether a call's first attempt is a plain call of fn,
@@ -278,6 +282,7 @@ func (cfg *config) derive() error {
 		{cfg.idem != nil, featIdempotency},
 		{cfg.dl.active(), featDeadLetter},
 		{cfg.maxElapsed > 0, featTimeBudget},
+		{cfg.handOff != nil, featHandOff},
 	} {
 		if f.on {
 			cfg.features |= f.bit

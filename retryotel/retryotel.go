@@ -20,8 +20,9 @@
 // is held by another caller, or the store failed); retry.attempts counts it
 // all the same. retry.outcome is one of success, permanent, exhausted,
 // max-elapsed, deadline, canceled, refused (a breaker or retry budget
-// stopped the call: see retry.OutcomeRefused) and unknown (the context
-// ended while an attempt ran: see retry.OutcomeUnknown). The retry.calls and
+// stopped the call: see retry.OutcomeRefused), unknown (the context
+// ended while an attempt ran: see retry.OutcomeUnknown) and handed-off
+// (not a failure: see retry.OutcomeHandedOff). The retry.calls and
 // retry.dead_letters series of an operation all exist, at 0, from its
 // first event. The two up-down counters follow the rule in the
 // [retry.Observer] doc, as retryprom's gauges and retrystats' do.
@@ -91,7 +92,7 @@ type Options struct {
 }
 
 // outcomes are the retry.outcome values, indexed by retry.Outcome.
-var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeUnknown)
+var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeHandedOff)
 
 // Observer is a retry.Observer that records OpenTelemetry metrics and span
 // events. Build one with [New]; the zero value is not usable. An Observer

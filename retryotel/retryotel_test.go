@@ -84,7 +84,7 @@ func TestObserver_metrics(t *testing.T) {
 	want := []metricdata.Metrics{
 		counter("retry.calls", "{call}", "Calls ended, by outcome.", true,
 			outcome("success", 1), outcome("permanent", 1), outcome("exhausted", 1), outcome("max-elapsed", 0),
-			outcome("deadline", 0), outcome("canceled", 0), outcome("refused", 0), outcome("unknown", 0)),
+			outcome("deadline", 0), outcome("canceled", 0), outcome("refused", 0), outcome("unknown", 0), outcome("handed-off", 0)),
 		counter("retry.attempts", "{attempt}", "Attempts made, first attempts included.", true,
 			metricdata.DataPoint[int64]{Attributes: op, Value: 7}),
 		counter("retry.retries", "{attempt}", "Attempts after the first of their call.", true,

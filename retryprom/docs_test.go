@@ -50,14 +50,14 @@ func TestDocs(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 42, perOp)
+	require.Equal(t, 43, perOp)
 	for _, doc := range []string{"README.md", "retryprom.go"} {
 		text := docText(t, doc)
 		assert.Contains(t, text, fmt.Sprintf("has %d series", perOp), doc)
 		assert.Contains(t, text, fmt.Sprintf(": %d by default", perOp*(retryprom.DefaultMaxOperations+1)), doc)
 		list := outcomeList.FindStringSubmatch(text)
 		require.NotNil(t, list, "%s lists no outcomes", doc)
-		for _, oc := range retrymetrics.OutcomeLabels(retry.OutcomeUnknown) {
+		for _, oc := range retrymetrics.OutcomeLabels(retry.OutcomeHandedOff) {
 			assert.Regexp(t, "\\b"+regexp.QuoteMeta(oc)+"\\b", list[1], "%s: the outcomes", doc)
 		}
 	}

@@ -20,8 +20,9 @@
 // same.
 //
 // The outcome label is one of success, permanent, exhausted, max-elapsed,
-// deadline, canceled, refused and unknown (see retry.OutcomeRefused and
-// retry.OutcomeUnknown).
+// deadline, canceled, refused, unknown and handed-off (see
+// retry.OutcomeRefused, retry.OutcomeUnknown and retry.OutcomeHandedOff:
+// a handed-off call has not failed, its work goes on in a queue).
 //
 // Every outcome's series, and both dead-letter series, exist at 0 from
 // the first event of an operation in the process, so rate() and
@@ -48,9 +49,9 @@
 // longer than that: a longer name is most likely data, not an operation,
 // and would exceed a scrape's label_value_length_limit or hold a secret.
 //
-// With the default duration buckets each operation has 42 series (14
+// With the default duration buckets each operation has 43 series (15
 // counters and gauges, 11 for the attempts histogram, 17 for the duration
-// histogram), so there are at most 42 × (MaxOperations + 1) in all: 4242
+// histogram), so there are at most 43 × (MaxOperations + 1) in all: 4343
 // by default.
 //
 // The alerts in alerts/retry.rules.yml use these metrics; see
@@ -101,7 +102,7 @@ type Options struct {
 }
 
 // outcomes are the outcome label values, indexed by retry.Outcome.
-var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeUnknown)
+var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeHandedOff)
 
 // Observer is a retry.Observer that updates Prometheus metrics, and a
 // prometheus.Collector of them. Build one with [New]; the zero value is

@@ -76,6 +76,7 @@ retry_calls_total{operation="charge-card",outcome="permanent"} 1
 retry_calls_total{operation="charge-card",outcome="refused"} 0
 retry_calls_total{operation="charge-card",outcome="success"} 1
 retry_calls_total{operation="charge-card",outcome="unknown"} 0
+retry_calls_total{operation="charge-card",outcome="handed-off"} 0
 # HELP retry_dead_letters_total Dead letters of failed calls, by result: recorded by a sink, or failed in every sink.
 # TYPE retry_dead_letters_total counter
 retry_dead_letters_total{operation="charge-card",result="failed"} 0
@@ -223,6 +224,7 @@ retry_calls_total{operation="op",outcome="permanent"} 0
 retry_calls_total{operation="op",outcome="refused"} 0
 retry_calls_total{operation="op",outcome="success"} 0
 retry_calls_total{operation="op",outcome="unknown"} 0
+retry_calls_total{operation="op",outcome="handed-off"} 0
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_total"))
 }
@@ -320,6 +322,7 @@ retry_calls_total{operation="op",outcome="permanent"} 0
 retry_calls_total{operation="op",outcome="refused"} 0
 retry_calls_total{operation="op",outcome="success"} 0
 retry_calls_total{operation="op",outcome="unknown"} 0
+retry_calls_total{operation="op",outcome="handed-off"} 0
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_in_flight", "retry_calls_total"))
 }
@@ -343,6 +346,7 @@ retry_calls_total{operation="op",outcome="permanent"} 0
 retry_calls_total{operation="op",outcome="refused"} 2
 retry_calls_total{operation="op",outcome="success"} 0
 retry_calls_total{operation="op",outcome="unknown"} 0
+retry_calls_total{operation="op",outcome="handed-off"} 0
 # HELP retry_attempts_total Attempts made, first attempts included.
 # TYPE retry_attempts_total counter
 retry_attempts_total{operation="op"} 2

@@ -98,6 +98,8 @@ func (o *slogObserver) OnDone(ctx context.Context, e retry.Done) {
 		msg = "retry: succeeded"
 	case retry.OutcomeCanceled:
 		msg = "retry: cancelled"
+	case retry.OutcomeHandedOff:
+		level, msg = slog.LevelInfo, "retry: handed off" // not a failure: the work goes on elsewhere
 	case retry.OutcomePermanent, retry.OutcomeDeadline:
 		level = slog.LevelWarn
 	default:

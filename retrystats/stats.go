@@ -42,8 +42,8 @@ type Stats struct {
 }
 
 // numOutcomes is the number of Outcome values, retry.OutcomeSuccess to
-// retry.OutcomeUnknown.
-const numOutcomes = int(retry.OutcomeUnknown) + 1
+// retry.OutcomeHandedOff.
+const numOutcomes = int(retry.OutcomeHandedOff) + 1
 
 // attemptBounds and durationBounds are the upper bounds of the histograms,
 // the same as retryprom's and retryotel's default ones.
@@ -123,7 +123,7 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 //
 // Once no call is running, the fields agree exactly:
 //
-//	Calls() == Success + Permanent + Exhausted + MaxElapsed + Deadline + Canceled + Refused + Unknown
+//	Calls() == Success + Permanent + Exhausted + MaxElapsed + Deadline + Canceled + Refused + Unknown + HandedOff
 //	Retries == Attempts - (Calls() - NoAttempt)
 //	InFlight == 0 && Waiting == 0
 //
@@ -133,6 +133,10 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 type Snapshot struct {
 	// Calls that ended, by outcome (see [retry.Outcome]).
 	Success, Permanent, Exhausted, MaxElapsed, Deadline, Canceled, Refused, Unknown uint64
+	// HandedOff counts the calls whose remaining attempts went to a
+	// retry.HandOff (retry.OutcomeHandedOff): not failures, their work
+	// goes on elsewhere.
+	HandedOff uint64
 	// BudgetDenied and CircuitOpen count the Refused calls by who refused
 	// them: a retry budget ([overload.ErrBudgetExhausted]) or a circuit
 	// breaker ([overload.ErrCircuitOpen]). A refusal that matches neither
@@ -210,6 +214,7 @@ func (s *Snapshot) outcomes() [numOutcomes]*uint64 {
 		retry.OutcomeCanceled:   &s.Canceled,
 		retry.OutcomeRefused:    &s.Refused,
 		retry.OutcomeUnknown:    &s.Unknown,
+		retry.OutcomeHandedOff:  &s.HandedOff,
 	}
 }
 

@@ -301,26 +301,27 @@ func TestStats_refusals(t *testing.T) {
 func TestSnapshot_outcome(t *testing.T) {
 	t.Parallel()
 	stats := new(retrystats.Stats)
-	for o := retry.OutcomeSuccess; o <= retry.OutcomeUnknown; o++ {
+	for o := retry.OutcomeSuccess; o <= retry.OutcomeHandedOff; o++ {
 		for range int(o) + 1 {
 			stats.OnDone(t.Context(), retry.Done{Outcome: o, Attempts: 1})
 		}
 	}
-	stats.OnDone(t.Context(), retry.Done{Outcome: retry.OutcomeUnknown + 1, Attempts: 1})
-	byHand := retrystats.Snapshot{Success: 1, Permanent: 2, Exhausted: 3, MaxElapsed: 4, Deadline: 5, Canceled: 6, Refused: 7, Unknown: 8}
+	stats.OnDone(t.Context(), retry.Done{Outcome: retry.OutcomeHandedOff + 1, Attempts: 1})
+	byHand := retrystats.Snapshot{Success: 1, Permanent: 2, Exhausted: 3, MaxElapsed: 4, Deadline: 5, Canceled: 6, Refused: 7, Unknown: 8, HandedOff: 9}
 	for name, s := range map[string]retrystats.Snapshot{"stats": stats.Snapshot(), "by hand": byHand} {
 		fields := map[retry.Outcome]uint64{
 			retry.OutcomeSuccess: s.Success, retry.OutcomePermanent: s.Permanent,
 			retry.OutcomeExhausted: s.Exhausted, retry.OutcomeMaxElapsed: s.MaxElapsed,
 			retry.OutcomeDeadline: s.Deadline, retry.OutcomeCanceled: s.Canceled,
 			retry.OutcomeRefused: s.Refused, retry.OutcomeUnknown: s.Unknown,
+			retry.OutcomeHandedOff: s.HandedOff,
 		}
-		for o := retry.OutcomeSuccess; o <= retry.OutcomeUnknown; o++ {
+		for o := retry.OutcomeSuccess; o <= retry.OutcomeHandedOff; o++ {
 			assert.Equal(t, uint64(o)+1, s.Outcome(o), "%s: Outcome(%s)", name, o)
 			assert.Equal(t, fields[o], s.Outcome(o), "%s: Outcome(%s) is its field", name, o)
 		}
-		assert.Zero(t, s.Outcome(retry.OutcomeUnknown+1), name)
+		assert.Zero(t, s.Outcome(retry.OutcomeHandedOff+1), name)
 		assert.Zero(t, s.Outcome(255), name)
-		assert.Equal(t, uint64(36), s.Calls(), name)
+		assert.Equal(t, uint64(45), s.Calls(), name)
 	}
 }

@@ -29,6 +29,7 @@ type summary struct {
 	Deadline                      int // the next wait would have passed the job's deadline, or it passed during a wait
 	Refused                       int // the retry budget refused the next retry
 	Unknown                       int // the deadline passed while a request was out: sent or not, no one knows
+	HandedOff                     int // the remaining attempts went to a queue (retry.WithHandOff): not failed, not done here
 	Succeeded                     int // deliveries whose call succeeded in this run
 	Other                         int // deliveries that ended any other way (a bug, or a stopped run)
 	DeadLettered, NotDeadLettered uint64
@@ -95,6 +96,8 @@ func (r *runner) summarize(jobs []*job) summary {
 			s.Refused++
 		case retry.OutcomeUnknown:
 			s.Unknown++
+		case retry.OutcomeHandedOff:
+			s.HandedOff++
 		default:
 			s.Other++
 		}
@@ -144,6 +147,9 @@ func (s summary) table() string {
 		once = "at least once, a redelivery after the lease sends it again"
 	}
 	row("unknown", s.Unknown, "the deadline passed while the request was out: pushed or not; "+once)
+	if s.HandedOff > 0 { // only with a queue to hand long waits to: the table is otherwise unchanged
+		row("handed off", s.HandedOff, "the remaining attempts went to the queue, to run at their time: not failed")
+	}
 	if s.river {
 		row("dead-lettered", s.DeadLettered, fmt.Sprintf("the exhausted ones, by retryriver.Wrap (the cancelled stay in River); %d could not be stored", s.NotDeadLettered))
 	} else {
@@ -170,12 +176,15 @@ func (s summary) table() string {
 // accounted is the deliveries the summary accounts for: each ended one
 // way, so it equals Deliveries.
 func (s summary) accounted() int {
-	return s.Succeeded + s.Permanent + s.Exhausted + s.Deadline + s.Refused + s.Unknown + s.DuplicatesPrevented + s.EarlierRun + s.Other
+	return s.Succeeded + s.Permanent + s.Exhausted + s.Deadline + s.Refused + s.Unknown + s.HandedOff + s.DuplicatesPrevented + s.EarlierRun + s.Other
 }
 
 // accounting names the terms of accounted.
 func (s summary) accounting() string {
 	t := fmt.Sprintf("deliveries: %d succeeded + permanent + exhausted + deadline + refused + unknown + %d replayed", s.Succeeded, s.DuplicatesPrevented+s.EarlierRun)
+	if s.HandedOff > 0 {
+		t += fmt.Sprintf(" + %d handed off", s.HandedOff)
+	}
 	if s.Other > 0 {
 		t += fmt.Sprintf(" + %d other", s.Other)
 	}

@@ -1,0 +1,219 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/memstore"
+	"github.com/steadfast-go/retry/retrystats"
+)
+
+// queue is a HandOff that keeps what it is given, or fails with err.
+type queue struct {
+	mu    sync.Mutex
+	err   error
+	taken []retry.Waiting
+}
+
+func (q *queue) HandOff(_ context.Context, w retry.Waiting) (string, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil {
+		return "", q.err
+	}
+	q.taken = append(q.taken, w)
+	return "job-" + strconv.Itoa(len(q.taken)), nil
+}
+
+func (q *queue) waitings() []retry.Waiting {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]retry.Waiting(nil), q.taken...)
+}
+
+// A wait at or above the threshold is handed off: the call ends at once,
+// its error matching ErrHandedOff and carrying the job's ID, and the
+// HandOff gets what a worker needs to resume.
+func TestHandOff_longWaitEndsTheCallHandedOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &queue{}
+		r := mustNew(t, retry.WithHandOff(q, nil), retry.WithName("charge"), retry.WithPayload([]byte(`{"n":1}`)),
+			retry.WithBackoff(retry.Constant(time.Minute)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		fn, calls := failing(5, errTransient)
+		start := time.Now()
+		err := r.Do(context.Background(), fn)
+		assert.Equal(t, start, time.Now(), "the call waited")
+		require.ErrorIs(t, err, retry.ErrHandedOff)
+		assert.ErrorIs(t, err, errTransient, "the last attempt's error is still in the chain")
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomeHandedOff, e.Outcome)
+		assert.Equal(t, 1, e.Attempts)
+		var h *retry.HandedOff
+		require.ErrorAs(t, err, &h)
+		assert.Equal(t, "job-1", h.ID)
+		assert.Equal(t, "retry: remaining attempts handed off as job-1 after 1 attempt: transient", err.Error())
+		assert.EqualValues(t, 1, calls.Load())
+		assert.Equal(t, []retry.Waiting{{Name: "charge", Attempts: 1, Wait: time.Minute, Due: start.Add(time.Minute),
+			Err: errTransient, Payload: []byte(`{"n":1}`)}}, q.waitings())
+	})
+}
+
+// A wait under the threshold is made in memory, and the HandOff is not
+// asked.
+func TestHandOff_shortWaitIsMadeInMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &queue{}
+		r := mustNew(t, retry.WithHandOff(q, &retry.HandOffOptions{Threshold: 10 * time.Second}),
+			retry.WithBackoff(retry.Constant(9*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		fn, calls := failing(2, errTransient)
+		start := time.Now()
+		require.NoError(t, r.Do(context.Background(), fn))
+		assert.Equal(t, 18*time.Second, time.Since(start))
+		assert.EqualValues(t, 3, calls.Load())
+		assert.Empty(t, q.waitings())
+	})
+}
+
+// Once Stopping is closed, every wait is handed off, the shortest too.
+func TestHandOff_stoppingHandsOffEveryWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &queue{}
+		stopping := make(chan struct{})
+		r := mustNew(t, retry.WithHandOff(q, &retry.HandOffOptions{Stopping: stopping}),
+			retry.WithBackoff(retry.Constant(time.Millisecond)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		fn, _ := failing(1, errTransient)
+		require.NoError(t, r.Do(context.Background(), fn), "a short wait before the process stops")
+		close(stopping)
+		fn, _ = failing(1, errTransient)
+		err := r.Do(context.Background(), fn)
+		require.ErrorIs(t, err, retry.ErrHandedOff)
+		require.Len(t, q.waitings(), 1)
+		assert.Equal(t, time.Millisecond, q.waitings()[0].Wait)
+	})
+}
+
+// When the HandOff fails, the call waits in memory as it would have, and
+// observers hear that wait as any other: nothing is lost.
+func TestHandOff_failureFallsBackToTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &queue{err: errors.New("queue down")}
+		rec := &recorder{}
+		r := mustNew(t, retry.WithHandOff(q, nil), retry.WithObserver(rec),
+			retry.WithBackoff(retry.Constant(2*time.Minute)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		fn, calls := failing(1, errTransient)
+		start := time.Now()
+		require.NoError(t, r.Do(context.Background(), fn))
+		assert.Equal(t, 2*time.Minute, time.Since(start))
+		assert.EqualValues(t, 2, calls.Load())
+		assert.Equal(t, []string{"start", "end", "retry", "waitend", "start", "end", "done"}, rec.events)
+	})
+}
+
+// Observers hear a handed-off call as its own outcome, with no retry
+// announced for the wait it did not make; retrystats counts it apart
+// from the failures.
+func TestHandOff_observersCountItsOwnOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec, stats := &recorder{}, &retrystats.Stats{}
+		r := mustNew(t, retry.WithHandOff(&queue{}, nil), retry.WithObserver(rec), retry.WithObserver(stats),
+			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		fn, _ := failing(1, errTransient)
+		require.ErrorIs(t, r.Do(context.Background(), fn), retry.ErrHandedOff)
+		assert.Equal(t, []string{"start", "end", "done"}, rec.events)
+		require.Len(t, rec.dones(), 1)
+		assert.Equal(t, retry.OutcomeHandedOff, rec.dones()[0].Outcome)
+		s := stats.Snapshot()
+		assert.EqualValues(t, 1, s.HandedOff)
+		assert.EqualValues(t, 1, s.Calls())
+		assert.Zero(t, s.Exhausted+s.Permanent+s.Refused+s.Unknown)
+		assert.Zero(t, s.InFlight)
+		assert.Zero(t, s.Waiting)
+		assert.Equal(t, "handed-off", retry.OutcomeHandedOff.String())
+		var o retry.Outcome
+		require.NoError(t, o.UnmarshalText([]byte("handed-off")))
+		assert.Equal(t, retry.OutcomeHandedOff, o)
+	})
+}
+
+// A handed-off call is not dead-lettered: its work goes on in the queue.
+// Asking for it in DeadLetterOptions.On is bad input.
+func TestHandOff_isNotDeadLettered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := deadletter.NewMemorySink()
+		r := mustNew(t, retry.WithHandOff(&queue{}, nil), retry.WithDeadLetter(sink, nil),
+			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		fn, _ := failing(1, errTransient)
+		err := r.Do(context.Background(), fn)
+		require.ErrorIs(t, err, retry.ErrHandedOff)
+		assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+		assert.Zero(t, sink.Len())
+	})
+	_, err := retry.New(retry.WithDeadLetter(deadletter.NewMemorySink(),
+		&retry.DeadLetterOptions{On: []retry.Outcome{retry.OutcomeHandedOff}}))
+	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+}
+
+// An idempotent call hands off its key and releases its claim, so that
+// the attempts that resume under the key may claim it: the work is done
+// once, by them.
+func TestHandOff_idempotentCallReleasesItsKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &queue{}
+		store := memstore.New(nil)
+		r := mustNew(t, retry.WithHandOff(q, nil), retry.WithIdempotency(store, nil),
+			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		ctx := retry.ContextWithIdempotencyKey(context.Background(), "order-7")
+		fn, calls := failing(1, errTransient)
+		require.ErrorIs(t, r.Do(ctx, fn), retry.ErrHandedOff)
+		require.Len(t, q.waitings(), 1)
+		assert.Equal(t, "order-7", q.waitings()[0].IdempotencyKey)
+		// The resumed work, under the same key, runs fn; a repeat of it
+		// replays the success.
+		require.NoError(t, r.Do(ctx, fn))
+		require.NoError(t, r.Do(ctx, fn))
+		assert.EqualValues(t, 2, calls.Load())
+	})
+}
+
+// A budget's leave to retry is given back when the wait is handed off:
+// the budget does not count a call as waiting that no longer is.
+func TestHandOff_givesTheBudgetItsWaitBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &waitBudget{}
+		r := mustNew(t, retry.WithHandOff(&queue{}, nil), retry.WithBudget(b),
+			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter))
+		fn, _ := failing(1, errTransient)
+		require.ErrorIs(t, r.Do(context.Background(), fn), retry.ErrHandedOff)
+		assert.Equal(t, 1, b.retries)
+		assert.Equal(t, 1, b.waited)
+	})
+}
+
+type waitBudget struct{ retries, waited int }
+
+func (b *waitBudget) Attempted(int, bool, bool) {}
+func (b *waitBudget) Retry(time.Duration) error { b.retries++; return nil }
+func (b *waitBudget) Waited()                   { b.waited++ }
+
+func TestWithHandOff_badInput(t *testing.T) {
+	var nilQueue *queue
+	for name, o := range map[string]retry.Option{
+		"nil":                retry.WithHandOff(nil, nil),
+		"nil pointer":        retry.WithHandOff(nilQueue, nil),
+		"negative threshold": retry.WithHandOff(&queue{}, &retry.HandOffOptions{Threshold: -time.Second}),
+	} {
+		_, err := retry.New(o)
+		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
+	}
+}
