@@ -152,6 +152,9 @@ func (hs *hooks[T]) startHooked(c *call) (v T, err error, done bool) {
 	if c.cfg.readsStart() {
 		c.start = c.cfg.clockReading()
 	}
+	if r := c.cfg.resume; r != nil { // never with a first attempt of the entry point's: not plainFirst
+		c.attempts, c.prevWait = r.attempts, r.wait
+	}
 	switch {
 	case c.last != nil:
 		c.attempts, c.ran = 1, true

@@ -152,3 +152,31 @@ func closed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// resumeConfig is WithResume's setting.
+type resumeConfig struct {
+	attempts int
+	wait     time.Duration
+}
+
+// WithResume makes each call go on with the attempts of a call that was
+// handed off ([WithHandOff]) after attempts attempts, before a wait of
+// wait: a [Waiting]'s Attempts and Wait. The call's first attempt is
+// attempt attempts+1 for observers, [WithMaxAttempts] counts the attempts
+// already made, the [*Error] reports them all, and the schedule goes on
+// from wait (as [Decorrelated] grows from the previous wait); a handed-off
+// call hands off again with the total. The call makes at least one
+// attempt, even if attempts already reaches WithMaxAttempts. The time
+// budget of [WithMaxElapsed] counts from the resumed call's start. A
+// worker that runs handed-off work derives a Retrier per job with it
+// ([Retrier.With]), as retryriver's HandOffWorker does. attempts and wait
+// must not be negative. Default: a call starts afresh.
+func WithResume(attempts int, wait time.Duration) Option {
+	switch {
+	case attempts < 0:
+		return invalid("WithResume(%d, %v): the attempts made must not be negative", attempts, wait)
+	case wait < 0:
+		return invalid("WithResume(%d, %v): the wait must not be negative", attempts, wait)
+	}
+	return Option{set: setResume, v: &resumeConfig{attempts: attempts, wait: wait}}
+}

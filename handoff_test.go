@@ -217,3 +217,49 @@ func TestWithHandOff_badInput(t *testing.T) {
 		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
 	}
 }
+
+// A resumed call counts the attempts made before the hand-off: its first
+// attempt is the next one, WithMaxAttempts counts them all, the error
+// reports them all, and a hand-off again says the total.
+func TestWithResume_continuesTheAttemptCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		r := mustNew(t, retry.WithMaxAttempts(3), retry.WithObserver(rec), retry.WithBudget(nil),
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
+		resumed, err := r.With(retry.WithResume(2, 5*time.Second))
+		require.NoError(t, err)
+		fn, calls := failing(10, errTransient)
+		err = resumed.Do(context.Background(), fn)
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomeExhausted, e.Outcome)
+		assert.Equal(t, 3, e.Attempts)
+		assert.EqualValues(t, 1, calls.Load(), "only the third attempt was left")
+		assert.Equal(t, []int{3}, rec.starts)
+		assert.Equal(t, 3, rec.dones()[0].Attempts)
+
+		// One attempt made before: the resumed call may wait in memory and
+		// succeed at the third.
+		resumed, err = r.With(retry.WithResume(1, 5*time.Second))
+		require.NoError(t, err)
+		fn, calls = failing(1, errTransient)
+		require.NoError(t, resumed.Do(context.Background(), fn))
+		assert.EqualValues(t, 2, calls.Load())
+
+		// Handed off again, the total is what the HandOff hears.
+		q := &queue{}
+		again, err := r.With(retry.WithResume(1, time.Minute), retry.WithHandOff(q, &retry.HandOffOptions{Threshold: time.Second}))
+		require.NoError(t, err)
+		fn, _ = failing(1, errTransient)
+		require.ErrorIs(t, again.Do(context.Background(), fn), retry.ErrHandedOff)
+		require.Len(t, q.waitings(), 1)
+		assert.Equal(t, 2, q.waitings()[0].Attempts)
+	})
+}
+
+func TestWithResume_badInput(t *testing.T) {
+	for _, o := range []retry.Option{retry.WithResume(-1, 0), retry.WithResume(1, -time.Second)} {
+		_, err := retry.New(o)
+		assert.ErrorIs(t, err, retry.ErrInvalidOption)
+	}
+}

@@ -48,6 +48,7 @@ const (
 	setNestedRetries
 	setHedge
 	setHandOff
+	setResume
 	setFunc // anything else: v is a func(config) config, for the package's own use
 )
 

@@ -99,6 +99,8 @@ func (cfg *config) applyOne(i int, o *Option) {
 		cfg.hedge = o.v.(*hedgeConfig)
 	case setHandOff:
 		cfg.handOff = o.v.(*handOffConfig)
+	case setResume:
+		cfg.resume = o.v.(*resumeConfig)
 	case setFunc:
 		// By value: a *config passed to a func value would put every
 		// config on the heap.
@@ -167,6 +169,7 @@ type config struct {
 	hedge          *hedgeConfig          // nil: no hedging
 	hedged         *config               // with hedge: this config as Hedge's calls run it, featHedge on; set by derive
 	handOff        *handOffConfig        // nil: no hand-off of long waits
+	resume         *resumeConfig         // nil: calls start afresh
 	nestedRetries  bool                  // retry errors other Retriers gave up on
 	features       features              // which hooks a call has; set by derive
 	zeroWaits      bool                  // the backoff is Constant(0); set by derive
@@ -187,6 +190,7 @@ const (
 	featTimeBudget                          // WithMaxElapsed: no hook, but the call reads its start
 	featHedge                               // a call of Hedge on a Retrier with WithHedge (config.hedged)
 	featHandOff                             // WithHandOff
+	featResume                              // WithResume: no hook, but the call starts where a handed-off one stopped
 )
 
 // plainFirst says whether a call's first attempt is a plain call of fn,
@@ -283,6 +287,7 @@ func (cfg *config) derive() error {
 		{cfg.dl.active(), featDeadLetter},
 		{cfg.maxElapsed > 0, featTimeBudget},
 		{cfg.handOff != nil, featHandOff},
+		{cfg.resume != nil, featResume},
 	} {
 		if f.on {
 			cfg.features |= f.bit
