@@ -15,6 +15,15 @@
 //     inserting the job again ([Reinsert]). The job's ID is the
 //     idempotency key, so a job that River works again after its work
 //     ran replays the outcome instead of repeating it.
+//   - [HandOff] is a [retry.HandOff] for retry.WithHandOff: a call of Do
+//     whose next wait is long, or whose process is stopping, becomes a
+//     job of [HandOffArgs] scheduled at the end of the wait, inserted in
+//     the caller's transaction when its context has one ([WithTx]); the
+//     call returns at once with an error matching [retry.ErrHandedOff]
+//     that holds the job's ID. A [HandOffWorker] runs the job's remaining
+//     attempts when it is due, in any process, going on with the call's
+//     attempt count and under its idempotency key: nothing waits in
+//     memory, and nothing is lost when the process stops.
 //
 // The package needs River's pgx v5 driver or another one only in the
 // program: it uses River's generic API.

@@ -125,12 +125,17 @@ func (w *mpWorker) Work(ctx context.Context, job *river.Job[mpArgs]) error {
 
 // runHelperProcess runs the role the test binary was started for.
 func runHelperProcess(role string) int {
-	if role != "worker" {
+	run, ok := map[string]func() error{
+		"worker":  runWorkerProcess,
+		"handoff": runHandOffProcess, // handoff_kill_test.go
+		"resumer": runResumerProcess,
+	}[role]
+	if !ok {
 		fmt.Fprintf(os.Stderr, "unknown helper role %q\n", role)
 		return 2
 	}
-	if err := runWorkerProcess(); err != nil {
-		fmt.Fprintln(os.Stderr, "retryriver worker process:", err)
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "retryriver %s process: %v\n", role, err)
 		return 1
 	}
 	return 0
@@ -214,11 +219,18 @@ type workerProcess struct {
 // ends, if it was not before.
 func startWorkers(t *testing.T, n int, env ...string) []*workerProcess {
 	t.Helper()
+	return startHelpers(t, "worker", n, env...)
+}
+
+// startHelpers starts n processes of the test binary in role, as
+// startWorkers does; each must print "ready" first.
+func startHelpers(t *testing.T, role string, n int, env ...string) []*workerProcess {
+	t.Helper()
 	procs := make([]*workerProcess, n)
 	ready := make(chan error, n)
 	for i := range procs {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(append(os.Environ(), env...), helperEnv+"=worker", mpProcEnv+"="+strconv.Itoa(i))
+		cmd.Env = append(append(os.Environ(), env...), helperEnv+"="+role, mpProcEnv+"="+strconv.Itoa(i))
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		require.NoError(t, err)
@@ -232,7 +244,7 @@ func startWorkers(t *testing.T, n int, env ...string) []*workerProcess {
 			if lines.Scan() && lines.Text() == "ready" {
 				ready <- nil
 			} else {
-				ready <- fmt.Errorf("worker process %d said %q (%v)", i, lines.Text(), lines.Err())
+				ready <- fmt.Errorf("%s process %d said %q (%v)", role, i, lines.Text(), lines.Err())
 			}
 			_, _ = io.Copy(io.Discard, out)
 			p.done <- cmd.Wait()
@@ -244,7 +256,7 @@ func startWorkers(t *testing.T, n int, env ...string) []*workerProcess {
 		case err := <-ready:
 			require.NoError(t, err)
 		case <-time.After(30 * time.Second):
-			t.Fatal("the worker processes were not ready within 30s")
+			t.Fatalf("the %s processes were not ready within 30s", role)
 		}
 	}
 	return procs
