@@ -60,6 +60,14 @@
 // then the Jitter's); a nil rnd draws from r's source, as
 // float64(src.Uint64()>>11) / (1<<53) for [WithRandom]'s src.
 //
+// A wait of minutes is better made in a queue than in memory: with
+// [WithHandOff], a wait of at least its threshold (1 minute), or any wait
+// once the process is stopping, is given with the call's remaining
+// attempts to a [HandOff] (retryriver's enqueues a River job at the retry
+// time), and Do returns at once with [OutcomeHandedOff], matching
+// [ErrHandedOff]. The worker that runs the job goes on with the call
+// through [WithResume].
+//
 // # Idempotent calls
 //
 // With [WithIdempotency], Do claims the call's key in the store with a
@@ -183,7 +191,9 @@
 // A call's events are OnAttemptStart, OnAttemptEnd, then OnRetry or
 // OnDone. After OnRetry comes the wait, unless its Delay is 0, and
 // OnWaitEnd when it ends (Cut if the call's context ended it), then the
-// next OnAttemptStart, or OnDone if the call stops. OnDone comes exactly
+// next OnAttemptStart, or OnDone if the call stops. A call handed off
+// ([WithHandOff]) has no OnRetry for the wait it did not make: OnDone
+// follows OnAttemptEnd, with [OutcomeHandedOff]. OnDone comes exactly
 // once per call, even when no attempt ran or fn panicked (then the error
 // of OnAttemptEnd and OnDone reads "retry: the attempt panicked", Outcome
 // is OutcomePermanent, and the panic goes on), but not for bad input
