@@ -163,3 +163,20 @@ func TestSlogObserver_deadLetterFailedIsError(t *testing.T) {
 	assert.Contains(t, out, `level=ERROR msg="retry: gave up" operation=x outcome=permanent attempts=1 elapsed=0s dead_letter=failed`)
 	assert.Contains(t, out, `level=WARN msg="retry: gave up" operation=y outcome=permanent attempts=1 elapsed=0s dead_letter=recorded`)
 }
+
+// handOffQueue takes every wait handed to it.
+type handOffQueue struct{}
+
+func (handOffQueue) HandOff(context.Context, retry.Waiting) (string, error) { return "job-1", nil }
+
+// A handed-off call is no failure: it is logged at Info, as a hand-off.
+func TestSlogObserver_handedOffIsInfo(t *testing.T) {
+	t.Parallel()
+	recs := logged(t, slog.LevelDebug, nil, metricstest.Failing(9, nil),
+		retry.WithHandOff(handOffQueue{}, &retry.HandOffOptions{Threshold: time.Second}))
+	require.Len(t, recs, 1, "no retry is announced for the wait handed off")
+	assert.Equal(t, "INFO", recs[0]["level"])
+	assert.Equal(t, "retry: handed off", recs[0]["msg"])
+	assert.Equal(t, "handed-off", recs[0]["outcome"])
+	assert.Contains(t, recs[0]["error"], "handed off as job-1")
+}
