@@ -94,7 +94,10 @@ func WithTx[TTx any](ctx context.Context, tx TTx) context.Context {
 
 // HandOff inserts w as a job scheduled at w.Due, in the transaction of
 // ctx if it has one ([WithTx]), and returns the job's ID in decimal. Due
-// is on the Retrier's clock: use the real one with a HandOff.
+// is on the Retrier's clock: use the real one with a HandOff. An insert
+// that fails in a transaction leaves it aborted on PostgreSQL: the call
+// then waits in memory as retry.WithHandOff says, but the transaction
+// can only be rolled back.
 func (h *HandOff[TTx]) HandOff(ctx context.Context, w retry.Waiting) (string, error) {
 	args := HandOffArgs{Name: w.Name, Attempts: w.Attempts, Wait: w.Wait, Key: w.IdempotencyKey, Payload: w.Payload}
 	opts := h.opts
@@ -125,8 +128,13 @@ func (h *HandOff[TTx]) HandOff(ctx context.Context, w retry.Waiting) (string, er
 // off again (the Retrier has retry.WithHandOff: a new job goes on); it is
 // cancelled (river.JobCancel, with the call's error) when the call gives
 // up, which the Retrier's own retry.WithDeadLetter records; and River
-// retries it when the call's context ended (the client stopping), so
-// that no attempt is lost.
+// retries it when the job's context ended (the client stopping, or
+// River's job timeout passing, which Do reports as canceled or
+// deadline), so that no attempt is lost: the key keeps a side effect
+// that did happen from happening again. A job's remaining attempts and
+// their waits must fit in River's job timeout (river.Config.JobTimeout,
+// 1 minute by default): give r retry.WithHandOff too, so that each wait
+// of a threshold or more goes back to the queue.
 type HandOffWorker struct {
 	river.WorkerDefaults[HandOffArgs]
 	r     *retry.Retrier
@@ -170,8 +178,8 @@ func (w *HandOffWorker) Work(ctx context.Context, job *river.Job[HandOffArgs]) e
 	switch {
 	case err == nil, errors.Is(err, retry.ErrHandedOff):
 		return nil
-	case errors.As(err, &e) && e.Outcome == retry.OutcomeCanceled:
-		return err // River works the job again
+	case errors.As(err, &e) && (e.Outcome == retry.OutcomeCanceled || e.Outcome == retry.OutcomeDeadline):
+		return err // the job's context ended: River works the job again
 	default:
 		return river.JobCancel(err)
 	}

@@ -144,6 +144,20 @@ func TestHandOffWorker_continuesTheCall(t *testing.T) {
 	err = work(retryriver.HandOffArgs{Name: "nope", Attempts: 1})
 	require.ErrorAs(t, err, &cancel)
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+
+	// The job's context ended (the client stopping, River's job timeout):
+	// River works the job again, so that no attempt is lost.
+	ended, stop := context.WithCancel(t.Context())
+	stop()
+	late, stopLate := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer stopLate()
+	for _, ctx := range []context.Context{ended, late} {
+		err = w.Work(ctx, &river.Job[retryriver.HandOffArgs]{JobRow: &rivertype.JobRow{ID: 1, Attempt: 1, MaxAttempts: 25},
+			Args: retryriver.HandOffArgs{Name: "ship", Attempts: 1}})
+		require.Error(t, err)
+		assert.NotErrorAs(t, err, &cancel, "the job was cancelled: %v", err)
+		assert.ErrorIs(t, err, ctx.Err())
+	}
 }
 
 type attemptLog struct{ starts []int }
