@@ -45,8 +45,9 @@ const (
 //
 // The other attempts' contexts are cancelled, with the cause
 // [ErrHedgeLost], and their results dropped; a value that is an
-// io.Closer is closed. A failure worth retrying lets the others run on,
-// and the call waits and retries as usual only once all have failed; a
+// io.Closer is closed. A failure worth retrying lets the others run on
+// and, while one runs, sends the next hedge at once (as gRFC A6 does);
+// the call waits and retries as usual only once all have failed; a
 // permanent one ends the call. Each hedge is an attempt: counted in
 // [Error.Attempts] and [Done], heard by observers on its own goroutine,
 // asked of the breaker and of the budget (Retry(0)) before it starts. A
