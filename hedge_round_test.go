@@ -434,6 +434,36 @@ func TestHedge_adaptiveDelayFollowsTheAttempts(t *testing.T) {
 	})
 }
 
+// A Delay given with the adaptive settings serves until the window has
+// warmed up: a new process hedges its first calls too, then follows its
+// attempts' latency.
+func TestHedge_delayServesUntilTheWindowWarmsUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Delay: 50 * time.Millisecond, Percentile: 0.97, Window: 100}),
+			retry.WithBudget(nil))
+		require.NoError(t, err)
+		slow := func(ctx context.Context, k int32) error {
+			if k == 1 {
+				return (&attempts{}).ended(ctx, 1)
+			}
+			time.Sleep(time.Millisecond)
+			return nil
+		}
+		var a attempts
+		start := time.Now()
+		require.NoError(t, r.Hedge(t.Context(), func(ctx context.Context) error { return slow(ctx, a.next()) }))
+		assert.Equal(t, 51*time.Millisecond, time.Since(start), "a hedge at the warm-up delay, 50ms")
+		for range 99 {
+			require.NoError(t, r.Hedge(t.Context(), func(context.Context) error { time.Sleep(2 * time.Millisecond); return nil }))
+		}
+		var b attempts
+		start = time.Now()
+		require.NoError(t, r.Hedge(t.Context(), func(ctx context.Context) error { return slow(ctx, b.next()) }))
+		assert.Equal(t, 3*time.Millisecond, time.Since(start), "warm: a hedge at the 97th, 2ms")
+		synctest.Wait()
+	})
+}
+
 func TestHedge_needsWithHedge(t *testing.T) {
 	r, err := retry.New()
 	require.NoError(t, err)
