@@ -857,3 +857,26 @@ func TestHedge_deadLetterLabelsTheFailingAttempt(t *testing.T) {
 		}
 	})
 }
+
+// No hedge outlives its call blocked: with many Ps (the fault was seen
+// once in 30 runs on 16 cores, never on 2), calls whose attempts all hang
+// until the deadline leave no goroutine of theirs behind, counted in the
+// bubble after each call, where nothing outside it can add one.
+func TestHedge_noGoroutineOutlivesItsCallAtHighGOMAXPROCS(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16))
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t, retry.WithMaxAttempts(3))
+		before := bubbleGoroutines(t)
+		for i := range 300 {
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			_, err := retry.HedgeValue(ctx, r, func(ctx context.Context) (int, error) {
+				<-ctx.Done()
+				return 0, ctx.Err()
+			})
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			synctest.Wait()
+			require.Equal(t, before, bubbleGoroutines(t), "goroutines in the bubble after call %d", i)
+		}
+	})
+}
