@@ -46,6 +46,7 @@ type retryStream struct {
 	opts      []grpc.CallOption
 	key       string
 	retryable codeSet
+	since     *sincePushback // with Options.RestartBackoffAfterPushback
 
 	opened   chan struct{} // closed once the first attempt is open, or the call decided
 	openOnce sync.Once
@@ -73,6 +74,9 @@ func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		opened: make(chan struct{}), decided: make(chan struct{})}
 	if m.safe || keyed {
 		s.retryable = m.idempotent
+	}
+	if ic.restart {
+		s.since = &sincePushback{r: m.r}
 	}
 	s.cond.L = &s.mu
 	go s.run()
@@ -124,7 +128,7 @@ func (s *retryStream) attempt(ctx context.Context) error {
 			stop()
 			cancel()
 		}
-		return verdict(s.ctx, ctx, s.retryable, err, nil)
+		return verdict(s.ctx, ctx, s.retryable, err, nil, s.since)
 	}
 	for _, msg := range s.buf {
 		if cs.SendMsg(msg) != nil {
@@ -165,7 +169,7 @@ func (s *retryStream) attempt(ctx context.Context) error {
 	if committed {
 		return retry.Permanent(rerr) // past MaxReplayBytes: no attempt follows
 	}
-	return verdict(s.ctx, ctx, s.retryable, rerr, cs.Trailer())
+	return verdict(s.ctx, ctx, s.retryable, rerr, cs.Trailer(), s.since)
 }
 
 func (s *retryStream) commit() {

@@ -47,6 +47,8 @@ type unaryCall struct {
 	retryable codeSet
 	n         int
 	trailer   metadata.MD
+	since     sincePushback
+	restart   bool // Options.RestartBackoffAfterPushback
 }
 
 func (ic *interceptor) unary(ctx context.Context, name string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -61,6 +63,7 @@ func (ic *interceptor) unary(ctx context.Context, name string, req, reply any, c
 	c := ic.unaries.Get().(*unaryCall)
 	c.ic, c.ctx, c.method, c.req, c.reply, c.cc, c.invoker, c.key = ic, ctx, name, req, reply, cc, invoker, key
 	c.retryable = m.retryable
+	c.since.r, c.restart = m.r, ic.restart
 	if idempotent {
 		c.retryable = m.idempotent
 	}
@@ -81,7 +84,11 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	return verdict(c.ctx, ctx, c.retryable, err, c.trailer)
+	var since *sincePushback
+	if c.restart {
+		since = &c.since
+	}
+	return verdict(c.ctx, ctx, c.retryable, err, c.trailer, since)
 }
 
 // hedgedUnary is what the attempts of a hedged unary call share; each
@@ -121,7 +128,7 @@ func (h *hedgedUnary) attempt(ctx context.Context) (proto.Message, error) {
 	var trailer metadata.MD
 	err := h.invoker(h.ic.outgoing(ctx, n, h.key), h.method, h.req, out, h.cc, append(h.opts, grpc.Trailer(&trailer))...)
 	if err != nil {
-		return nil, verdict(h.ctx, ctx, h.retryable, err, trailer)
+		return nil, verdict(h.ctx, ctx, h.retryable, err, trailer, nil) // no backoff to restart
 	}
 	return out, nil
 }
