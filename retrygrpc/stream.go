@@ -20,8 +20,9 @@ import (
 // [Options.MaxReplayBytes]) and the CloseSend; once the headers are in, a
 // message is, or the sent messages passed that bound, no attempt follows
 // and the stream is the last attempt's. Streams are not hedged. A nil r
-// means the zero [retry.Retrier]'s defaults, a nil opts every [Options]
-// default; an invalid option gives an error wrapping
+// means the defaults: those of the zero [retry.Retrier] (as [retry.New]()
+// but with no budget), as in retryhttp; a nil opts every [Options]
+// default. An invalid option gives an error wrapping
 // [retry.ErrInvalidOption]. Safe for concurrent use; see the package doc.
 func StreamClientInterceptor(r *retry.Retrier, opts *Options) (grpc.StreamClientInterceptor, error) {
 	ic, err := newInterceptor(r, opts)

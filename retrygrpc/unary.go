@@ -14,13 +14,14 @@ import (
 // UnaryClientInterceptor returns an interceptor that runs each unary call
 // through r: the failures that its method's [Policy] retries are tried
 // again on r's schedule, budget and breaker, within the call's context;
-// the others end the call at once. A nil r means the zero
-// [retry.Retrier]'s defaults (no budget), a nil opts every [Options]
-// default. When r hedges ([retry.WithHedge]), the calls of methods safe
-// to run twice at once are hedged. An invalid option gives an error
-// wrapping [retry.ErrInvalidOption]. The interceptor is safe for
-// concurrent use; build it once per ClientConn, with a Retrier of its
-// own, so that one budget covers one target. See the package doc.
+// the others end the call at once. A nil r means the defaults: those
+// of the zero [retry.Retrier] (as [retry.New]() but with no budget), as
+// in retryhttp; a nil opts every [Options] default. When r hedges
+// ([retry.WithHedge]), the calls of methods safe to run twice at once are
+// hedged. An invalid option gives an error wrapping
+// [retry.ErrInvalidOption]. The interceptor is safe for concurrent use;
+// build it once per ClientConn, with a Retrier of its own, so that one
+// budget covers one target. See the package doc.
 func UnaryClientInterceptor(r *retry.Retrier, opts *Options) (grpc.UnaryClientInterceptor, error) {
 	ic, err := newInterceptor(r, opts)
 	if err != nil {
