@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -35,9 +36,10 @@ type hook[T any] interface {
 	// retrying runs before a wait of d for another attempt; an error
 	// refuses it and ends the call.
 	retrying(c *call, d time.Duration) error
-	// waited runs when a wait of d ended, by its timer or by the call's
-	// context (which the loop then finds ended).
-	waited(c *call, d time.Duration)
+	// waited runs when a wait of d ended, by its timer, by the call's
+	// context (which the loop then finds ended) or by the process
+	// stopping; an error ends the call (its rest was handed off).
+	waited(c *call, d time.Duration) error
 	// end runs once, when the call ends with v and err (nil, or an
 	// *Error), fills in its part of the Done event and returns what Do
 	// returns.
@@ -52,7 +54,20 @@ type hook[T any] interface {
 type attemptState struct {
 	cancel   context.CancelFunc // the attempt timeout's
 	start    time.Duration      // the observer's mark of the attempt's start, since the call's
+	number   int32              // the attempt whose result the hooks see, if not c.attempts: a hedge's (32 bits: it fits in observed's padding)
 	observed bool               // the observer heard it start and not yet end
+}
+
+// attemptNumber is k as attemptState keeps it; past 2³¹-1 attempts, a
+// count no call reaches, it says so.
+func attemptNumber(k int) int32 { return int32(min(k, math.MaxInt32)) }
+
+// attempt is the number of the attempt whose result the hooks see.
+func (a *attemptState) attempt(c *call) int {
+	if a.number != 0 {
+		return int(a.number)
+	}
+	return c.attempts
 }
 
 // action is what a hook's begin or before says of the attempt.
@@ -75,6 +90,6 @@ func (noHook[T]) fnContext(_ *call, _ *attemptState, ctx context.Context) contex
 func (noHook[T]) after(_ *call, _ *attemptState, v T, err error) (T, error)               { return v, err }
 func (noHook[T]) ruled(*call, error, ruling)                                              {}
 func (noHook[T]) retrying(*call, time.Duration) error                                     { return nil }
-func (noHook[T]) waited(*call, time.Duration)                                             {}
+func (noHook[T]) waited(*call, time.Duration) error                                       { return nil }
 func (noHook[T]) end(_ *call, v T, err error, _ *Done) (T, error)                         { return v, err }
 func (noHook[T]) unwind(*call, *attemptState)                                             {}

@@ -26,7 +26,7 @@ func (o *observing[T]) before(c *call, a *attemptState) (v T, err error, act act
 func (o *observing[T]) after(c *call, a *attemptState, v T, err error) (T, error) {
 	a.observed = false
 	o.lastEnd = c.sinceStart()
-	c.cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: c.cfg.name, Attempt: c.attempts, Err: err, Duration: o.lastEnd - a.start})
+	c.cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: c.cfg.name, Attempt: a.attempt(c), Err: err, Duration: o.lastEnd - a.start})
 	return v, err
 }
 
@@ -42,7 +42,7 @@ func (o *observing[T]) retrying(c *call, d time.Duration) error {
 // passing the select's case, costs runCall's frame nothing; a look at its
 // Done channel takes no lock, where Err on a done context takes the one of
 // the channel every parked call shares.
-func (o *observing[T]) waited(c *call, d time.Duration) {
+func (o *observing[T]) waited(c *call, d time.Duration) error {
 	cut := false
 	select {
 	case <-c.ctx.Done():
@@ -50,6 +50,7 @@ func (o *observing[T]) waited(c *call, d time.Duration) {
 	default:
 	}
 	c.cfg.observer.OnWaitEnd(c.ctx, WaitEnd{Name: c.cfg.name, Attempt: c.attempts, Delay: d, Cut: cut})
+	return nil
 }
 
 // end tells the Observer the call's outcome, d, which the hooks before it
