@@ -310,3 +310,54 @@ func TestDoubleRetries(t *testing.T) {
 		}
 	})
 }
+
+// TestHedgeAtOnceAfterAFailure: a hedge that fails with a non-fatal code
+// while attempt 0 still runs sends the next hedge at once, as A6 does,
+// not after another hedge delay: on the mock clock, attempt 2 reaches
+// the server while the clock stands still.
+func TestHedgeAtOnceAfterAFailure(t *testing.T) {
+	hold := make(chan struct{}) // never closed: attempt 0 answers only when cancelled
+	srv := &server{script: []step{{hold: hold}, {code: codes.Unavailable}}, entered: make(chan int, 3), gone: make(chan int, 3), byHeader: true}
+	clk := retrytest.NewClock()
+	u, _ := interceptors(t, hedgingOn(t, clk, 3), &retrygrpc.Options{Files: idempotentFiles(t)})
+	client, _ := start(t, srv, u, nil)
+	type result struct {
+		id  string
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		resp, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		res <- result{resp.GetServerId(), err}
+	}()
+	if n := received(t, srv.entered, "attempt 0"); n != 0 {
+		t.Fatalf("attempt %d reached the server first, want 0", n)
+	}
+	clk.Add(hedgeDelay)
+	if n := received(t, srv.entered, "the first hedge"); n != 1 {
+		t.Fatalf("attempt %d, want the first hedge, 1", n)
+	}
+	// From here the clock stands still: Add(0) runs the timers due now,
+	// so only a hedge sent at once reaches the server.
+	stuck := time.After(5 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case n := <-srv.entered:
+			if n != 2 {
+				t.Fatalf("attempt %d, want the second hedge, 2", n)
+			}
+			waiting = false
+		case <-stuck:
+			t.Fatal("no second hedge after the first failed, with the clock standing still: it waits for the hedge delay")
+		case <-time.After(time.Millisecond):
+			clk.Add(0)
+		}
+	}
+	got := <-res
+	if got.err != nil || got.id != "2" {
+		t.Fatalf("got %q, %v: want the second hedge's answer, 2", got.id, got.err)
+	}
+	if n := received(t, srv.gone, "cancellation of attempt 0"); n != 0 {
+		t.Errorf("attempt %d was cancelled, want 0", n)
+	}
+}
