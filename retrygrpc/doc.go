@@ -104,7 +104,8 @@
 // delay, another is sent beside it, each into a reply of its own, and
 // the first success is copied into the caller's reply. A6's non-fatal
 // codes are the retryable ones: such a failure of one attempt lets the
-// others run; any other code is fatal and ends the call. The losers'
+// others run and, as in A6, sends the next hedge at once, not after the
+// hedge delay; any other code is fatal and ends the call. The losers'
 // contexts are cancelled, which cancels their RPCs on the server too. A
 // call of a method that is not idempotent, or whose reply is not a
 // proto.Message, is never hedged.
