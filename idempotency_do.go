@@ -2,29 +2,11 @@ package retry
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/steadfast-go/retry/internal/idemctx"
 )
-
-// errHeld is what an attempt returns when another caller holds the key.
-// It is its own value, not ErrInProgress itself, so that Do can retry it
-// whatever WithRetryIf says without also retrying an ErrInProgress that
-// fn returns (from an inner Do).
-var errHeld error = heldError{}
-
-type heldError struct{}
-
-func (heldError) Error() string {
-	return "retry: idempotency key held by another caller; its outcome is not known yet"
-}
-func (heldError) Unwrap() error  { return ErrInProgress }
-func (heldError) alwaysRetried() {}
 
 // minHolderPoll keeps a waiting caller from spinning on the store when
 // the backoff schedule says not to wait at all.
@@ -52,13 +34,11 @@ const (
 // the end.
 type idemCall[T any] struct {
 	noHook[T]
-	heldClaim // the call's key and the claim it holds, which a renewer keeps
-	fp        string
+	heldClaim // the call's key, the claim it holds and the store calls that keep it
 
 	state    idemState
-	looked   time.Time // when the last Claim was sent
-	value    T         // fn's value in state ranAhead
-	renewing *renewer  // keeps the claim while fn runs; nil between attempts
+	value    T        // fn's value in state ranAhead
+	renewing *renewer // keeps the claim while fn runs; nil between attempts
 }
 
 // newIdemCall checks the call's key; a bad one is bad input, reported
@@ -74,78 +54,11 @@ func newIdemCall[T any](ctx context.Context, cfg *config) (*idemCall[T], error) 
 		// error from its fn, would only meet it again.
 		return nil, Permanent(fmt.Errorf("%w: an enclosing idempotent call, whose fn this call runs in, uses the same idempotency key; give this call a key of its own (IdempotencyOptions.Key, or ContextWithIdempotencyKey in fn)", ErrInvalidOption))
 	}
-	return &idemCall[T]{heldClaim: heldClaim{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key}, fp: fingerprint(cfg.payload), state: settled}, nil
-}
-
-// idempotencyKey returns the call's idempotency key: the context's, else
-// the option's ("" when the call is not idempotent). A context key that
-// an enclosing idempotent call holds (it reached this call through that
-// call's fn) was meant for that call: IdempotencyOptions.Key wins over it.
-func (cfg *config) idempotencyKey(ctx context.Context) string {
-	if cfg.idem == nil {
-		return ""
-	}
-	k, ok := IdempotencyKeyFromContext(ctx)
-	if !ok {
-		return cfg.idem.key
-	}
-	if chainHolds(ctx, cfg.idem.store, k) {
-		// Meant for the enclosing call: this call's own key wins, the
-		// option's or the one retryhttp gives a request.
-		if cfg.idem.key != "" {
-			return cfg.idem.key
-		}
-		if rk, ok := idemctx.RequestKey(ctx); ok {
-			return rk
-		}
-	}
-	return k
-}
-
-// heldKeyType is the context key under which the context given to fn
-// carries the idempotent call that runs it (a keyHolder).
-type heldKeyType struct{}
-
-// keyHolder is an idempotent call as the contexts of its fn know it.
-type keyHolder interface {
-	heldKey() (IdempotencyStore, string)
-	outerCtx() context.Context // the context the call was given
+	return &idemCall[T]{heldClaim: heldClaim{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key, fp: fingerprint(cfg.payload)}, state: settled}, nil
 }
 
 func (s *idemCall[T]) heldKey() (IdempotencyStore, string) { return s.ic.store, s.key }
 func (s *idemCall[T]) outerCtx() context.Context           { return s.ctx }
-
-// chainHolds says whether an idempotent call enclosing ctx (one whose fn
-// was given ctx or a context derived from it) uses key in store: keys are
-// global within a store, so the same key in another store is another key.
-func chainHolds(ctx context.Context, store IdempotencyStore, key string) bool {
-	for depth := 0; ctx != nil && depth < maxInnerDepth; depth++ {
-		h, ok := ctx.Value(heldKeyType{}).(keyHolder)
-		if !ok {
-			return false
-		}
-		if st, k := h.heldKey(); k == key && sameStore(st, store) {
-			return true
-		}
-		ctx = h.outerCtx()
-	}
-	return false
-}
-
-// maxInnerDepth bounds how many enclosing idempotent calls chainHolds
-// looks through.
-const maxInnerDepth = 64
-
-// sameStore compares two stores as interface values, without panicking
-// on a store type that is not comparable (one such is never the same).
-func sameStore(a, b IdempotencyStore) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = false
-		}
-	}()
-	return a == b
-}
 
 // context marks fn's context as one in which this call holds its key, so
 // that an idempotent call inside fn does not take the key as its own.
@@ -390,48 +303,6 @@ func (s *idemCall[T]) abandon() {
 	}
 }
 
-// errEncodePanicked is the stored failure of a call whose fn succeeded and
-// whose value's encoding panicked.
-var errEncodePanicked = &codecError{op: "encoded", err: errCodecPanicked}
-
-// errCodecPanicked stands for the panic of a codec in a codecError.
-var errCodecPanicked = errors.New("the idempotency codec panicked")
-
-// recordFailure stores a final failure with one try, bounded by the
-// caller's context and StoreTimeout: unlike a success's, a failure's
-// record does not outlast the context. If the try fails, the claim is
-// released (a try whose reply was lost stored the outcome, and the store
-// then ignores the release), so the next call runs fn again: after a
-// failure that is a retry, not a duplicate side effect.
-func (s *idemCall[T]) recordFailure(rec StoredOutcome) {
-	ctx, cancel := s.storeCtx(false)
-	err := s.ic.store.Complete(ctx, s.key, s.token, rec, s.ic.retention)
-	cancel()
-	if err == nil || errors.Is(err, ErrLeaseLost) {
-		s.token = ""
-		return
-	}
-	s.release()
-}
-
-// unknownValue is the Value of a stored unknown outcome.
-const unknownValue = "outcome-unknown"
-
-// settleUnknown ends a call whose last attempt's outcome is unknown. The
-// claim is never released: fn may have acted, so no other caller may run
-// it before the lease ends. At most once (the default), the outcome is
-// stored as final, with one try detached from the ended context; if that
-// fails, the claim lapses with its lease, as at least once.
-func (s *idemCall[T]) settleUnknown(e *Error) {
-	if !s.ic.atLeastOnce {
-		ctx, cancel := s.storeCtxUntil(context.WithoutCancel(s.ctx), s.leaseEnd())
-		err := s.ic.store.Complete(ctx, s.key, s.token, StoredOutcome{Permanent: true, Value: []byte(unknownValue), Error: errorText(e)}, s.ic.retention)
-		cancel()
-		_ = err // stored, lost lease, or failed: the claim is the store's either way
-	}
-	s.token = ""
-}
-
 // recordSuccess stores v as the key's outcome. When v cannot be encoded,
 // fn's side effect has happened all the same: it records a permanent
 // failure instead, so that the next call does not repeat the work, and
@@ -485,276 +356,4 @@ func (s *idemCall[T]) encode(v T) ([]byte, error) {
 		return nil, nil
 	}
 	return s.ic.marshal(v)
-}
-
-// storeCtx bounds a store call on the Retrier's clock. Complete and
-// Release are detached from the caller's cancellation: a caller that gave
-// up must still record or free the key.
-func (s *idemCall[T]) storeCtx(detached bool) (context.Context, context.CancelFunc) {
-	parent := s.ctx
-	if detached {
-		parent = context.WithoutCancel(parent)
-	}
-	return s.storeCtxFrom(parent)
-}
-
-func (s *idemCall[T]) storeCtxFrom(parent context.Context) (context.Context, context.CancelFunc) {
-	return s.cfg.withTimeout(parent, s.ic.storeTimeout)
-}
-
-// unavailable reports a store failure. The key is left out of the text on
-// purpose: keys often carry customer or order IDs.
-func (s *idemCall[T]) unavailable(op string, err error) error {
-	return fmt.Errorf("%w: %s: %w", ErrIdempotencyUnavailable, op, err)
-}
-
-func (s *idemCall[T]) claim() (Claim, error) {
-	s.looked = s.cfg.clockNow()
-	ctx, cancel := s.storeCtx(false)
-	defer cancel()
-	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
-	if err != nil {
-		return cl, s.unavailable("claim", err)
-	}
-	switch {
-	case cl.Status == ClaimAcquired && cl.Token == "":
-		return cl, s.unavailable("claim", errors.New("the store acquired the key without a token"))
-	case cl.Status == ClaimAcquired, cl.Status == ClaimHeld, cl.Status == ClaimCompleted:
-		return cl, nil
-	}
-	return cl, s.unavailable("claim", fmt.Errorf("the store returned claim status %d", cl.Status))
-}
-
-// renew keeps ErrLeaseLost matchable apart from other store failures.
-func (s *idemCall[T]) renew() error {
-	ctx, cancel := s.storeCtx(false)
-	defer cancel()
-	return s.renewIn(ctx)
-}
-
-// renewIn renews the claim with ctx, which bounds the store call.
-func (s *idemCall[T]) renewIn(ctx context.Context) error {
-	at := s.cfg.clockNow()
-	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
-	if err == nil {
-		s.held = at
-		return nil
-	}
-	if !errors.Is(err, ErrLeaseLost) {
-		return s.unavailable("renew", err)
-	}
-	return err
-}
-
-// Recording an outcome is retried this long at first, doubling up to
-// maxRecordBackoff, for as long as the call may still hold its claim.
-const (
-	minRecordBackoff = 10 * time.Millisecond
-	maxRecordBackoff = time.Second
-)
-
-// complete stores rec as the key's outcome. A transient store error is
-// retried, renewing the claim between tries so that no one takes the key
-// over meanwhile, while the claim is surely held: until a tenth of a lease
-// before its lease, as last confirmed, could run out, and
-// for no more than one lease after fn's end. Each store call is cut off
-// at that bound too, so Do reports before the lease could run out. A try
-// that failed may still have been stored (its reply lost), so when a
-// later try finds the lease lost, complete looks the key up before it
-// gives up. It returns nil once rec is stored, else an error matching
-// ErrOutcomeNotRecorded. The claim is the store's again afterwards either
-// way: it is not released, so that no other caller runs the work before
-// the lease ends.
-func (s *idemCall[T]) complete(rec StoredOutcome) error {
-	retention := s.ic.retention
-	lease := s.ic.lease
-	detached := context.WithoutCancel(s.ctx)
-	end := s.cfg.clockNow().Add(lease)
-	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
-	var timer waitTimer
-	defer timer.stop(s.cfg.clock)
-	var lastErr error
-	reclaimed := false
-	for backoff := minRecordBackoff; ; backoff = min(2*backoff, maxRecordBackoff) {
-		if !s.cfg.clockNow().Before(bound()) {
-			break
-		}
-		ctx, cancel := s.storeCtxUntil(detached, bound())
-		err := s.ic.store.Complete(ctx, s.key, s.token, rec, retention)
-		cancel()
-		if err == nil {
-			s.token = ""
-			return nil
-		}
-		if errors.Is(err, ErrLeaseLost) {
-			if lastErr == nil {
-				// No earlier try could have been stored: another caller
-				// holds the key now, and nothing of ours is in it.
-				return s.notRecorded(err)
-			}
-			if s.recordedEarlier(detached, bound(), &timer) {
-				return nil
-			}
-			if s.token != "" && !reclaimed { // a new claim, taken by recordedEarlier
-				reclaimed = true // once: a store that loses every lease must not keep us here
-				continue
-			}
-			return s.notRecorded(err)
-		}
-		lastErr = err
-		if !s.cfg.clockNow().Add(backoff).Before(bound()) {
-			break
-		}
-		sleepDetached(s.cfg, &timer, backoff)
-		ctx, cancel = s.storeCtxUntil(detached, bound())
-		err = s.renewIn(ctx)
-		cancel()
-		if errors.Is(err, ErrLeaseLost) {
-			if s.recordedEarlier(detached, bound(), &timer) {
-				return nil
-			}
-			if s.token == "" {
-				return s.notRecorded(err)
-			}
-		}
-	}
-	s.token = ""
-	if lastErr == nil {
-		lastErr = errLeaseEnding
-	}
-	return s.notRecorded(lastErr)
-}
-
-// errLeaseEnding is why an outcome was not recorded when no try was left
-// before the claim's lease could run out.
-var errLeaseEnding = errors.New("the claim's lease was about to run out")
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-// recordedEarlier looks the key up after a lost lease, when an earlier try
-// to record may have been stored after all. While the claim's lease still
-// runs (before bound) no other caller can have completed the key, so a
-// completed key with this call's fingerprint is this call's outcome. A
-// lookup that fails is retried with backoff until bound, like the record
-// itself. A key the store lost altogether is claimed again (s.token is then
-// the new claim) so the outcome can still be recorded.
-func (s *idemCall[T]) recordedEarlier(parent context.Context, bound time.Time, timer *waitTimer) bool {
-	s.token = ""
-	for backoff := minRecordBackoff; s.cfg.clockNow().Before(bound); backoff = min(2*backoff, maxRecordBackoff) {
-		at := s.cfg.clockNow()
-		ctx, cancel := s.storeCtxUntil(parent, bound)
-		cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
-		cancel()
-		switch {
-		case err == nil && cl.Status == ClaimCompleted:
-			return cl.Fingerprint == s.fp
-		case err == nil && cl.Status == ClaimAcquired && cl.Token != "":
-			s.token, s.held = cl.Token, at
-			return false
-		case err == nil:
-			return false // held by another caller: the lease was lost
-		}
-		if !s.cfg.clockNow().Add(backoff).Before(bound) {
-			return false
-		}
-		sleepDetached(s.cfg, timer, backoff)
-	}
-	return false
-}
-
-func (s *idemCall[T]) notRecorded(err error) error {
-	s.token = ""
-	return &outcomeNotRecordedError{err: err}
-}
-
-// outcomeNotRecordedError reports work that ran but whose outcome the store does
-// not keep.
-type outcomeNotRecordedError struct{ err error }
-
-func (e *outcomeNotRecordedError) Error() string {
-	return "retry: the work ran but its outcome is not recorded in the idempotency store: " + errorText(e.err)
-}
-
-// Is matches ErrOutcomeNotRecorded only: fn ran, so the error must not
-// read as ErrIdempotencyUnavailable, which says it did not.
-func (e *outcomeNotRecordedError) Is(target error) bool {
-	return target == ErrOutcomeNotRecorded
-}
-
-func (e *outcomeNotRecordedError) Unwrap() error { return e.err }
-
-// errTakenOver is the error of a call whose claim was lost while it waited
-// between attempts: another caller may have taken the key over and run
-// the work.
-var errTakenOver = fmt.Errorf("%w; another caller may have taken the key over", ErrLeaseLost)
-
-// notFailedWork says whether a call whose last attempt ended with err
-// failed without its work failing: it found another caller holding the
-// key, lost its claim to one, replayed a stored outcome, or ran fn
-// successfully without its outcome being recorded. Such calls are not
-// dead-lettered: a redrive would repeat work that did not fail, or that
-// another caller owns. It looks into an inner Do's *Error too: an outer
-// call whose fn returned an inner idempotent call's replay is one.
-func notFailedWork(err error) bool {
-	return walkThrough(err, func(err error) bool {
-		switch e := err.(type) {
-		case *replayedError, *outcomeNotRecordedError:
-			return true
-		case *codecError:
-			return e.op == "encoded"
-		}
-		return err == errHeld || err == errTakenOver
-	}) != nil
-}
-
-// replayedFailure says whether err is a failure replayed from the store
-// (a notFailedWork case that Retrier.ForRedrive dead-letters all the
-// same), by this call or an inner Do.
-func replayedFailure(err error) bool {
-	return walkThrough(err, func(err error) bool {
-		_, ok := err.(*replayedError)
-		return ok
-	}) != nil
-}
-
-// codecError reports a value the codec could not encode or decode. Its text
-// names the codec error's type only, since the error's own text may quote
-// the value; errors.As and errors.Is still reach it.
-type codecError struct {
-	op  string // "encoded" or "decoded"
-	err error
-}
-
-func (e *codecError) Error() string {
-	if e.err == errCodecPanicked {
-		return "retry: fn succeeded but the idempotency codec panicked encoding its value"
-	}
-	if e.op == "encoded" {
-		return fmt.Sprintf("retry: fn succeeded but its value could not be encoded by the idempotency codec (%T)", e.err)
-	}
-	return fmt.Sprintf("retry: the stored value could not be decoded by the idempotency codec (%T)", e.err)
-}
-
-func (e *codecError) Unwrap() error { return e.err }
-
-// release frees the key; if it fails, the claim lapses with its lease.
-func (s *idemCall[T]) release() {
-	ctx, cancel := s.storeCtx(true)
-	defer cancel()
-	_ = s.ic.store.Release(ctx, s.key, s.token)
-	s.token = ""
-}
-
-// fingerprint identifies a payload: the hex SHA-256 of p, or "" for none.
-func fingerprint(p []byte) string {
-	if len(p) == 0 {
-		return ""
-	}
-	sum := sha256.Sum256(p)
-	return hex.EncodeToString(sum[:])
 }

@@ -9,16 +9,19 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
-// heldClaim is an idempotent call's key and the claim it holds on it: what
-// a renewer reads and keeps up to date while fn runs.
+// heldClaim is an idempotent call's key and the claim it holds on it:
+// what a renewer keeps up to date while fn runs, and what the store calls
+// (idempotency_store.go) read and write.
 type heldClaim struct {
-	cfg   *config
-	ic    *idemConfig
-	ctx   context.Context
-	key   string
-	token string    // the claim this call holds; "" when none
-	held  time.Time // when the claim was last taken or renewed, read before the store call
-	stale bool      // fail-open: the last Renew failed, so held says nothing of the lease
+	cfg    *config
+	ic     *idemConfig
+	ctx    context.Context
+	key    string
+	fp     string    // the payload's fingerprint, stored with the key
+	token  string    // the claim this call holds; "" when none
+	held   time.Time // when the claim was last taken or renewed, read before the store call
+	looked time.Time // when the last Claim was sent
+	stale  bool      // fail-open: the last Renew failed, so held says nothing of the lease
 }
 
 // leaseEnd is when the claim may stop being held, as Do counts it: one

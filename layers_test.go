@@ -22,13 +22,14 @@ import (
 var layers = [][]string{
 	// Vocabulary: what a call is made of and says, with no settings.
 	{"metrics.go", "handoff.go", "errors.go", "chain.go", "option.go", "backoff.go", "jitter.go",
-		"deadletter.go", "idempotency.go", "overload.go", "hedge.go"},
+		"deadletter.go", "idempotency.go", "idempotency_errors.go", "overload.go", "hedge.go"},
 	// Settings: the Retrier's config and the options that set it.
-	{"deadletter_options.go", "idempotency_options.go", "handoff_options.go", "options.go", "clock.go"},
+	{"deadletter_options.go", "idempotency_options.go", "handoff_options.go", "options.go", "clock.go",
+		"idempotency_key.go"},
 	// Policy: the loop's state and the pure decision after an attempt.
 	{"policy.go", "hook.go"},
 	// Features: each a hook of the seam in hook.go.
-	{"timeout.go", "guard.go", "idempotency_renew.go", "idempotency_do.go", "handoff_hook.go",
+	{"timeout.go", "guard.go", "idempotency_renew.go", "idempotency_store.go", "idempotency_do.go", "handoff_hook.go",
 		"deadletter_record.go", "observe.go"},
 	// Engine: the loop and the hedged round.
 	{"hedge_round.go", "engine.go"},

@@ -1,0 +1,233 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The store calls of an idempotent call (claim, renew, complete,
+// release), each bounded by StoreTimeout on the Retrier's clock, with
+// the retries of a record that must not be lost.
+
+// recordFailure stores a final failure with one try, bounded by the
+// caller's context and StoreTimeout: unlike a success's, a failure's
+// record does not outlast the context. If the try fails, the claim is
+// released (a try whose reply was lost stored the outcome, and the store
+// then ignores the release), so the next call runs fn again: after a
+// failure that is a retry, not a duplicate side effect.
+func (s *heldClaim) recordFailure(rec StoredOutcome) {
+	ctx, cancel := s.storeCtx(false)
+	err := s.ic.store.Complete(ctx, s.key, s.token, rec, s.ic.retention)
+	cancel()
+	if err == nil || errors.Is(err, ErrLeaseLost) {
+		s.token = ""
+		return
+	}
+	s.release()
+}
+
+// settleUnknown ends a call whose last attempt's outcome is unknown. The
+// claim is never released: fn may have acted, so no other caller may run
+// it before the lease ends. At most once (the default), the outcome is
+// stored as final, with one try detached from the ended context; if that
+// fails, the claim lapses with its lease, as at least once.
+func (s *heldClaim) settleUnknown(e *Error) {
+	if !s.ic.atLeastOnce {
+		ctx, cancel := s.storeCtxUntil(context.WithoutCancel(s.ctx), s.leaseEnd())
+		err := s.ic.store.Complete(ctx, s.key, s.token, StoredOutcome{Permanent: true, Value: []byte(unknownValue), Error: errorText(e)}, s.ic.retention)
+		cancel()
+		_ = err // stored, lost lease, or failed: the claim is the store's either way
+	}
+	s.token = ""
+}
+
+// storeCtx bounds a store call on the Retrier's clock. Complete and
+// Release are detached from the caller's cancellation: a caller that gave
+// up must still record or free the key.
+func (s *heldClaim) storeCtx(detached bool) (context.Context, context.CancelFunc) {
+	parent := s.ctx
+	if detached {
+		parent = context.WithoutCancel(parent)
+	}
+	return s.storeCtxFrom(parent)
+}
+
+func (s *heldClaim) storeCtxFrom(parent context.Context) (context.Context, context.CancelFunc) {
+	return s.cfg.withTimeout(parent, s.ic.storeTimeout)
+}
+
+// unavailable reports a store failure. The key is left out of the text on
+// purpose: keys often carry customer or order IDs.
+func (s *heldClaim) unavailable(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrIdempotencyUnavailable, op, err)
+}
+
+func (s *heldClaim) claim() (Claim, error) {
+	s.looked = s.cfg.clockNow()
+	ctx, cancel := s.storeCtx(false)
+	defer cancel()
+	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
+	if err != nil {
+		return cl, s.unavailable("claim", err)
+	}
+	switch {
+	case cl.Status == ClaimAcquired && cl.Token == "":
+		return cl, s.unavailable("claim", errors.New("the store acquired the key without a token"))
+	case cl.Status == ClaimAcquired, cl.Status == ClaimHeld, cl.Status == ClaimCompleted:
+		return cl, nil
+	}
+	return cl, s.unavailable("claim", fmt.Errorf("the store returned claim status %d", cl.Status))
+}
+
+// renew keeps ErrLeaseLost matchable apart from other store failures.
+func (s *heldClaim) renew() error {
+	ctx, cancel := s.storeCtx(false)
+	defer cancel()
+	return s.renewIn(ctx)
+}
+
+// renewIn renews the claim with ctx, which bounds the store call.
+func (s *heldClaim) renewIn(ctx context.Context) error {
+	at := s.cfg.clockNow()
+	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
+	if err == nil {
+		s.held = at
+		return nil
+	}
+	if !errors.Is(err, ErrLeaseLost) {
+		return s.unavailable("renew", err)
+	}
+	return err
+}
+
+// Recording an outcome is retried this long at first, doubling up to
+// maxRecordBackoff, for as long as the call may still hold its claim.
+const (
+	minRecordBackoff = 10 * time.Millisecond
+	maxRecordBackoff = time.Second
+)
+
+// complete stores rec as the key's outcome. A transient store error is
+// retried, renewing the claim between tries so that no one takes the key
+// over meanwhile, while the claim is surely held: until a tenth of a lease
+// before its lease, as last confirmed, could run out, and
+// for no more than one lease after fn's end. Each store call is cut off
+// at that bound too, so Do reports before the lease could run out. A try
+// that failed may still have been stored (its reply lost), so when a
+// later try finds the lease lost, complete looks the key up before it
+// gives up. It returns nil once rec is stored, else an error matching
+// ErrOutcomeNotRecorded. The claim is the store's again afterwards either
+// way: it is not released, so that no other caller runs the work before
+// the lease ends.
+func (s *heldClaim) complete(rec StoredOutcome) error {
+	retention := s.ic.retention
+	lease := s.ic.lease
+	detached := context.WithoutCancel(s.ctx)
+	end := s.cfg.clockNow().Add(lease)
+	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
+	var timer waitTimer
+	defer timer.stop(s.cfg.clock)
+	var lastErr error
+	reclaimed := false
+	for backoff := minRecordBackoff; ; backoff = min(2*backoff, maxRecordBackoff) {
+		if !s.cfg.clockNow().Before(bound()) {
+			break
+		}
+		ctx, cancel := s.storeCtxUntil(detached, bound())
+		err := s.ic.store.Complete(ctx, s.key, s.token, rec, retention)
+		cancel()
+		if err == nil {
+			s.token = ""
+			return nil
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			if lastErr == nil {
+				// No earlier try could have been stored: another caller
+				// holds the key now, and nothing of ours is in it.
+				return s.notRecorded(err)
+			}
+			if s.recordedEarlier(detached, bound(), &timer) {
+				return nil
+			}
+			if s.token != "" && !reclaimed { // a new claim, taken by recordedEarlier
+				reclaimed = true // once: a store that loses every lease must not keep us here
+				continue
+			}
+			return s.notRecorded(err)
+		}
+		lastErr = err
+		if !s.cfg.clockNow().Add(backoff).Before(bound()) {
+			break
+		}
+		sleepDetached(s.cfg, &timer, backoff)
+		ctx, cancel = s.storeCtxUntil(detached, bound())
+		err = s.renewIn(ctx)
+		cancel()
+		if errors.Is(err, ErrLeaseLost) {
+			if s.recordedEarlier(detached, bound(), &timer) {
+				return nil
+			}
+			if s.token == "" {
+				return s.notRecorded(err)
+			}
+		}
+	}
+	s.token = ""
+	if lastErr == nil {
+		lastErr = errLeaseEnding
+	}
+	return s.notRecorded(lastErr)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// recordedEarlier looks the key up after a lost lease, when an earlier try
+// to record may have been stored after all. While the claim's lease still
+// runs (before bound) no other caller can have completed the key, so a
+// completed key with this call's fingerprint is this call's outcome. A
+// lookup that fails is retried with backoff until bound, like the record
+// itself. A key the store lost altogether is claimed again (s.token is then
+// the new claim) so the outcome can still be recorded.
+func (s *heldClaim) recordedEarlier(parent context.Context, bound time.Time, timer *waitTimer) bool {
+	s.token = ""
+	for backoff := minRecordBackoff; s.cfg.clockNow().Before(bound); backoff = min(2*backoff, maxRecordBackoff) {
+		at := s.cfg.clockNow()
+		ctx, cancel := s.storeCtxUntil(parent, bound)
+		cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
+		cancel()
+		switch {
+		case err == nil && cl.Status == ClaimCompleted:
+			return cl.Fingerprint == s.fp
+		case err == nil && cl.Status == ClaimAcquired && cl.Token != "":
+			s.token, s.held = cl.Token, at
+			return false
+		case err == nil:
+			return false // held by another caller: the lease was lost
+		}
+		if !s.cfg.clockNow().Add(backoff).Before(bound) {
+			return false
+		}
+		sleepDetached(s.cfg, timer, backoff)
+	}
+	return false
+}
+
+func (s *heldClaim) notRecorded(err error) error {
+	s.token = ""
+	return &outcomeNotRecordedError{err: err}
+}
+
+// release frees the key; if it fails, the claim lapses with its lease.
+func (s *heldClaim) release() {
+	ctx, cancel := s.storeCtx(true)
+	defer cancel()
+	_ = s.ic.store.Release(ctx, s.key, s.token)
+	s.token = ""
+}
