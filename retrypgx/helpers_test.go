@@ -24,7 +24,12 @@ func sharedPool(t testing.TB) *pgxpool.Pool {
 func ownPool(t testing.TB, maxConns int32) (*pgdltest.Server, *pgxpool.Pool) {
 	t.Helper()
 	srv := pgdltest.StartServer(t)
-	return srv, poolTo(t, srv.URL(), maxConns)
+	pool := poolTo(t, srv.URL(), maxConns)
+	// Transfers in opposite directions deadlock; the default second
+	// before PostgreSQL looks would make the tests slow, not surer.
+	exec(t, pool, "ALTER SYSTEM SET deadlock_timeout = '20ms'")
+	exec(t, pool, "SELECT pg_reload_conf()")
+	return srv, pool
 }
 
 func poolTo(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
