@@ -67,7 +67,8 @@ const (
 
 // Classify says what the Runner makes of err, returned at stage: the
 // table in the package doc. Its Tx and SQLTx use it on every error; it is
-// exported for loops of one's own and for tests. A nil err is Permanent.
+// exported for loops of one's own and for tests. A nil err is Permanent;
+// a nil Runner classifies with the default Options.
 func (x *Runner) Classify(err error, stage Stage) Verdict {
 	if err == nil {
 		return Permanent
@@ -116,10 +117,12 @@ func (x *Runner) commitVerdict(err error) Verdict {
 
 // retryableCode says whether an ERROR answer with code is retried.
 func (x *Runner) retryableCode(code string) bool {
-	switch code {
-	case codeSerializationFailure:
+	switch {
+	case code == codeSerializationFailure:
 		return true
-	case codeDeadlockDetected:
+	case x == nil:
+		return code == codeDeadlockDetected
+	case code == codeDeadlockDetected:
 		return !x.noDeadlockRetry
 	}
 	for _, c := range x.retryCodes {

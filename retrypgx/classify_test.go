@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -66,6 +67,17 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// A nil Runner classifies with the defaults rather than panic.
+func TestClassifyNilRunner(t *testing.T) {
+	var x *retrypgx.Runner
+	if got := x.Classify(pgErr("40P01", "ERROR"), retrypgx.BeforeCommit); got != retrypgx.Retryable {
+		t.Fatalf("40P01: %v, want retryable", got)
+	}
+	if got := x.Classify(io.EOF, retrypgx.AtCommit); got != retrypgx.Unknown {
+		t.Fatalf("EOF at COMMIT: %v, want unknown", got)
+	}
+}
+
 // NoDeadlockRetry makes 40P01 permanent; RetryCodes add codes, but never
 // make a lost connection at COMMIT retryable.
 func TestClassifyOptions(t *testing.T) {
@@ -99,7 +111,7 @@ func TestNewRefusesBadRetryCodes(t *testing.T) {
 		_, err := retrypgx.New(nil, &retrypgx.Options{RetryCodes: []string{code}})
 		if !errors.Is(err, retry.ErrInvalidOption) {
 			t.Errorf("RetryCodes %q: %v, want an error wrapping retry.ErrInvalidOption", code, err)
-		} else if want := fmt.Sprintf("%q", code); !contains(err.Error(), want) || !contains(err.Error(), "SQLSTATE") {
+		} else if want := fmt.Sprintf("%q", code); !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "SQLSTATE") {
 			t.Errorf("RetryCodes %q: the error %q does not name the code and the rule", code, err)
 		}
 	}

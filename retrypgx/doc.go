@@ -32,7 +32,8 @@
 //	  (reset, EOF, refused, closed, timeout)
 //	the context ended                            the Retrier's rules (c)
 //	Options.RetryCodes                           retried        retried
-//	any other SQLSTATE, fn's own errors          permanent      permanent
+//	any other SQLSTATE                           permanent      permanent
+//	fn's own errors                              permanent
 //	pgx.ErrTxCommitRollback                                     permanent
 //
 // (a) unless [Options.NoDeadlockRetry]. (b) retried when COMMIT never left
@@ -45,7 +46,9 @@
 // whose statement failed or whose connection ended, so the transaction
 // runs again. An ERROR answer to COMMIT also means it rolled back. What
 // is not retried is marked [retry.Permanent]; [retry.WithRetryIf] may
-// narrow what is retried further, never widen it.
+// narrow what is retried further, never widen it. An error of fn that
+// holds a [*retry.Error] (a Retrier inside fn gave up) is left to the
+// Retrier's rules for those.
 //
 // Deadlocks are retried by default, as the same section advises ("It may
 // also be advisable to retry deadlock failures"): PostgreSQL aborts one

@@ -20,6 +20,21 @@ func raise(ctx context.Context, tx pgx.Tx, code string) error {
 	return err
 }
 
+// insertAttempt is a transaction that inserts its run's number into tbl,
+// then, on its first run only, fails with first's error.
+func insertAttempt(tbl string, runs *int, first func(context.Context, pgx.Tx) error) func(context.Context, pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		*runs++
+		if _, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES ($1)", *runs); err != nil {
+			return err
+		}
+		if *runs == 1 {
+			return first(ctx, tx)
+		}
+		return nil
+	}
+}
+
 // Each code runs the transaction again, whole, or ends the call at once,
 // as the table says; the rows of failed attempts are never committed.
 func TestTxRetriesOnCodes(t *testing.T) {
@@ -41,16 +56,9 @@ func TestTxRetriesOnCodes(t *testing.T) {
 		t.Run(c.code, func(t *testing.T) {
 			exec(t, pool, "TRUNCATE "+tbl)
 			runs := 0
-			err := x.Tx(context.Background(), pool, pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
-				runs++
-				if _, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES ($1)", runs); err != nil {
-					return err
-				}
-				if runs == 1 {
-					return raise(ctx, tx, c.code)
-				}
-				return nil
-			})
+			err := x.Tx(context.Background(), pool, pgx.TxOptions{}, insertAttempt(tbl, &runs, func(ctx context.Context, tx pgx.Tx) error {
+				return raise(ctx, tx, c.code)
+			}))
 			if runs != c.attempts {
 				t.Errorf("fn ran %d times, want %d", runs, c.attempts)
 			}
@@ -135,17 +143,10 @@ func TestTxRetriesLostConnectionBeforeCommit(t *testing.T) {
 	exec(t, pool, "CREATE TABLE "+tbl+" (attempt int)")
 	x := runner(t, nil)
 	runs := 0
-	err := x.Tx(context.Background(), pool, pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
-		runs++
-		if _, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES ($1)", runs); err != nil {
-			return err
-		}
-		if runs == 1 {
-			_, err := tx.Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
-			return err
-		}
-		return nil
-	})
+	err := x.Tx(context.Background(), pool, pgx.TxOptions{}, insertAttempt(tbl, &runs, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
+		return err
+	}))
 	if err != nil || runs != 2 {
 		t.Fatalf("err = %v after %d runs; want success after 2", err, runs)
 	}

@@ -31,6 +31,16 @@ func newCutDB(t *testing.T) (*commitCutter, cutDB) {
 	return p, cutDB{direct: direct, proxied: poolTo(t, proxied, 4), table: tbl}
 }
 
+// insertRow is a transaction that inserts row 't1' into tbl and counts
+// its runs.
+func insertRow(tbl string, runs *int) func(context.Context, pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		*runs++
+		_, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES ('t1')")
+		return err
+	}
+}
+
 // A connection lost while COMMIT was in flight, after the server
 // committed, ends the call with an unknown outcome: not retried, the row
 // there exactly once.
@@ -40,11 +50,7 @@ func TestCommitLostIsUnknown(t *testing.T) {
 	x := runner(t, nil)
 	p.armed.Store(true)
 	runs := 0
-	err := x.Tx(context.Background(), db.proxied, pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
-		runs++
-		_, err := tx.Exec(ctx, "INSERT INTO "+db.table+" VALUES ('t1')")
-		return err
-	})
+	err := x.Tx(context.Background(), db.proxied, pgx.TxOptions{}, insertRow(db.table, &runs))
 	if p.cut.Load() != 1 {
 		t.Fatalf("the proxy cut %d COMMITs, want 1", p.cut.Load())
 	}
@@ -75,11 +81,7 @@ func TestCommitFatalIsUnknown(t *testing.T) {
 		FOR EACH ROW EXECUTE FUNCTION `+tbl+`_die()`)
 	x := runner(t, nil)
 	runs := 0
-	err := x.Tx(context.Background(), pool, pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
-		runs++
-		_, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES ('t1')")
-		return err
-	})
+	err := x.Tx(context.Background(), pool, pgx.TxOptions{}, insertRow(tbl, &runs))
 	var pe *pgconn.PgError
 	if !errors.Is(err, retrypgx.ErrCommitOutcomeUnknown) || !errors.As(err, &pe) || pe.Code != "57P01" || runs != 1 {
 		t.Fatalf("err = %v after %d runs; want an unknown outcome from 57P01 after 1", err, runs)
@@ -98,11 +100,7 @@ func TestCommitLostWithIdempotencyKey(t *testing.T) {
 	x := runner(t, nil, retry.WithIdempotency(memstore.New(nil), nil))
 	ctx := retry.ContextWithIdempotencyKey(context.Background(), "transfer:t1")
 	runs := 0
-	fn := func(ctx context.Context, tx pgx.Tx) error {
-		runs++
-		_, err := tx.Exec(ctx, "INSERT INTO "+db.table+" VALUES ('t1')")
-		return err
-	}
+	fn := insertRow(db.table, &runs)
 	p.armed.Store(true)
 	first := x.Tx(ctx, db.proxied, pgx.TxOptions{}, fn)
 	second := x.Tx(ctx, db.proxied, pgx.TxOptions{}, fn)
@@ -157,11 +155,7 @@ func TestCommitLostWithNestedRetries(t *testing.T) {
 	x := runner(t, nil, retry.WithNestedRetries())
 	p.armed.Store(true)
 	runs := 0
-	err := x.Tx(context.Background(), db.proxied, pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
-		runs++
-		_, err := tx.Exec(ctx, "INSERT INTO "+db.table+" VALUES ('t1')")
-		return err
-	})
+	err := x.Tx(context.Background(), db.proxied, pgx.TxOptions{}, insertRow(db.table, &runs))
 	if !errors.Is(err, retry.ErrOutcomeUnknown) || !errors.Is(err, retrypgx.ErrCommitOutcomeUnknown) || runs != 1 {
 		t.Fatalf("err = %v after %d runs; want an unknown outcome after 1 run", err, runs)
 	}
