@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/retrypgx"
+	"github.com/steadfast-go/retry/retrystats"
 )
 
 // raise makes the server answer with code, as it would on a conflict.
@@ -268,5 +269,34 @@ func TestTxContextEnds(t *testing.T) {
 	})
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, retry.ErrOutcomeUnknown) {
 		t.Fatalf("err = %v; want the deadline, and an unknown outcome", err)
+	}
+}
+
+// The Retrier's observers see the attempts and the outcomes, and its
+// deadline rule holds: a call whose next wait cannot end before its
+// context's deadline stops at once, with the last 40001 and
+// OutcomeDeadline.
+func TestTxRetrierRules(t *testing.T) {
+	pool := sharedPool(t)
+	stats := &retrystats.Stats{}
+	x := runner(t, nil, retry.WithObserver(stats), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	runs := 0
+	err := x.Tx(ctx, pool, pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
+		runs++
+		return raise(ctx, tx, "40001")
+	})
+	var re *retry.Error
+	var pe *pgconn.PgError
+	if !errors.As(err, &re) || re.Outcome != retry.OutcomeDeadline || !errors.As(err, &pe) || pe.Code != "40001" || runs != 1 {
+		t.Fatalf("err = %v after %d runs; want OutcomeDeadline with the 40001 after 1", err, runs)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the call took %v: it waited instead of stopping", d)
+	}
+	if s := stats.Snapshot(); s.Attempts != 1 || s.Deadline != 1 {
+		t.Fatalf("observer: %+v; want 1 attempt and 1 call ended by the deadline", s)
 	}
 }
