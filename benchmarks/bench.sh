@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every benchmark but ParkedCalls (run it on its own: see
+# Runs every benchmark but ParkedCalls and PGTransfers (run them on their own: see
 # BENCHMARKS.md) 10 times in one process, so all libraries share the
 # machine's state, then summarizes with benchstat (medians and 95%
 # confidence intervals) and writes a markdown table with each median's
@@ -11,7 +11,7 @@ cd "$(dirname "$0")"
 mkdir -p results
 benchstat="go run golang.org/x/perf/cmd/benchstat@latest"
 
-go test -run '^$' -bench . -skip ParkedCalls -benchmem -count 10 "$@" | tee results/bench.txt
+go test -run '^$' -bench . -skip 'ParkedCalls|PGTransfers' -benchmem -count 10 "$@" | tee results/bench.txt
 $benchstat results/bench.txt > results/benchstat.txt
 $benchstat -format csv results/bench.txt 2>/dev/null | awk -F, '
 	/^,/ { unit = $2; next }                 # a new metric section
