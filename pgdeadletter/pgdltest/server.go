@@ -292,16 +292,66 @@ func (s *Server) killLocked() {
 		return
 	}
 	pgid := s.cmd.Process.Pid
+	// PostgreSQL's backends call setsid, so they are not in the
+	// postmaster's process group: stop the postmaster (it forks no more),
+	// kill its children, then it, as a crash of the machine would.
+	_ = syscall.Kill(pgid, syscall.SIGSTOP)
+	children := childrenOf(pgid)
+	for _, pid := range children {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-s.done
 	// The backends, orphaned now, must be gone before a restart reuses the
-	// shared memory; bounded, in case nobody reaps them.
+	// shared memory; bounded, in case nobody reaps them (a zombie still
+	// answers a signal 0, but holds no memory and no socket).
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		alive := false
+		for _, pid := range append(children, -pgid) {
+			alive = alive || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) && !zombie(pid)
+		}
+		if !alive {
 			break
 		}
 	}
 	s.cmd, s.done = nil, nil
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var kids []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _ := statField(n, 1); ppid == strconv.Itoa(pid) {
+			kids = append(kids, n)
+		}
+	}
+	return kids
+}
+
+// zombie says whether pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	state, ok := statField(pid, 0)
+	return ok && state == "Z"
+}
+
+// statField returns field i after the command in /proc/pid/stat: 0 is
+// the state, 1 the parent's pid.
+func statField(pid int, i int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	rest := b[bytes.LastIndexByte(b, ')')+1:] // the command may hold spaces
+	fields := strings.Fields(string(rest))
+	if i >= len(fields) {
+		return "", false
+	}
+	return fields[i], true
 }
 
 // Stop shuts the server down cleanly (a fast shutdown: sessions are ended,
