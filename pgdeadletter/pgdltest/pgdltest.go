@@ -1,6 +1,7 @@
 // Package pgdltest connects the tests of pgdeadletter and of the
 // deadletters command to a real PostgreSQL server and gives each test a
-// table of its own.
+// table of its own; StartServer gives a test a whole server of its own,
+// to kill and restart.
 package pgdltest
 
 import (
