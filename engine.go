@@ -69,9 +69,11 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 		if ch := armWait(c.cfg, &c.timer, next.wait); ch != nil {
 			select {
 			case <-ch:
-			case <-c.ctx.Done(): // the next look at ctx ends the call
+			case <-c.ctx.Done(): // the next look at ctx ends the call, unless waited hands the rest off
 			}
-			hs.waited(c, next.wait)
+			if err = hs.waited(c, next.wait); err != nil {
+				break
+			}
 		}
 	}
 	return finishCall(c, &hs, v, err)
@@ -113,7 +115,7 @@ var (
 	_ hook[struct{}] = timingOut[struct{}]{}
 	_ hook[struct{}] = (*idemCall[struct{}])(nil)
 	_ hook[struct{}] = (*deadLettering[struct{}])(nil)
-	_ hook[struct{}] = handingOff[struct{}]{}
+	_ hook[struct{}] = (*handingOff[struct{}])(nil)
 )
 
 // hooks are the features of one call, in the order they run; the call's
@@ -123,9 +125,9 @@ var (
 // and Do must not allocate. A new feature implements hook[T], takes a
 // field and a bit, and a line in each method below that it needs.
 type hooks[T any] struct {
-	timeout timingOut[T]  // first: a zero-size last field would take a word of padding
-	handOff handingOff[T] // zero-size too
-	idem    *idemCall[T]  // nil: not idempotent, or not yet claimed
+	timeout timingOut[T] // first: a zero-size last field would take a word of padding
+	handOff handingOff[T]
+	idem    *idemCall[T] // nil: not idempotent, or not yet claimed
 	dl      deadLettering[T]
 	obs     observing[T]
 	guard   guarding[T]
@@ -282,20 +284,26 @@ func (hs *hooks[T]) retryingHooked(c *call, d time.Duration) (err error) {
 	return err
 }
 
-// waited tells the hooks that a wait of d ended, by its timer or by the
-// call's context. The test inlines: a woken call without a budget or an
-// observer touches no frame more.
-func (hs *hooks[T]) waited(c *call, d time.Duration) {
-	if c.cfg.features&(featBudget|featObserver) != 0 {
-		hs.waitedHooked(c, d)
+// waited tells the hooks that a wait of d ended, by its timer, by the
+// call's context or by the process stopping; an error ends the call (its
+// rest was handed off). The test inlines: a woken call without a budget,
+// an observer or a hand-off touches no frame more.
+func (hs *hooks[T]) waited(c *call, d time.Duration) error {
+	if c.cfg.features&(featBudget|featObserver|featHandOff) != 0 {
+		return hs.waitedHooked(c, d)
 	}
+	return nil
 }
 
-// waitedHooked tells the budget, then the observer of a wait it
-// announced (one of d > 0), that the wait ended.
-func (hs *hooks[T]) waitedHooked(c *call, d time.Duration) {
+// waitedHooked tells the hand-off, which hands off the rest of a wait
+// that the process's stop cut short, then the budget, then the observer
+// of a wait it announced (one of d > 0), that the wait ended.
+func (hs *hooks[T]) waitedHooked(c *call, d time.Duration) (err error) {
 	returned := false
 	defer hs.unwindUnless(c, nil, &returned)
+	if c.cfg.features&featHandOff != 0 {
+		err = hs.handOff.waited(c, d)
+	}
 	if c.cfg.features&featBudget != 0 {
 		hs.guard.waited(c, d)
 	}
@@ -303,6 +311,7 @@ func (hs *hooks[T]) waitedHooked(c *call, d time.Duration) {
 		hs.obs.waited(c, d)
 	}
 	returned = true
+	return err
 }
 
 func (hs *hooks[T]) end(c *call, v T, err error) (T, error) {
@@ -331,6 +340,9 @@ func (hs *hooks[T]) unwindUnless(c *call, a *attemptState, returned *bool) {
 }
 
 func (hs *hooks[T]) unwind(c *call, a *attemptState) {
+	if c.cfg.features&featHandOff != 0 {
+		hs.handOff.unwind(c, a)
+	}
 	if hs.idem != nil {
 		hs.idem.unwind(c, a)
 	}

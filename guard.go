@@ -116,11 +116,12 @@ func (g *guarding[T]) retrying(c *call, d time.Duration) error {
 }
 
 // waited gives the budget back the wait it allowed.
-func (g *guarding[T]) waited(c *call, d time.Duration) {
+func (g *guarding[T]) waited(c *call, d time.Duration) error {
 	if g.asked {
 		g.asked = false
 		c.cfg.budget.Waited()
 	}
+	return nil
 }
 
 // unwind tells a breaker that allowed the attempt, when fn or what judges

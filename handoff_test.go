@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -74,7 +75,7 @@ func TestHandOff_longWaitEndsTheCallHandedOff(t *testing.T) {
 func TestHandOff_shortWaitIsMadeInMemory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := &queue{}
-		r := mustNew(t, retry.WithHandOff(q, &retry.HandOffOptions{Threshold: 10 * time.Second}),
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Threshold: 10 * time.Second}),
 			retry.WithBackoff(retry.Constant(9*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
 		fn, calls := failing(2, errTransient)
 		start := time.Now()
@@ -85,16 +86,16 @@ func TestHandOff_shortWaitIsMadeInMemory(t *testing.T) {
 	})
 }
 
-// Once Stopping is closed, every wait is handed off, the shortest too.
+// Once Stopping is done, every wait is handed off, the shortest too.
 func TestHandOff_stoppingHandsOffEveryWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := &queue{}
-		stopping := make(chan struct{})
-		r := mustNew(t, retry.WithHandOff(q, &retry.HandOffOptions{Stopping: stopping}),
+		stopping, stop := context.WithCancel(context.Background())
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Stopping: stopping}),
 			retry.WithBackoff(retry.Constant(time.Millisecond)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
 		fn, _ := failing(1, errTransient)
 		require.NoError(t, r.Do(context.Background(), fn), "a short wait before the process stops")
-		close(stopping)
+		stop()
 		fn, _ = failing(1, errTransient)
 		err := r.Do(context.Background(), fn)
 		require.ErrorIs(t, err, retry.ErrHandedOff)
@@ -109,7 +110,7 @@ func TestHandOff_failureFallsBackToTheWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := &queue{err: errors.New("queue down")}
 		rec := &recorder{}
-		r := mustNew(t, retry.WithHandOff(q, nil), retry.WithObserver(rec),
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, nil), retry.WithObserver(rec),
 			retry.WithBackoff(retry.Constant(2*time.Minute)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
 		fn, calls := failing(1, errTransient)
 		start := time.Now()
@@ -126,7 +127,7 @@ func TestHandOff_failureFallsBackToTheWait(t *testing.T) {
 func TestHandOff_observersCountItsOwnOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec, stats := &recorder{}, &retrystats.Stats{}
-		r := mustNew(t, retry.WithHandOff(&queue{}, nil), retry.WithObserver(rec), retry.WithObserver(stats),
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{}, nil), retry.WithObserver(rec), retry.WithObserver(stats),
 			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
 		fn, _ := failing(1, errTransient)
 		require.ErrorIs(t, r.Do(context.Background(), fn), retry.ErrHandedOff)
@@ -151,7 +152,7 @@ func TestHandOff_observersCountItsOwnOutcome(t *testing.T) {
 func TestHandOff_isNotDeadLettered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := deadletter.NewMemorySink()
-		r := mustNew(t, retry.WithHandOff(&queue{}, nil), retry.WithDeadLetter(sink, nil),
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{}, nil), retry.WithDeadLetter(sink, nil),
 			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
 		fn, _ := failing(1, errTransient)
 		err := r.Do(context.Background(), fn)
@@ -171,7 +172,7 @@ func TestHandOff_idempotentCallReleasesItsKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := &queue{}
 		store := memstore.New(nil)
-		r := mustNew(t, retry.WithHandOff(q, nil), retry.WithIdempotency(store, nil),
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, nil), retry.WithIdempotency(store, nil),
 			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
 		ctx := retry.ContextWithIdempotencyKey(context.Background(), "order-7")
 		fn, calls := failing(1, errTransient)
@@ -191,7 +192,7 @@ func TestHandOff_idempotentCallReleasesItsKey(t *testing.T) {
 func TestHandOff_givesTheBudgetItsWaitBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &waitBudget{}
-		r := mustNew(t, retry.WithHandOff(&queue{}, nil), retry.WithBudget(b),
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{}, nil), retry.WithBudget(b),
 			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter))
 		fn, _ := failing(1, errTransient)
 		require.ErrorIs(t, r.Do(context.Background(), fn), retry.ErrHandedOff)
@@ -212,10 +213,19 @@ func TestWithHandOff_badInput(t *testing.T) {
 		"nil":                retry.WithHandOff(nil, nil),
 		"nil pointer":        retry.WithHandOff(nilQueue, nil),
 		"negative threshold": retry.WithHandOff(&queue{}, &retry.HandOffOptions{Threshold: -time.Second}),
+		"negative timeout":   retry.WithHandOff(&queue{}, &retry.HandOffOptions{Timeout: -time.Second}),
+		"timeout of 2ns":     retry.WithHandOff(&queue{}, &retry.HandOffOptions{Timeout: 2}),
 	} {
-		_, err := retry.New(o)
+		_, err := retry.New(o, retry.WithName("job"))
 		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
 	}
+	_, err := retry.New(retry.WithHandOff(&queue{}, &retry.HandOffOptions{Timeout: 2}), retry.WithName("job"))
+	assert.ErrorContains(t, err, "HandOffOptions.Timeout is 2ns; it must be 0 (the default, 2s) or at least 1ms")
+	// A worker finds the work to resume by the call's name: without one,
+	// the job would be one no worker takes.
+	_, err = retry.New(retry.WithHandOff(&queue{}, nil))
+	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.ErrorContains(t, err, "WithHandOff needs WithName")
 }
 
 // A resumed call counts the attempts made before the hand-off: its first
@@ -248,7 +258,7 @@ func TestWithResume_continuesTheAttemptCount(t *testing.T) {
 
 		// Handed off again, the total is what the HandOff hears.
 		q := &queue{}
-		again, err := r.With(retry.WithResume(1, time.Minute), retry.WithHandOff(q, &retry.HandOffOptions{Threshold: time.Second}))
+		again, err := r.With(retry.WithResume(1, time.Minute), retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Threshold: time.Second}))
 		require.NoError(t, err)
 		fn, _ = failing(1, errTransient)
 		require.ErrorIs(t, again.Do(context.Background(), fn), retry.ErrHandedOff)
@@ -262,4 +272,168 @@ func TestWithResume_badInput(t *testing.T) {
 		_, err := retry.New(o)
 		assert.ErrorIs(t, err, retry.ErrInvalidOption)
 	}
+}
+
+// A wait that would end past the call's deadline is handed off all the
+// same: a call handed off returns at once, so its deadline need not cover
+// the wait. Without a hand-off the call ends at once with the deadline.
+func TestHandOff_waitPastTheDeadlineIsHandedOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &queue{}
+		opts := []retry.Option{retry.WithName("job"), retry.WithBackoff(retry.Constant(2 * time.Second)),
+			retry.WithJitter(retry.NoJitter), retry.WithBudget(nil)}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		fn, calls := failing(1, errTransient)
+		r := mustNew(t, append(opts, retry.WithHandOff(q, &retry.HandOffOptions{Threshold: 100 * time.Millisecond}))...)
+		start := time.Now()
+		require.ErrorIs(t, r.Do(ctx, fn), retry.ErrHandedOff)
+		assert.Equal(t, start, time.Now(), "the call waited")
+		assert.EqualValues(t, 1, calls.Load())
+		require.Len(t, q.waitings(), 1)
+		assert.Equal(t, 2*time.Second, q.waitings()[0].Wait)
+
+		// A wait under the threshold is not the queue's: the deadline ends it.
+		r = mustNew(t, append(opts, retry.WithHandOff(q, &retry.HandOffOptions{Threshold: 3 * time.Second}))...)
+		fn, _ = failing(1, errTransient)
+		var e *retry.Error
+		require.ErrorAs(t, r.Do(ctx, fn), &e)
+		assert.Equal(t, retry.OutcomeDeadline, e.Outcome)
+		assert.Len(t, q.waitings(), 1)
+	})
+}
+
+// When the hand-off of a wait past the deadline fails, no wait in memory
+// can be made: the call ends at once with the deadline, the last error
+// kept, as it would have without the option.
+func TestHandOff_failedHandOffPastTheDeadlineEndsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{err: errors.New("queue down")}, &retry.HandOffOptions{Threshold: time.Second}),
+			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		fn, calls := failing(1, errTransient)
+		start := time.Now()
+		err := r.Do(ctx, fn)
+		assert.Equal(t, start, time.Now(), "the call waited")
+		var e *retry.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retry.OutcomeDeadline, e.Outcome)
+		assert.ErrorIs(t, err, errTransient)
+		assert.EqualValues(t, 1, calls.Load())
+	})
+}
+
+// Stopping ends a wait already under way at once and hands its rest off,
+// before another attempt: the process being stopped runs no more of the
+// work and is not held up.
+func TestHandOff_stoppingCutsAWaitUnderWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &queue{}
+		rec := &recorder{}
+		stopping, stop := context.WithCancel(context.Background())
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Stopping: stopping}), retry.WithObserver(rec),
+			retry.WithBackoff(retry.Constant(3*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		fn, calls := failing(5, errTransient)
+		start := time.Now()
+		time.AfterFunc(500*time.Millisecond, stop)
+		require.ErrorIs(t, r.Do(context.Background(), fn), retry.ErrHandedOff)
+		assert.Equal(t, 500*time.Millisecond, time.Since(start))
+		assert.EqualValues(t, 1, calls.Load())
+		require.Len(t, q.waitings(), 1)
+		w := q.waitings()[0]
+		assert.Equal(t, 2500*time.Millisecond, w.Wait, "the rest of the wait")
+		assert.Equal(t, start.Add(3*time.Second), w.Due)
+		assert.Equal(t, 1, w.Attempts)
+		assert.Equal(t, []string{"start", "end", "retry", "waitend", "done"}, rec.events)
+		assert.Equal(t, retry.OutcomeHandedOff, rec.dones()[0].Outcome)
+	})
+}
+
+// A wait that Stopping cut short, whose hand-off then fails, is waited
+// out in memory: nothing is lost, and the attempt is not early.
+func TestHandOff_stoppingWithAFailedHandOffWaitsTheRest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stopping, stop := context.WithCancel(context.Background())
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{err: errors.New("queue down")}, &retry.HandOffOptions{Stopping: stopping}),
+			retry.WithBackoff(retry.Constant(3*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		fn, calls := failing(1, errTransient)
+		start := time.Now()
+		time.AfterFunc(500*time.Millisecond, stop)
+		require.NoError(t, r.Do(context.Background(), fn))
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.EqualValues(t, 2, calls.Load())
+	})
+}
+
+// blockingQueue is a HandOff that hangs until its context ends, as an
+// insert into a database that does not answer.
+type blockingQueue struct{ asked int }
+
+func (q *blockingQueue) HandOff(ctx context.Context, _ retry.Waiting) (string, error) {
+	q.asked++
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+// HandOffOptions.Timeout bounds the HandOff: past it, the call waits in
+// memory as documented instead of hanging until its deadline.
+func TestHandOff_timeoutBoundsTheHandOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &blockingQueue{}
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Threshold: time.Second, Timeout: 300 * time.Millisecond}),
+			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+		defer cancel()
+		fn, calls := failing(1, errTransient)
+		start := time.Now()
+		require.NoError(t, r.Do(ctx, fn))
+		assert.Equal(t, 2300*time.Millisecond, time.Since(start), "the HandOff's timeout, then the wait")
+		assert.EqualValues(t, 2, calls.Load())
+		assert.Equal(t, 1, q.asked)
+
+		// The default is 2s.
+		r = mustNew(t, retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Threshold: time.Second}),
+			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		fn, _ = failing(1, errTransient)
+		start = time.Now()
+		require.NoError(t, r.Do(context.Background(), fn))
+		assert.Equal(t, 4*time.Second, time.Since(start))
+	})
+}
+
+// emptyIDQueue is a HandOff that says it took the call but names no job.
+type emptyIDQueue struct{}
+
+func (emptyIDQueue) HandOff(context.Context, retry.Waiting) (string, error) { return "", nil }
+
+// A HandOff that returns an empty ID has not said where the work is: the
+// call waits in memory, as for a failed hand-off, so that nothing is lost.
+func TestHandOff_emptyIDWaitsInMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(emptyIDQueue{}, &retry.HandOffOptions{Threshold: time.Second}),
+			retry.WithBackoff(retry.Constant(time.Minute)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		fn, calls := failing(1, errTransient)
+		start := time.Now()
+		require.NoError(t, r.Do(context.Background(), fn))
+		assert.Equal(t, time.Minute, time.Since(start))
+		assert.EqualValues(t, 2, calls.Load())
+	})
+}
+
+// A resumed count beyond any call's saturates: the call makes one
+// attempt and stops exhausted, its count positive, instead of overflowing
+// into a retry without limit.
+func TestWithResume_hugeCountSaturates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := mustNew(t, retry.WithMaxAttempts(3), retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Millisecond)))
+		resumed, err := r.With(retry.WithResume(math.MaxInt, time.Second))
+		require.NoError(t, err)
+		fn, calls := failing(1000, errTransient)
+		var e *retry.Error
+		require.ErrorAs(t, resumed.Do(context.Background(), fn), &e)
+		assert.Equal(t, retry.OutcomeExhausted, e.Outcome)
+		assert.Equal(t, 1<<31, e.Attempts)
+		assert.EqualValues(t, 1, calls.Load())
+	})
 }

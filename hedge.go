@@ -9,13 +9,17 @@ import (
 )
 
 // HedgeOptions are the settings of [WithHedge]; nil means the defaults.
-// The delay is fixed when Delay is set; otherwise it follows the
-// Retrier's own attempts, and the other fields tune how.
+// Every field is checked. Delay alone fixes the delay; otherwise it
+// follows the Retrier's own attempts, the other fields tune how, and a
+// Delay given with them serves until the window has warmed up.
 type HedgeOptions struct {
 	// Delay is how long an attempt runs unanswered before another is sent
 	// beside it. Default 0: adaptive, the Percentile of the latencies of
 	// the latest Window first attempts (a hedged attempt's first, on the
-	// caller's goroutine), at least MinDelay.
+	// caller's goroutine), at least MinDelay. Given with Percentile,
+	// MinDelay or Window, the delay is adaptive and Delay is its value
+	// until the window has warmed up, so that a new process hedges its
+	// first calls too.
 	Delay time.Duration
 	// Percentile of those latencies that the adaptive delay follows, in
 	// (0, 1): about 1-Percentile of calls then send a hedge. Default
@@ -26,7 +30,8 @@ type HedgeOptions struct {
 	MinDelay time.Duration
 	// Window is how many of the latest first attempts the adaptive delay
 	// reads, in [10, 1e6]. Default 1000. Until a tenth of it (at least
-	// 10) has been seen, no hedge is sent: the delay is not known yet.
+	// 10) has been seen, the delay is not known yet: Delay serves if
+	// given, else no hedge is sent.
 	Window int
 }
 
@@ -45,8 +50,9 @@ const (
 //
 // The other attempts' contexts are cancelled, with the cause
 // [ErrHedgeLost], and their results dropped; a value that is an
-// io.Closer is closed. A failure worth retrying lets the others run on,
-// and the call waits and retries as usual only once all have failed; a
+// io.Closer is closed. A failure worth retrying lets the others run on
+// and, while one runs, sends the next hedge at once (as gRFC A6 does);
+// the call waits and retries as usual only once all have failed; a
 // permanent one ends the call. Each hedge is an attempt: counted in
 // [Error.Attempts] and [Done], heard by observers on its own goroutine,
 // asked of the breaker and of the budget (Retry(0)) before it starts. A
@@ -72,7 +78,7 @@ func WithHedge(o *HedgeOptions) Option {
 	case h.Window != 0 && (h.Window < 10 || h.Window > 1e6):
 		return invalid("HedgeOptions.Window (%d) must be in [10, 1000000]; 0 means %d", h.Window, defaultHedgeWindow)
 	}
-	if h.Delay > 0 {
+	if h.Delay > 0 && h.Percentile == 0 && h.MinDelay == 0 && h.Window == 0 {
 		return Option{set: setHedge, v: &hedgeConfig{delay: h.Delay}}
 	}
 	if h.Percentile == 0 {
@@ -84,24 +90,25 @@ func WithHedge(o *HedgeOptions) Option {
 	if h.Window == 0 {
 		h.Window = defaultHedgeWindow
 	}
-	return Option{set: setHedge, v: &hedgeConfig{lat: newLatencies(h.Window, h.Percentile, h.MinDelay)}}
+	return Option{set: setHedge, v: &hedgeConfig{delay: h.Delay, lat: newLatencies(h.Window, h.Percentile, h.MinDelay)}}
 }
 
 // hedgeConfig is WithHedge's setting: a fixed delay, or the latencies
-// that set it.
+// that set it and the delay until they do.
 type hedgeConfig struct {
-	delay time.Duration // fixed; 0: adaptive
-	lat   *latencies
+	delay time.Duration // fixed without lat; with it, the warm-up's (0: none)
+	lat   *latencies    // nil: the delay is fixed
 }
 
 // nextDelay is the wait before a hedge; false: send none (the adaptive
-// delay is not known yet).
+// delay is not known yet, and no warm-up delay was given).
 func (h *hedgeConfig) nextDelay() (time.Duration, bool) {
-	if h.delay > 0 {
-		return h.delay, true
+	if h.lat != nil {
+		if d := time.Duration(h.lat.delay.Load()); d > 0 {
+			return d, true
+		}
 	}
-	d := time.Duration(h.lat.delay.Load())
-	return d, d > 0
+	return h.delay, h.delay > 0
 }
 
 // record adds a first attempt's latency to the adaptive delay's window.

@@ -32,6 +32,7 @@ type hedgeRound[T any] struct {
 	armed    bool                       // the timer will start a hedge
 	next     int                        // the number of the next hedge's attempt
 	inFlight int                        // hedges whose fn has not returned
+	firstIn  bool                       // the first attempt's fn has not returned
 	cancels  []context.CancelCauseFunc  // the first attempt's, then each hedge's
 	room     [3]context.CancelCauseFunc // cancels' first backing array: default attempts cost no allocation
 	wake     chan struct{}              // made with the first hedge: one ended, settle looks again
@@ -61,7 +62,7 @@ func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn fu
 		ctx, cancel = context.WithCancelCause(ctx)
 		r.cancels = append(r.room[:0], cancel)
 		r.mu.Lock() // the timer may fire before afterFunc returns
-		r.timer, r.armed = cfg.afterFunc(d, r.fire), true
+		r.timer, r.armed, r.firstIn = cfg.afterFunc(d, r.fire), true, true
 		r.mu.Unlock()
 		defer r.abandon() // a panic here (fn, a hook) must not leave hedges running
 	}
@@ -96,6 +97,7 @@ func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error,
 	var next ruling
 	r.mu.Lock()
 	lostFirst := r.closed
+	r.firstIn = false
 	switch {
 	case r.closed:
 		// A hedge won, or ended the call, while fn ran: fn's own result
@@ -110,6 +112,8 @@ func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error,
 		r.mu.Lock()
 		if endsRound(next.verdict) {
 			r.closeLocked()
+		} else {
+			r.hedgeNowLocked()
 		}
 	}
 	for !r.closed && r.inFlight > 0 {
@@ -198,6 +202,18 @@ func (r *hedgeRound[T]) closeLocked() {
 	if r.armed {
 		r.timer.stop() // if it fires all the same, the hedge finds r closed
 		r.armed = false
+	}
+}
+
+// hedgeNowLocked starts the next hedge at once, as A6 does after a
+// failure worth retrying, while another attempt still runs and attempts
+// are left: the delay guesses that an attempt is slow, a failure says so.
+// Once none runs, the round is over and the loop's backoff comes first.
+// Called with r.mu held.
+func (r *hedgeRound[T]) hedgeNowLocked() {
+	if !r.closed && (r.firstIn || r.inFlight > 0) && r.next <= r.c.cfg.maxAttempts {
+		r.timer.reset(0)
+		r.armed = true
 	}
 }
 
@@ -335,6 +351,8 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 			r.failed, r.err, r.rul = true, err, rul
 			if r.fatal = endsRound(rul.verdict); r.fatal {
 				r.closeLocked()
+			} else {
+				r.hedgeNowLocked()
 			}
 		}
 		if r.closed {

@@ -163,6 +163,8 @@ func TestHedge_retryableFailureLetsTheOthersRun(t *testing.T) {
 	})
 }
 
+// Once every attempt of a turn has failed, the loop waits its backoff
+// and the next turn hedges again.
 func TestHedge_allFailedThenTheLoopWaitsAndRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := hedged(t, retry.WithMaxAttempts(4), retry.WithBackoff(retry.Constant(50*time.Millisecond)),
@@ -178,20 +180,57 @@ func TestHedge_allFailedThenTheLoopWaitsAndRetries(t *testing.T) {
 			mu.Unlock()
 			switch k {
 			case 1:
-				time.Sleep(15 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond)
+				return 0, errors.New("unavailable")
 			case 2:
-				time.Sleep(8 * time.Millisecond)
+				return 0, a.ended(ctx, 2)
 			default:
 				return k, nil
 			}
-			return 0, errors.New("unavailable")
 		})
 		require.NoError(t, err)
 		assert.EqualValues(t, 3, v)
-		// Attempt 2 is a hedge at 10ms; both have failed at 18ms, which
-		// stops the hedge timer of 20ms; the loop waits 50ms and attempt 3
-		// answers at once.
-		assert.Equal(t, []time.Duration{0, 10 * time.Millisecond, 68 * time.Millisecond}, at)
+		// Attempt 1 fails at 5ms, before the hedge delay of 10ms, with no
+		// other running: the turn is over, the loop waits 50ms; attempt 2
+		// starts at 55ms, and its hedge, attempt 3, at 65ms answers.
+		assert.Equal(t, []time.Duration{0, 55 * time.Millisecond, 65 * time.Millisecond}, at)
+		assert.ErrorIs(t, a.cause(2), retry.ErrHedgeLost)
+	})
+}
+
+// A failure worth retrying while another attempt still runs sends the
+// next hedge at once, as gRFC A6 does, instead of after the hedge delay:
+// the delay guesses that an attempt is slow, a failure says so.
+func TestHedge_failureSendsTheNextHedgeAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := hedged(t, retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(50*time.Millisecond)),
+			retry.WithJitter(retry.NoJitter))
+		var a attempts
+		start := time.Now()
+		var at []time.Duration
+		var mu sync.Mutex
+		v, err := retry.HedgeValue(t.Context(), r, func(ctx context.Context) (int32, error) {
+			k := a.next()
+			mu.Lock()
+			at = append(at, time.Since(start))
+			mu.Unlock()
+			d := map[int32]time.Duration{1: 15 * time.Millisecond, 2: 8 * time.Millisecond, 3: 10 * time.Millisecond}[k]
+			if d == 0 {
+				return k, nil
+			}
+			select {
+			case <-time.After(d):
+				return 0, errors.New("unavailable")
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		})
+		require.NoError(t, err)
+		assert.EqualValues(t, 4, v)
+		// Attempt 2 is a hedge at 10ms. Attempt 1 fails at 15ms while 2
+		// runs: attempt 3 starts then, not at 20ms. Attempt 2 fails at
+		// 18ms while 3 runs: attempt 4 starts then, and answers.
+		assert.Equal(t, []time.Duration{0, 10 * time.Millisecond, 15 * time.Millisecond, 18 * time.Millisecond}, at)
 	})
 }
 
@@ -391,6 +430,36 @@ func TestHedge_adaptiveDelayFollowsTheAttempts(t *testing.T) {
 		start = time.Now()
 		require.NoError(t, r.Hedge(t.Context(), func(ctx context.Context) error { return slow(ctx, b.next()) }))
 		assert.Equal(t, 11*time.Millisecond, time.Since(start), "a hedge at 10ms answered 1ms later")
+		synctest.Wait()
+	})
+}
+
+// A Delay given with the adaptive settings serves until the window has
+// warmed up: a new process hedges its first calls too, then follows its
+// attempts' latency.
+func TestHedge_delayServesUntilTheWindowWarmsUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Delay: 50 * time.Millisecond, Percentile: 0.97, Window: 100}),
+			retry.WithBudget(nil))
+		require.NoError(t, err)
+		slow := func(ctx context.Context, k int32) error {
+			if k == 1 {
+				return (&attempts{}).ended(ctx, 1)
+			}
+			time.Sleep(time.Millisecond)
+			return nil
+		}
+		var a attempts
+		start := time.Now()
+		require.NoError(t, r.Hedge(t.Context(), func(ctx context.Context) error { return slow(ctx, a.next()) }))
+		assert.Equal(t, 51*time.Millisecond, time.Since(start), "a hedge at the warm-up delay, 50ms")
+		for range 99 {
+			require.NoError(t, r.Hedge(t.Context(), func(context.Context) error { time.Sleep(2 * time.Millisecond); return nil }))
+		}
+		var b attempts
+		start = time.Now()
+		require.NoError(t, r.Hedge(t.Context(), func(ctx context.Context) error { return slow(ctx, b.next()) }))
+		assert.Equal(t, 3*time.Millisecond, time.Since(start), "warm: a hedge at the 97th, 2ms")
 		synctest.Wait()
 	})
 }

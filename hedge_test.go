@@ -23,6 +23,9 @@ func TestWithHedge_refusesBadSettings(t *testing.T) {
 		{retry.HedgeOptions{Percentile: math.NaN()}, "HedgeOptions.Percentile (NaN) must be in (0, 1)"},
 		{retry.HedgeOptions{Window: 9}, "HedgeOptions.Window (9) must be in [10, 1000000]"},
 		{retry.HedgeOptions{Window: 2e6}, "HedgeOptions.Window (2000000) must be in [10, 1000000]"},
+		// Every field is checked, whether Delay is given or not.
+		{retry.HedgeOptions{Delay: time.Millisecond, Percentile: 2}, "HedgeOptions.Percentile (2) must be in (0, 1)"},
+		{retry.HedgeOptions{Delay: time.Millisecond, Window: 9}, "HedgeOptions.Window (9) must be in [10, 1000000]"},
 	} {
 		_, err := retry.New(retry.WithHedge(&tc.o))
 		require.ErrorIs(t, err, retry.ErrInvalidOption)

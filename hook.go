@@ -35,9 +35,10 @@ type hook[T any] interface {
 	// retrying runs before a wait of d for another attempt; an error
 	// refuses it and ends the call.
 	retrying(c *call, d time.Duration) error
-	// waited runs when a wait of d ended, by its timer or by the call's
-	// context (which the loop then finds ended).
-	waited(c *call, d time.Duration)
+	// waited runs when a wait of d ended, by its timer, by the call's
+	// context (which the loop then finds ended) or by the process
+	// stopping; an error ends the call (its rest was handed off).
+	waited(c *call, d time.Duration) error
 	// end runs once, when the call ends with v and err (nil, or an
 	// *Error), fills in its part of the Done event and returns what Do
 	// returns.
@@ -75,6 +76,6 @@ func (noHook[T]) fnContext(_ *call, _ *attemptState, ctx context.Context) contex
 func (noHook[T]) after(_ *call, _ *attemptState, v T, err error) (T, error)               { return v, err }
 func (noHook[T]) ruled(*call, error, ruling)                                              {}
 func (noHook[T]) retrying(*call, time.Duration) error                                     { return nil }
-func (noHook[T]) waited(*call, time.Duration)                                             {}
+func (noHook[T]) waited(*call, time.Duration) error                                       { return nil }
 func (noHook[T]) end(_ *call, v T, err error, _ *Done) (T, error)                         { return v, err }
 func (noHook[T]) unwind(*call, *attemptState)                                             {}

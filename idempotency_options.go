@@ -15,6 +15,9 @@ const (
 	// maxKeyLen is the longest key, in bytes, as Stripe and the IETF
 	// Idempotency-Key draft use.
 	maxKeyLen = 255
+	// minLease is the shortest lease: a store round trip must fit in a
+	// third of it many times over (a lease of 30ns is 30s mistyped).
+	minLease = 100 * time.Millisecond
 )
 
 // IdempotencyOptions tunes [WithIdempotency]. The zero value, or a nil
@@ -35,8 +38,10 @@ type IdempotencyOptions struct {
 	// context is cancelled a tenth of a lease before the end, and the
 	// outcome is unknown. It should cover the longest wait: if another
 	// caller takes over during one, Do stops with [ErrLeaseLost], without
-	// calling fn or dead-lettering. It must be longer than
-	// [WithAttemptTimeout]. Default: 30s.
+	// calling fn or dead-lettering. Keep the store's slowest round trip
+	// under a tenth of it: a renewal must be answered well within the
+	// third of a lease before the next. It must be at least 100ms and
+	// longer than [WithAttemptTimeout]. Default: 30s.
 	Lease time.Duration
 	// Retention is how long a final outcome is kept and replayed; after
 	// it, a call with the same key runs again. Default: 24h.
@@ -118,6 +123,9 @@ func WithIdempotency(store IdempotencyStore, opts *IdempotencyOptions) Option {
 		if d.v < 0 {
 			return invalid("WithIdempotency: IdempotencyOptions.%s is %v; it must not be negative (0 is the default)", d.name, d.v)
 		}
+	}
+	if o.Lease > 0 && o.Lease < minLease {
+		return invalid("WithIdempotency: IdempotencyOptions.Lease is %v; it must be at least %v, for a store round trip to fit in a third of it (0 is the default, %v)", o.Lease, minLease, defaultLease)
 	}
 	if (o.Marshal == nil) != (o.Unmarshal == nil) {
 		return invalid("WithIdempotency: set both IdempotencyOptions.Marshal and Unmarshal, or neither")

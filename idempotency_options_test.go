@@ -103,6 +103,18 @@ func TestIdempotencyLeaseMustOutlastTheAttemptTimeout(t *testing.T) {
 	}
 }
 
+// A lease no store round trip can keep (30ns, meant as 30s) is refused
+// with the reason, not accepted into calls that each fail to record
+// their outcome.
+func TestIdempotencyLeaseHasAFloor(t *testing.T) {
+	store := newFaulty()
+	_, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: 30}))
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.ErrorContains(t, err, "IdempotencyOptions.Lease is 30ns; it must be at least 100ms")
+	_, err = retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: 100 * time.Millisecond}))
+	assert.NoError(t, err)
+}
+
 func TestIdempotencyOnWithLeavesTheBaseRetrierAlone(t *testing.T) {
 	store := newFaulty()
 	base, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))

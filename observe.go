@@ -42,7 +42,7 @@ func (o *observing[T]) retrying(c *call, d time.Duration) error {
 // passing the select's case, costs runCall's frame nothing; a look at its
 // Done channel takes no lock, where Err on a done context takes the one of
 // the channel every parked call shares.
-func (o *observing[T]) waited(c *call, d time.Duration) {
+func (o *observing[T]) waited(c *call, d time.Duration) error {
 	cut := false
 	select {
 	case <-c.ctx.Done():
@@ -50,6 +50,7 @@ func (o *observing[T]) waited(c *call, d time.Duration) {
 	default:
 	}
 	c.cfg.observer.OnWaitEnd(c.ctx, WaitEnd{Name: c.cfg.name, Attempt: c.attempts, Delay: d, Cut: cut})
+	return nil
 }
 
 // end tells the Observer the call's outcome, d, which the hooks before it

@@ -267,6 +267,9 @@ func (cfg *config) derive() error {
 	if cfg.idem != nil && cfg.attemptTimeout > 0 && cfg.idem.lease <= cfg.attemptTimeout {
 		cfg.failf("the idempotency lease (%v) must be longer than WithAttemptTimeout (%v), or a running attempt could lose its claim; raise IdempotencyOptions.Lease", cfg.idem.lease, cfg.attemptTimeout)
 	}
+	if cfg.handOff != nil && cfg.name == "" {
+		cfg.failf("WithHandOff needs WithName: the worker that resumes a handed-off call finds its work by the name")
+	}
 	cfg.waitArmed, cfg.clockBase = nil, time.Time{}
 	if cfg.clock != nil {
 		cfg.clockBase = cfg.clock.Now()

@@ -233,6 +233,9 @@ func (c *call) ruleOn(attempt int, prev time.Duration, err error, maxAttempts in
 	// A deadline already past ends the call as the context's end does,
 	// even before the context's own timer has said so.
 	d, v, hinted := c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil || hasDeadline && left <= 0, elapsed, left, hasDeadline)
+	if v == stopDeadline && c.cfg.handOff.takes(d) {
+		v = waitAndRetry // a call handed off returns at once: its deadline need not cover the wait
+	}
 	return ruling{wait: d, verdict: v, hinted: hinted, made: true}
 }
 

@@ -87,7 +87,7 @@ func TestHandOff_failedInsertWaitsInMemory(t *testing.T) {
 	_, err = h.HandOff(t.Context(), retry.Waiting{Name: "ship", Attempts: 1, Wait: time.Minute, Due: time.Now().Add(time.Minute)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `retryriver: handing off the attempts of "ship"`)
-	r, err := retry.New(retry.WithHandOff(h, &retry.HandOffOptions{Threshold: time.Millisecond}),
+	r, err := retry.New(retry.WithName("ship"), retry.WithHandOff(h, &retry.HandOffOptions{Threshold: time.Millisecond}),
 		retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithBudget(nil))
 	require.NoError(t, err)
 	calls := 0
