@@ -242,6 +242,22 @@ func TestHandOff_hungDatabaseEndsWithTheContext(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, took, 2*time.Second, "the insert held the call past its context")
+
+	// Through Do: HandOffOptions.Timeout bounds the hand-off, and the
+	// call waits in memory, then succeeds.
+	r, err := retry.New(retry.WithName("ship"), retry.WithBudget(nil), retry.WithBackoff(retry.Constant(5*time.Millisecond)),
+		retry.WithHandOff(h, &retry.HandOffOptions{Threshold: time.Millisecond, Timeout: 200 * time.Millisecond}))
+	require.NoError(t, err)
+	calls := 0
+	start = time.Now()
+	require.NoError(t, r.Do(t.Context(), func(context.Context) error {
+		if calls++; calls == 1 {
+			return errDownstream
+		}
+		return nil
+	}))
+	assert.Equal(t, 2, calls)
+	assert.Less(t, time.Since(start), 2*time.Second, "the hand-off held the call")
 	require.NoError(t, lock.Rollback(t.Context()))
 	var n int
 	require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(*) FROM "+schema+".river_job").Scan(&n))
@@ -282,7 +298,7 @@ func TestHandOffWorker_waitPastTheJobTimeoutIsHandedOff(t *testing.T) {
 	h, err := retryriver.NewHandOff(inserter, &retryriver.HandOffOptions{MaxAttempts: 4})
 	require.NoError(t, err)
 	const jobTimeout = time.Second
-	r, err := retry.New(retry.WithDeadLetter(sink, nil), retry.WithBudget(nil), retry.WithMaxAttempts(10),
+	r, err := retry.New(retry.WithName("handoff-worker"), retry.WithDeadLetter(sink, nil), retry.WithBudget(nil), retry.WithMaxAttempts(10),
 		retry.WithHandOff(h, &retry.HandOffOptions{Threshold: jobTimeout}),
 		retry.WithBackoff(retry.Constant(jobTimeout)), retry.WithJitter(retry.NoJitter))
 	require.NoError(t, err)
@@ -325,9 +341,10 @@ func TestHandOffWorker_stoppingHandsOffTheWaitInProgress(t *testing.T) {
 	require.NoError(t, err)
 	h, err := retryriver.NewHandOff(inserter, nil)
 	require.NoError(t, err)
-	stopping := make(chan struct{})
+	stopping, stop := context.WithCancel(context.Background())
+	defer stop()
 	const wait = 30 * time.Second // under the threshold: waited in memory
-	r, err := retry.New(retry.WithBudget(nil), retry.WithHandOff(h, &retry.HandOffOptions{Stopping: stopping}),
+	r, err := retry.New(retry.WithName("handoff-worker"), retry.WithBudget(nil), retry.WithHandOff(h, &retry.HandOffOptions{Stopping: stopping}),
 		retry.WithBackoff(retry.Constant(wait)), retry.WithJitter(retry.NoJitter))
 	require.NoError(t, err)
 	failed := make(chan struct{}, 1)
@@ -361,7 +378,7 @@ func TestHandOffWorker_stoppingHandsOffTheWaitInProgress(t *testing.T) {
 
 	// The shutdown: Stopping first, then the client.
 	start := time.Now()
-	close(stopping)
+	stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	require.NoError(t, client.Stop(ctx), "the client did not stop: the wait held its job")
@@ -371,6 +388,9 @@ func TestHandOffWorker_stoppingHandsOffTheWaitInProgress(t *testing.T) {
 	assert.Equal(t, rivertype.JobStateCompleted, row.State)
 	jobs := handOffJobs(t, inserter)
 	require.Len(t, jobs, 2)
-	assert.Equal(t, retryriver.HandOffArgs{Name: "ship", Attempts: 2, Wait: wait}, handOffArgsOf(t, jobs[1]))
+	next := handOffArgsOf(t, jobs[1])
+	assert.Equal(t, 2, next.Attempts)
+	assert.WithinRange(t, time.Unix(0, 0).Add(next.Wait), time.Unix(0, 0).Add(wait-5*time.Second), time.Unix(0, 0).Add(wait), "the rest of the wait")
 	assert.Equal(t, rivertype.JobStateScheduled, jobs[1].State)
+	assert.WithinDuration(t, start.Add(wait), jobs[1].ScheduledAt, 5*time.Second, "due when the wait would have ended")
 }
