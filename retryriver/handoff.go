@@ -163,8 +163,10 @@ func (h *HandOff[TTx]) HandOff(ctx context.Context, w retry.Waiting) (string, er
 // retries it, so that no attempt is lost, when fn could not run or was
 // cut off: the job's context ended (the client stopping, River's job
 // timeout), which Do reports as canceled or deadline, or the idempotency
-// store failed (retry.ErrIdempotencyUnavailable); the key keeps a side
-// effect that did happen from happening again. Give r retry.WithHandOff
+// store failed (retry.ErrIdempotencyUnavailable), or the call gave up but
+// its dead letter was not recorded (retry.ErrDeadLetterNotRecorded): the
+// key keeps a side effect that did happen from happening again, and
+// replays a permanent failure, whose dead letter is tried again. Give r retry.WithHandOff
 // too, so that each wait of a threshold or more goes back to the queue
 // instead of holding the job, and close its HandOffOptions.Stopping
 // before the client stops, so that waits in progress go back at once.
@@ -270,6 +272,8 @@ func (w *HandOffWorker) Work(ctx context.Context, job *river.Job[HandOffArgs]) e
 		return err // the job's context ended: River works the job again
 	case errors.Is(err, retry.ErrIdempotencyUnavailable):
 		return err // fn did not run: River works the job again
+	case errors.Is(err, retry.ErrDeadLetterNotRecorded):
+		return err // the give-up has no record yet: River works the job again
 	default:
 		return river.JobCancel(err)
 	}
