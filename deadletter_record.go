@@ -21,12 +21,12 @@ type deadLettering[T any] struct {
 
 // after logs a failed attempt for the record. The log is made at the
 // first failure, so a call that succeeds at once allocates nothing.
-func (h *deadLettering[T]) after(c *call, _ *attemptState, v T, err error) (T, error) {
+func (h *deadLettering[T]) after(c *call, a *attemptState, v T, err error) (T, error) {
 	if err != nil {
 		if h.log == nil {
 			h.log = newAttemptLog(c.cfg.dl)
 		}
-		h.log.add(c.attempts, c.prevWait, err)
+		h.log.add(a.attempt(c), c.prevWait, err)
 	}
 	return v, err
 }

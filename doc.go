@@ -61,12 +61,14 @@
 // float64(src.Uint64()>>11) / (1<<53) for [WithRandom]'s src.
 //
 // A wait of minutes is better made in a queue than in memory: with
-// [WithHandOff], a wait of at least its threshold (1 minute), or any wait
-// once the process is stopping, is given with the call's remaining
-// attempts to a [HandOff] (retryriver's enqueues a River job at the retry
-// time), and Do returns at once with [OutcomeHandedOff], matching
-// [ErrHandedOff]. The worker that runs the job goes on with the call
-// through [WithResume].
+// [WithHandOff], a wait of at least its threshold (1 minute), even past
+// the deadline, or any wait once the process is stopping, is given with
+// the call's remaining attempts to a [HandOff] (retryriver's enqueues a
+// River job at the retry time), and Do returns at once with
+// [OutcomeHandedOff], matching [ErrHandedOff]. The worker that runs the
+// job goes on with the call through [WithResume]. Without a queue, keep
+// waits under a minute ([WithMaxDelay]) and let the call give up to its
+// dead letter.
 //
 // # Idempotent calls
 //

@@ -157,9 +157,12 @@ func (p *permanentError) Unwrap() error { return p.err }
 
 // After marks err with a delay the server asked for, such as an HTTP
 // Retry-After or a gRPC pushback: the next wait is d (negative is 0), not
-// jittered, capped by [WithMaxDelay] or else at 30s. A marked error is
-// retried even if [WithRetryIf] refuses it; [Permanent] still wins.
-// errors.Is and errors.As see through the marker. After(nil, d) is nil.
+// jittered, capped by [WithMaxDelay] or else at 30s. The waits after it
+// go on with the backoff by attempt number: a server naming one wait has
+// not said its overload is over, so the schedule does not start again
+// (gRFC A6 restarts it; retrygrpc can). A marked error is retried even if
+// [WithRetryIf] refuses it; [Permanent] still wins. errors.Is and
+// errors.As see through the marker. After(nil, d) is nil.
 func After(err error, d time.Duration) error {
 	if err == nil {
 		return nil

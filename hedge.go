@@ -54,7 +54,8 @@ const (
 // and, while one runs, sends the next hedge at once (as gRFC A6 does);
 // the call waits and retries as usual only once all have failed; a
 // permanent one ends the call. Each hedge is an attempt: counted in
-// [Error.Attempts] and [Done], heard by observers on its own goroutine,
+// [Error.Attempts] and [Done], heard by observers on its own goroutine
+// (a winner's end on the caller's, once idempotency has had its part),
 // asked of the breaker and of the budget (Retry(0)) before it starts. A
 // call whose first attempt answers within the delay starts no goroutine;
 // fn must return when its context ends, or a hedge cannot cut the call

@@ -39,22 +39,29 @@ type hedgeRound[T any] struct {
 	closed   bool                       // decided: no hedge starts, the ones running lost
 	won      bool                       // a hedge succeeded with v
 	v        T
-	failed   bool   // a hedge's failure, err, is the latest
-	fatal    bool   // it ends the call
-	err      error  // that failure
-	rul      ruling // the hedge's ruling on it
-	panicked any    // a hedge's fn, or a hook on its goroutine, panicked with this
+	winner   int           // that hedge's attempt number
+	winStart time.Duration // and its start, since the call's: the caller tells the observer its end
+	failed   bool          // a hedge's failure, err, is the latest
+	fatal    bool          // it ends the call
+	err      error         // that failure
+	failing  int           // that hedge's attempt number
+	rul      ruling        // the hedge's ruling on it
+	panicked any           // a hedge's fn, or a hook on its goroutine, panicked with this
 }
 
 // hedging runs fn for the attempt a of the call c on ctx, derived from
 // the call's with its idempotency claim, with its hedges; it runs the
-// hooks of the attempt's own end (timeout, guard, observer) and returns
-// the round's result, and the policy's word on it when it failed.
+// hooks of the first attempt's own end (timeout, guard) and returns the
+// round's result, and the policy's word on it when it failed. The
+// observer hears the end of the attempt whose result the round returns
+// from the loop, after idempotency's part, as for a plain attempt; a is
+// left describing that attempt.
 func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn func(context.Context) (T, error)) (v T, err error, next ruling) {
 	cfg := c.cfg
 	base := ctx
 	d, hedge := cfg.hedge.nextDelay()
 	var r *hedgeRound[T]
+	a.number = attemptNumber(c.attempts)
 	if hedge && c.attempts < cfg.maxAttempts {
 		r = &hedgeRound[T]{c: *c, fn: c.hedgeFn.(func(context.Context) (T, error)), base: base, delay: d,
 			next: c.attempts + 1}
@@ -81,19 +88,16 @@ func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn fu
 	if cfg.features&(featBudget|featBreaker) != 0 {
 		v, err = hs.guard.after(c, a, v, err)
 	}
-	if cfg.features&featObserver != 0 {
-		v, err = hs.obs.after(c, a, v, err)
-	}
 	if r == nil {
 		return v, err, next
 	}
-	return hs.settle(c, r, v, err)
+	return hs.settle(c, a, r, v, err)
 }
 
-// settle decides the round r once the first attempt returned v and err:
-// a success of any attempt, a failure that ends the call, or the latest
-// failure once all have failed; or the call's context ended.
-func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error, ruling) {
+// settle decides the round r once the first attempt, a, returned v and
+// err: a success of any attempt, a failure that ends the call, or the
+// latest failure once all have failed; or the call's context ended.
+func (hs *hooks[T]) settle(c *call, a *attemptState, r *hedgeRound[T], v T, err error) (T, error, ruling) {
 	var next ruling
 	r.mu.Lock()
 	lostFirst := r.closed
@@ -141,6 +145,10 @@ func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error,
 	for _, cancel := range cancels {
 		cancel(ErrHedgeLost)
 	}
+	firstDecides := panicked == nil && !won && (err == nil && !lostFirst || !failed)
+	if !firstDecides && a.observed && c.cfg.features&featObserver != 0 {
+		hs.obs.after(c, a, v, err) // the first attempt's end; the loop tells the deciding one's
+	}
 	if lostFirst {
 		if err == nil {
 			discard(v) // fn's success came after the round was decided
@@ -153,12 +161,11 @@ func (hs *hooks[T]) settle(c *call, r *hedgeRound[T], v T, err error) (T, error,
 		panic(panicked)
 	case won:
 		v, err, next = winner, nil, ruling{}
-		if c.cfg.features&featObserver != 0 {
-			hs.obs.lastEnd = c.sinceStart()
-		}
+		a.number, a.start, a.observed = attemptNumber(r.winner), r.winStart, c.cfg.features&featObserver != 0
 	case err == nil && !lostFirst: // fn's own success won
 	case failed:
 		v, err, next = *new(T), failure, rul
+		a.number = attemptNumber(r.failing)
 		if !endsRound(rul.verdict) {
 			// The hedge ruled with its own number; the loop goes on
 			// from the call's count. Its WithRetryIf has had its say.
@@ -323,7 +330,7 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	}()
 	took := cfg.clockReading() - start
 	release(nil, h.stop)
-	if cfg.observer != nil {
+	if cfg.observer != nil && (err != nil || panicked != nil) {
 		e := err
 		if panicked != nil {
 			e = errPanicked
@@ -345,10 +352,10 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	if !lost {
 		switch {
 		case err == nil:
-			r.won, r.v = true, v
+			r.won, r.v, r.winner, r.winStart = true, v, h.k, start-c.start
 			r.closeLocked()
 		default:
-			r.failed, r.err, r.rul = true, err, rul
+			r.failed, r.err, r.rul, r.failing = true, err, rul, h.k
 			if r.fatal = endsRound(rul.verdict); r.fatal {
 				r.closeLocked()
 			} else {
@@ -361,6 +368,11 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 		}
 	}
 	r.mu.Unlock()
+	if err == nil && lost && cfg.observer != nil {
+		// A winner's end is told by the caller, once idempotency has
+		// recorded the outcome, as a plain attempt's is.
+		cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: cfg.name, Attempt: h.k, Duration: took})
+	}
 	for _, f := range cancels {
 		f(ErrHedgeLost)
 	}

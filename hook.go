@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -53,7 +54,20 @@ type hook[T any] interface {
 type attemptState struct {
 	cancel   context.CancelFunc // the attempt timeout's
 	start    time.Duration      // the observer's mark of the attempt's start, since the call's
+	number   int32              // the attempt whose result the hooks see, if not c.attempts: a hedge's (32 bits: it fits in observed's padding)
 	observed bool               // the observer heard it start and not yet end
+}
+
+// attemptNumber is k as attemptState keeps it; past 2³¹-1 attempts, a
+// count no call reaches, it says so.
+func attemptNumber(k int) int32 { return int32(min(k, math.MaxInt32)) }
+
+// attempt is the number of the attempt whose result the hooks see.
+func (a *attemptState) attempt(c *call) int {
+	if a.number != 0 {
+		return int(a.number)
+	}
+	return c.attempts
 }
 
 // action is what a hook's begin or before says of the attempt.

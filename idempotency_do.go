@@ -52,19 +52,13 @@ const (
 // the end.
 type idemCall[T any] struct {
 	noHook[T]
-	cfg *config
-	ic  *idemConfig
-	ctx context.Context
-	key string
-	fp  string
+	heldClaim // the call's key and the claim it holds, which a renewer keeps
+	fp        string
 
 	state    idemState
-	token    string      // the claim this call holds; "" when none
-	held     time.Time   // when the claim was last taken or renewed, read before the store call
-	stale    bool        // fail-open: the last Renew failed, so held says nothing of the lease
-	looked   time.Time   // when the last Claim was sent
-	value    T           // fn's value in state ranAhead
-	renewing *renewer[T] // keeps the claim while fn runs; nil between attempts
+	looked   time.Time // when the last Claim was sent
+	value    T         // fn's value in state ranAhead
+	renewing *renewer  // keeps the claim while fn runs; nil between attempts
 }
 
 // newIdemCall checks the call's key; a bad one is bad input, reported
@@ -80,7 +74,7 @@ func newIdemCall[T any](ctx context.Context, cfg *config) (*idemCall[T], error) 
 		// error from its fn, would only meet it again.
 		return nil, Permanent(fmt.Errorf("%w: an enclosing idempotent call, whose fn this call runs in, uses the same idempotency key; give this call a key of its own (IdempotencyOptions.Key, or ContextWithIdempotencyKey in fn)", ErrInvalidOption))
 	}
-	return &idemCall[T]{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key, fp: fingerprint(cfg.payload), state: settled}, nil
+	return &idemCall[T]{heldClaim: heldClaim{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key}, fp: fingerprint(cfg.payload), state: settled}, nil
 }
 
 // idempotencyKey returns the call's idempotency key: the context's, else
@@ -438,14 +432,6 @@ func (s *idemCall[T]) settleUnknown(e *Error) {
 	s.token = ""
 }
 
-// leaseEnd is when the claim may stop being held, as Do counts it: one
-// lease after it was last taken or renewed, less a tenth of the lease left
-// for the store's clock and the network. Store calls that need the claim
-// are cut off by then.
-func (s *idemCall[T]) leaseEnd() time.Time {
-	return s.held.Add(s.ic.lease - s.ic.lease/10)
-}
-
 // recordSuccess stores v as the key's outcome. When v cannot be encoded,
 // fn's side effect has happened all the same: it records a permanent
 // failure instead, so that the next call does not repeat the work, and
@@ -642,11 +628,6 @@ func (s *idemCall[T]) complete(rec StoredOutcome) error {
 // errLeaseEnding is why an outcome was not recorded when no try was left
 // before the claim's lease could run out.
 var errLeaseEnding = errors.New("the claim's lease was about to run out")
-
-// storeCtxUntil bounds a store call by StoreTimeout and by until.
-func (s *idemCall[T]) storeCtxUntil(parent context.Context, until time.Time) (context.Context, context.CancelFunc) {
-	return s.cfg.withTimeout(parent, min(s.ic.storeTimeout, max(until.Sub(s.cfg.clockNow()), 0)))
-}
 
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {

@@ -9,6 +9,31 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
+// heldClaim is an idempotent call's key and the claim it holds on it: what
+// a renewer reads and keeps up to date while fn runs.
+type heldClaim struct {
+	cfg   *config
+	ic    *idemConfig
+	ctx   context.Context
+	key   string
+	token string    // the claim this call holds; "" when none
+	held  time.Time // when the claim was last taken or renewed, read before the store call
+	stale bool      // fail-open: the last Renew failed, so held says nothing of the lease
+}
+
+// leaseEnd is when the claim may stop being held, as Do counts it: one
+// lease after it was last taken or renewed, less a tenth of the lease left
+// for the store's clock and the network. Store calls that need the claim
+// are cut off by then.
+func (s *heldClaim) leaseEnd() time.Time {
+	return s.held.Add(s.ic.lease - s.ic.lease/10)
+}
+
+// storeCtxUntil bounds a store call by StoreTimeout and by until.
+func (s *heldClaim) storeCtxUntil(parent context.Context, until time.Time) (context.Context, context.CancelFunc) {
+	return s.cfg.withTimeout(parent, min(s.ic.storeTimeout, max(until.Sub(s.cfg.clockNow()), 0)))
+}
+
 // renewer keeps an idempotent call's claim while fn runs: a timer of the
 // Retrier's clock renews it a third of a lease after it was last
 // confirmed, and again after each renewal. If the claim cannot be renewed
@@ -17,8 +42,8 @@ import (
 // runs. It runs on the timer's goroutine, only while the call's goroutine
 // waits in fn; stop makes the call's goroutine wait for a renewal under
 // way, so that the call's fields it writes are the call's again.
-type renewer[T any] struct {
-	s      *idemCall[T]
+type renewer struct {
+	s      *heldClaim
 	cancel context.CancelCauseFunc
 
 	mu      sync.Mutex
@@ -30,9 +55,9 @@ type renewer[T any] struct {
 
 // keepClaim returns fn's context, which ends when the claim cannot be
 // renewed, and the renewer that does it; stop it when fn returns.
-func (s *idemCall[T]) keepClaim(ctx context.Context) (context.Context, *renewer[T]) {
+func (s *heldClaim) keepClaim(ctx context.Context) (context.Context, *renewer) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	r := &renewer[T]{s: s, cancel: cancel}
+	r := &renewer{s: s, cancel: cancel}
 	r.mu.Lock() // the timer may fire before arm has stored it
 	r.arm(s.held.Add(s.ic.lease / 3).Sub(s.cfg.clockNow()))
 	r.mu.Unlock()
@@ -41,7 +66,7 @@ func (s *idemCall[T]) keepClaim(ctx context.Context) (context.Context, *renewer[
 
 // arm sets the timer for the next renewal, d from now. The caller holds
 // r.mu.
-func (r *renewer[T]) arm(d time.Duration) {
+func (r *renewer) arm(d time.Duration) {
 	if clk := r.s.cfg.clock; clk != nil {
 		r.timer = clk.AfterFunc(d, r.renew)
 		return
@@ -54,7 +79,7 @@ var _ interface{ Stop() bool } = (*clock.Timer)(nil)
 // renew renews the claim once; on failure it tries again a tenth of a
 // lease later while the lease surely lasts, and cuts fn off otherwise
 // (fail-open: fn runs on, unprotected).
-func (r *renewer[T]) renew() {
+func (r *renewer) renew() {
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
@@ -98,7 +123,7 @@ func (r *renewer[T]) renew() {
 
 // stop ends the renewals and returns the error that cut fn off, if one
 // did; once it returns, no renewal runs.
-func (r *renewer[T]) stop() error {
+func (r *renewer) stop() error {
 	r.mu.Lock()
 	r.stopped = true
 	r.timer.Stop()

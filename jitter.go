@@ -52,7 +52,7 @@ func ProportionalJitter(factor float64) Jitter {
 
 // jitter is the Jitter that o, a WithJitter, holds.
 func (o *Option) jitter() Jitter {
-	return Jitter{kind: o.kind, factor: math.Float64frombits(uint64(o.n))}
+	return Jitter{kind: jitterKind(o.kind), factor: math.Float64frombits(uint64(o.n))}
 }
 
 // factorOne is 1 in the fixed point of proportional, 2^52.

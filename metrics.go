@@ -121,8 +121,9 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 // its next attempt or its end: it is in flight all the while.
 //
 // The attempts of a hedged call ([Retrier.Hedge]) overlap: a hedge's
-// OnAttemptStart and OnAttemptEnd come from its own goroutine, and a
-// hedge that lost may end after OnDone. Only attempt 1 and OnDone move
+// OnAttemptStart and OnAttemptEnd come from its own goroutine (the
+// winner's OnAttemptEnd from the caller's, after idempotency's part), and
+// a hedge that lost may end after OnDone. Only attempt 1 and OnDone move
 // the calls gauge, so the rule holds.
 type Observer interface {
 	// OnAttemptStart is called just before each attempt.

@@ -26,7 +26,7 @@ func (o *observing[T]) before(c *call, a *attemptState) (v T, err error, act act
 func (o *observing[T]) after(c *call, a *attemptState, v T, err error) (T, error) {
 	a.observed = false
 	o.lastEnd = c.sinceStart()
-	c.cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: c.cfg.name, Attempt: c.attempts, Err: err, Duration: o.lastEnd - a.start})
+	c.cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: c.cfg.name, Attempt: a.attempt(c), Err: err, Duration: o.lastEnd - a.start})
 	return v, err
 }
 

@@ -13,8 +13,8 @@ import (
 // An Option holds its setting, and applying it calls no code.
 type Option struct {
 	set  setting
-	kind jitterKind // a Jitter's kind; its factor's bits are in n
-	n    int64      // attempts, a duration, a Jitter's factor
+	kind uint8 // a Jitter's kind; its factor's bits are in n
+	n    int64 // attempts, a duration, a Jitter's factor
 	// v holds an interface setting, a payload, a resolved feature config
 	// or the error of bad input. The payload is here rather than in a
 	// field of its own because Options are built and copied at every call

@@ -335,7 +335,7 @@ func WithBackoff(b Backoff) Option {
 // no effect on [Decorrelated], which is random by itself.
 func WithJitter(j Jitter) Option {
 	// Checked when applied, like WithBackoff, to stay inlinable.
-	return Option{set: setJitter, kind: j.kind, n: int64(math.Float64bits(j.factor))}
+	return Option{set: setJitter, kind: uint8(j.kind), n: int64(math.Float64bits(j.factor))}
 }
 
 // WithMaxDelay caps every wait, the jittered backoff's and [After]'s

@@ -3,7 +3,9 @@ package retrygrpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -161,6 +163,66 @@ func TestPushbackWait(t *testing.T) {
 	}
 	if got := srv.count(); got != 2 {
 		t.Errorf("the server saw %d attempts, want 2", got)
+	}
+}
+
+// TestBackoffAfterPushback: a pushback is the next wait; after it the
+// Retrier's schedule goes on by attempt number, or, with
+// Options.RestartBackoffAfterPushback, restarts at its first wait, as in
+// A6 and grpc-go (100ms, x4: waits 100/10/100/400ms, not 100/10/1.6s/6.4s).
+func TestBackoffAfterPushback(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		restart bool
+		waits   []time.Duration
+	}{
+		{"default: the schedule goes on", false, []time.Duration{100 * ms, 10 * ms, 1600 * ms, 6400 * ms}},
+		{"RestartBackoffAfterPushback", true, []time.Duration{100 * ms, 10 * ms, 100 * ms, 400 * ms}},
+	} {
+		for _, streaming := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/streaming=%v", tc.name, streaming), func(t *testing.T) {
+				clk := retrytest.NewClock()
+				r, err := retry.New(retry.WithClock(clk), retry.WithBudget(nil), retry.WithMaxAttempts(5),
+					retry.WithBackoff(retry.Exponential(100*ms, 4, time.Minute)), retry.WithJitter(retry.NoJitter))
+				if err != nil {
+					t.Fatal(err)
+				}
+				script := fails(codes.Unavailable, 4)
+				script[1].pushback = []string{"10"}
+				srv := &server{script: script}
+				u, s := interceptors(t, r, &retrygrpc.Options{RestartBackoffAfterPushback: tc.restart})
+				client, _ := start(t, srv, u, s)
+				var got []time.Duration
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					for range tc.waits {
+						d := <-clk.Armed()
+						got = append(got, d)
+						clk.Add(d)
+					}
+				}()
+				if streaming {
+					stream, err := client.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+					if err == nil {
+						_, err = stream.Recv()
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				} else if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+					t.Fatal(err)
+				}
+				<-done
+				if !slices.Equal(got, tc.waits) {
+					t.Errorf("waits %v, want %v", got, tc.waits)
+				}
+				if n := srv.count(); n != 5 {
+					t.Errorf("the server saw %d attempts, want 5", n)
+				}
+			})
+		}
 	}
 }
 

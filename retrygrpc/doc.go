@@ -41,6 +41,13 @@
 // that attempt's error, marked Permanent. Pushback does not make a code
 // retryable that is not.
 //
+// After the pushback's wait, A6 (and grpc-go) restart the backoff at its
+// initial value; here the Retrier's schedule goes on by attempt number,
+// since a server that names one wait has not said its overload is over:
+// with 100ms and a multiplier of 4, a pushback of 10ms after attempt 2
+// gives waits of 100ms, 10ms, then 1.6s where A6 waits 100ms.
+// [Options.RestartBackoffAfterPushback] does as A6.
+//
 // # Attempts and deadlines
 //
 // Every attempt after the first carries grpc-previous-rpc-attempts, the
@@ -97,7 +104,8 @@
 // delay, another is sent beside it, each into a reply of its own, and
 // the first success is copied into the caller's reply. A6's non-fatal
 // codes are the retryable ones: such a failure of one attempt lets the
-// others run; any other code is fatal and ends the call. The losers'
+// others run and, as in A6, sends the next hedge at once, not after the
+// hedge delay; any other code is fatal and ends the call. The losers'
 // contexts are cancelled, which cancels their RPCs on the server too. A
 // call of a method that is not idempotent, or whose reply is not a
 // proto.Message, is never hedged.

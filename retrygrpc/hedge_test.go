@@ -10,6 +10,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/retrygrpc"
+	"github.com/steadfast-go/retry/retrytest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -25,6 +26,36 @@ func hedging(t testing.TB, n int) *retry.Retrier {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// hedgeDelay is the hedge delay of hedgingOn's Retrier.
+const hedgeDelay = 150 * time.Millisecond
+
+// hedgingOn is a Retrier on clk that hedges after hedgeDelay, up to n
+// attempts: a hedge goes out only when the test advances clk, so only
+// once the attempt before it has reached the server.
+func hedgingOn(t testing.TB, clk *retrytest.Clock, n int) *retry.Retrier {
+	t.Helper()
+	r, err := retry.New(retry.WithClock(clk), retry.WithHedge(&retry.HedgeOptions{Delay: hedgeDelay}),
+		retry.WithMaxAttempts(n), retry.WithBackoff(retry.Constant(0)), retry.WithBudget(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// afterHedge runs call, advancing clk by the hedge delay once the server
+// has seen attempt 0, whose hedge timer was armed before it was sent: the
+// hedge goes out then, never before attempt 0 is on the server.
+func afterHedge[T any](t *testing.T, srv *server, clk *retrytest.Clock, call func() T) T {
+	t.Helper()
+	res := make(chan T, 1)
+	go func() { res <- call() }()
+	if n := received(t, srv.entered, "attempt 0"); n != 0 {
+		t.Errorf("attempt %d reached the server first, want 0", n)
+	}
+	clk.Add(hedgeDelay)
+	return <-res
 }
 
 // received waits for a value on c, failing the test after 10s.
@@ -59,11 +90,20 @@ func TestHedge(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hold := make(chan struct{}) // never closed: attempt 0 answers only when cancelled
-			srv := &server{script: []step{{hold: hold}}, gone: make(chan int, 2), byHeader: true}
-			u, _ := interceptors(t, hedging(t, 2), tc.opts)
+			srv := &server{script: []step{{hold: hold}}, entered: make(chan int, 2), gone: make(chan int, 2), byHeader: true}
+			clk := retrytest.NewClock()
+			u, _ := interceptors(t, hedgingOn(t, clk, 2), tc.opts)
 			client, _ := start(t, srv, u, nil)
 			ctx := retry.ContextWithIdempotencyKey(context.Background(), "order-42")
-			id, err := tc.call(client, ctx)
+			type result struct {
+				id  string
+				err error
+			}
+			got := afterHedge(t, srv, clk, func() result {
+				id, err := tc.call(client, ctx)
+				return result{id, err}
+			})
+			id, err := got.id, got.err
 			if err != nil || id != "1" {
 				t.Fatalf("got %q, %v: want the hedge's answer, 1", id, err)
 			}
@@ -106,10 +146,14 @@ func TestHedgeFailures(t *testing.T) {
 	})
 	t.Run("fatal", func(t *testing.T) {
 		hold := make(chan struct{})
-		srv := &server{script: []step{{hold: hold}, {code: codes.InvalidArgument}}, gone: make(chan int, 2), byHeader: true}
-		u, _ := interceptors(t, hedging(t, 2), &retrygrpc.Options{Files: files})
+		srv := &server{script: []step{{hold: hold}, {code: codes.InvalidArgument}}, entered: make(chan int, 2), gone: make(chan int, 2), byHeader: true}
+		clk := retrytest.NewClock()
+		u, _ := interceptors(t, hedgingOn(t, clk, 2), &retrygrpc.Options{Files: files})
 		client, _ := start(t, srv, u, nil)
-		_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		err := afterHedge(t, srv, clk, func() error {
+			_, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+			return err
+		})
 		if status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("err %v, want the hedge's INVALID_ARGUMENT", err)
 		}
@@ -265,4 +309,55 @@ func TestDoubleRetries(t *testing.T) {
 			t.Error("ServiceConfigRetries: true")
 		}
 	})
+}
+
+// TestHedgeAtOnceAfterAFailure: a hedge that fails with a non-fatal code
+// while attempt 0 still runs sends the next hedge at once, as A6 does,
+// not after another hedge delay: on the mock clock, attempt 2 reaches
+// the server while the clock stands still.
+func TestHedgeAtOnceAfterAFailure(t *testing.T) {
+	hold := make(chan struct{}) // never closed: attempt 0 answers only when cancelled
+	srv := &server{script: []step{{hold: hold}, {code: codes.Unavailable}}, entered: make(chan int, 3), gone: make(chan int, 3), byHeader: true}
+	clk := retrytest.NewClock()
+	u, _ := interceptors(t, hedgingOn(t, clk, 3), &retrygrpc.Options{Files: idempotentFiles(t)})
+	client, _ := start(t, srv, u, nil)
+	type result struct {
+		id  string
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		resp, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		res <- result{resp.GetServerId(), err}
+	}()
+	if n := received(t, srv.entered, "attempt 0"); n != 0 {
+		t.Fatalf("attempt %d reached the server first, want 0", n)
+	}
+	clk.Add(hedgeDelay)
+	if n := received(t, srv.entered, "the first hedge"); n != 1 {
+		t.Fatalf("attempt %d, want the first hedge, 1", n)
+	}
+	// From here the clock stands still: Add(0) runs the timers due now,
+	// so only a hedge sent at once reaches the server.
+	stuck := time.After(5 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case n := <-srv.entered:
+			if n != 2 {
+				t.Fatalf("attempt %d, want the second hedge, 2", n)
+			}
+			waiting = false
+		case <-stuck:
+			t.Fatal("no second hedge after the first failed, with the clock standing still: it waits for the hedge delay")
+		case <-time.After(time.Millisecond):
+			clk.Add(0)
+		}
+	}
+	got := <-res
+	if got.err != nil || got.id != "2" {
+		t.Fatalf("got %q, %v: want the second hedge's answer, 2", got.id, got.err)
+	}
+	if n := received(t, srv.gone, "cancellation of attempt 0"); n != 0 {
+		t.Errorf("attempt %d was cancelled, want 0", n)
+	}
 }

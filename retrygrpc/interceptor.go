@@ -157,8 +157,9 @@ func (ic *interceptor) outgoing(ctx context.Context, n int, key string) context.
 
 // verdict is what the Retrier is told of a failed attempt: err, marked
 // Permanent when it must not be retried, or with the server's pushback.
-// callCtx is the call's context, ctx the attempt's.
-func verdict(callCtx, ctx context.Context, retryable codeSet, err error, trailer metadata.MD) error {
+// callCtx is the call's context, ctx the attempt's; since is nil unless
+// Options.RestartBackoffAfterPushback.
+func verdict(callCtx, ctx context.Context, retryable codeSet, err error, trailer metadata.MD, since *sincePushback) error {
 	if callCtx.Err() != nil || ctx.Err() != nil {
 		// The call's context ended (the Retrier stops), or the attempt's
 		// did: its timeout, or another hedged attempt won. Not the
@@ -183,9 +184,38 @@ func verdict(callCtx, ctx context.Context, retryable codeSet, err error, trailer
 		return retry.Permanent(err)
 	}
 	if len(pushback) == 1 {
+		since.pushedBack()
 		return retry.After(err, wait)
 	}
-	return err
+	return since.restarted(err)
+}
+
+// sincePushback is what a call keeps of its last pushback, for
+// Options.RestartBackoffAfterPushback: the Retrier's schedule restarts
+// after it, counted from the failures since, as in A6.
+type sincePushback struct {
+	r      *retry.Retrier
+	pushed bool          // a pushback came
+	n      int           // attempts that failed since, without one
+	prev   time.Duration // the wait after the last of them; 0, as for Do's first
+}
+
+func (p *sincePushback) pushedBack() {
+	if p != nil {
+		p.pushed, p.n, p.prev = true, 0, 0
+	}
+}
+
+// restarted returns err as the Retrier is to see it: after a pushback,
+// with the wait its schedule gives the n-th failed attempt since, as the
+// server's delay so that the Retrier takes it as it is.
+func (p *sincePushback) restarted(err error) error {
+	if p == nil || !p.pushed {
+		return err
+	}
+	p.n++
+	p.prev, _ = p.r.Wait(p.n, p.prev, err, nil)
+	return retry.After(err, p.prev)
 }
 
 // newKey returns a random UUID (version 4).

@@ -99,6 +99,17 @@ type Options struct {
 	// not ending with "-bin". Default (""): [IdempotencyKeyHeader],
 	// "idempotency-key".
 	IdempotencyKeyHeader string
+	// RestartBackoffAfterPushback restarts the Retrier's backoff after a
+	// server's pushback, as gRFC A6 and grpc-go's own retries do: the
+	// first failure after the pushback's wait waits what the schedule
+	// gives after attempt 1, the next after attempt 2, and so on. Default
+	// (false): the schedule goes on by attempt number, since a server
+	// that names one wait has not said its overload is over. A restarted
+	// wait reaches the Retrier as a server's delay ([retry.After]): not
+	// judged by [retry.WithRetryIf], capped at 30s without
+	// [retry.WithMaxDelay], a throttled failure to a TokenBucket. Hedged
+	// calls have no backoff, and are not changed.
+	RestartBackoffAfterPushback bool
 }
 
 // settings are Options checked, with the defaults filled in.
@@ -108,6 +119,7 @@ type settings struct {
 	maxReplay int // 0: keep nothing
 	keys      bool
 	keyHeader string
+	restart   bool // RestartBackoffAfterPushback
 }
 
 func invalid(format string, args ...any) error {
@@ -124,6 +136,7 @@ func (o *Options) settings() (settings, error) {
 		maxReplay: opts.MaxReplayBytes,
 		keys:      opts.IdempotencyKeys,
 		keyHeader: IdempotencyKeyHeader,
+		restart:   opts.RestartBackoffAfterPushback,
 	}
 	if s.files == nil {
 		s.files = protoregistry.GlobalFiles

@@ -20,8 +20,9 @@ import (
 // [Options.MaxReplayBytes]) and the CloseSend; once the headers are in, a
 // message is, or the sent messages passed that bound, no attempt follows
 // and the stream is the last attempt's. Streams are not hedged. A nil r
-// means the zero [retry.Retrier]'s defaults, a nil opts every [Options]
-// default; an invalid option gives an error wrapping
+// means the defaults: those of the zero [retry.Retrier] (as [retry.New]()
+// but with no budget), as in retryhttp; a nil opts every [Options]
+// default. An invalid option gives an error wrapping
 // [retry.ErrInvalidOption]. Safe for concurrent use; see the package doc.
 func StreamClientInterceptor(r *retry.Retrier, opts *Options) (grpc.StreamClientInterceptor, error) {
 	ic, err := newInterceptor(r, opts)
@@ -46,6 +47,7 @@ type retryStream struct {
 	opts      []grpc.CallOption
 	key       string
 	retryable codeSet
+	since     *sincePushback // with Options.RestartBackoffAfterPushback
 
 	opened   chan struct{} // closed once the first attempt is open, or the call decided
 	openOnce sync.Once
@@ -73,6 +75,9 @@ func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		opened: make(chan struct{}), decided: make(chan struct{})}
 	if m.safe || keyed {
 		s.retryable = m.idempotent
+	}
+	if ic.restart {
+		s.since = &sincePushback{r: m.r}
 	}
 	s.cond.L = &s.mu
 	go s.run()
@@ -124,7 +129,7 @@ func (s *retryStream) attempt(ctx context.Context) error {
 			stop()
 			cancel()
 		}
-		return verdict(s.ctx, ctx, s.retryable, err, nil)
+		return verdict(s.ctx, ctx, s.retryable, err, nil, s.since)
 	}
 	for _, msg := range s.buf {
 		if cs.SendMsg(msg) != nil {
@@ -165,7 +170,7 @@ func (s *retryStream) attempt(ctx context.Context) error {
 	if committed {
 		return retry.Permanent(rerr) // past MaxReplayBytes: no attempt follows
 	}
-	return verdict(s.ctx, ctx, s.retryable, rerr, cs.Trailer())
+	return verdict(s.ctx, ctx, s.retryable, rerr, cs.Trailer(), s.since)
 }
 
 func (s *retryStream) commit() {

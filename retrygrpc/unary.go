@@ -14,13 +14,14 @@ import (
 // UnaryClientInterceptor returns an interceptor that runs each unary call
 // through r: the failures that its method's [Policy] retries are tried
 // again on r's schedule, budget and breaker, within the call's context;
-// the others end the call at once. A nil r means the zero
-// [retry.Retrier]'s defaults (no budget), a nil opts every [Options]
-// default. When r hedges ([retry.WithHedge]), the calls of methods safe
-// to run twice at once are hedged. An invalid option gives an error
-// wrapping [retry.ErrInvalidOption]. The interceptor is safe for
-// concurrent use; build it once per ClientConn, with a Retrier of its
-// own, so that one budget covers one target. See the package doc.
+// the others end the call at once. A nil r means the defaults: those
+// of the zero [retry.Retrier] (as [retry.New]() but with no budget), as
+// in retryhttp; a nil opts every [Options] default. When r hedges
+// ([retry.WithHedge]), the calls of methods safe to run twice at once are
+// hedged. An invalid option gives an error wrapping
+// [retry.ErrInvalidOption]. The interceptor is safe for concurrent use;
+// build it once per ClientConn, with a Retrier of its own, so that one
+// budget covers one target. See the package doc.
 func UnaryClientInterceptor(r *retry.Retrier, opts *Options) (grpc.UnaryClientInterceptor, error) {
 	ic, err := newInterceptor(r, opts)
 	if err != nil {
@@ -47,6 +48,8 @@ type unaryCall struct {
 	retryable codeSet
 	n         int
 	trailer   metadata.MD
+	since     sincePushback
+	restart   bool // Options.RestartBackoffAfterPushback
 }
 
 func (ic *interceptor) unary(ctx context.Context, name string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -61,6 +64,7 @@ func (ic *interceptor) unary(ctx context.Context, name string, req, reply any, c
 	c := ic.unaries.Get().(*unaryCall)
 	c.ic, c.ctx, c.method, c.req, c.reply, c.cc, c.invoker, c.key = ic, ctx, name, req, reply, cc, invoker, key
 	c.retryable = m.retryable
+	c.since.r, c.restart = m.r, ic.restart
 	if idempotent {
 		c.retryable = m.idempotent
 	}
@@ -81,7 +85,11 @@ func (c *unaryCall) attempt(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	return verdict(c.ctx, ctx, c.retryable, err, c.trailer)
+	var since *sincePushback
+	if c.restart {
+		since = &c.since
+	}
+	return verdict(c.ctx, ctx, c.retryable, err, c.trailer, since)
 }
 
 // hedgedUnary is what the attempts of a hedged unary call share; each
@@ -121,7 +129,7 @@ func (h *hedgedUnary) attempt(ctx context.Context) (proto.Message, error) {
 	var trailer metadata.MD
 	err := h.invoker(h.ic.outgoing(ctx, n, h.key), h.method, h.req, out, h.cc, append(h.opts, grpc.Trailer(&trailer))...)
 	if err != nil {
-		return nil, verdict(h.ctx, ctx, h.retryable, err, trailer)
+		return nil, verdict(h.ctx, ctx, h.retryable, err, trailer, nil) // no backoff to restart
 	}
 	return out, nil
 }

@@ -110,15 +110,18 @@ func commandHelp(name string, fs *flag.FlagSet, filters bool) string {
 }
 
 // reasons are the names of the failure outcomes, the reasons a record
-// can have: every retry.Outcome but success.
+// can have: every retry.Outcome but success and handed-off (not a
+// failure), up to the last, whose successor has no name.
 func reasons() []string {
 	var names []string
 	for o := retry.OutcomeSuccess + 1; ; o++ {
-		name := o.String()
-		if name == "unknown" {
+		name, err := o.MarshalText()
+		if err != nil {
 			return names
 		}
-		names = append(names, name)
+		if o != retry.OutcomeHandedOff {
+			names = append(names, string(name))
+		}
 	}
 }
 

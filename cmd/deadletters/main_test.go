@@ -147,21 +147,21 @@ func TestUsageNamesTheProblem(t *testing.T) {
 }
 
 // TestReasonsAreEveryFailureOutcome: the error of a bad -reason, -h and
-// the manual name every reason a record can have, refused included, and
-// -reason takes each of them.
+// the manual name every reason a record can have, refused and unknown
+// included, and -reason takes each of them.
 func TestReasonsAreEveryFailureOutcome(t *testing.T) {
-	const all = "permanent, exhausted, max-elapsed, deadline, canceled or refused"
+	const all = "permanent, exhausted, max-elapsed, deadline, canceled, refused or unknown"
 	_, _, stderr := cli(t, "list", "-file", "x", "-reason", "sucess")
 	assert.Contains(t, stderr, `unknown reason "sucess": use `+all+"\n")
 	_, stdout, _ := cli(t, "list", "-h")
-	assert.Contains(t, stdout, "comma-separated: permanent, exhausted, max-elapsed, deadline, canceled, refused\n")
-	assert.Contains(t, help, "comma-separated: permanent, exhausted, max-elapsed, deadline, canceled, refused\n")
+	assert.Contains(t, stdout, "comma-separated: permanent, exhausted, max-elapsed, deadline, canceled, refused, unknown\n")
+	assert.Contains(t, help, "comma-separated: permanent, exhausted, max-elapsed, deadline, canceled, refused, unknown\n")
 
 	path := filepath.Join(t.TempDir(), "dead.jsonl")
 	sink, err := deadletter.OpenFile(path, nil)
 	require.NoError(t, err)
 	var names []string
-	for o := retry.OutcomePermanent; o <= retry.OutcomeRefused; o++ {
+	for o := retry.OutcomePermanent; o <= retry.OutcomeUnknown; o++ {
 		dl := records()[0]
 		dl.ID, dl.Reason = fmt.Sprintf("bbbb%04d", o), o
 		require.NoError(t, sink.Put(t.Context(), dl))
@@ -169,7 +169,7 @@ func TestReasonsAreEveryFailureOutcome(t *testing.T) {
 	}
 	require.NoError(t, sink.Close())
 	assert.Equal(t, strings.ReplaceAll(strings.Replace(all, " or ", ", ", 1), " ", ""), strings.Join(names, ","), "the test knows every failure outcome")
-	for o := retry.OutcomePermanent; o <= retry.OutcomeRefused; o++ {
+	for o := retry.OutcomePermanent; o <= retry.OutcomeUnknown; o++ {
 		code, stdout, stderr := cli(t, "list", "-file", path, "-reason", o.String())
 		require.Equal(t, exitOK, code, stderr)
 		assert.Equal(t, []string{fmt.Sprintf("bbbb%04d", o)}, column(stdout), o.String())

@@ -110,7 +110,7 @@ func TestPrintedCommandsHoldNoPassword(t *testing.T) {
 		cfg := config{postgres: tc.in, namespace: "notify"}
 		b := &backends{sinkName: "PostgreSQL, table notify_dead_letters", where: postgresWhere(tc.in, "notify_dead_letters")}
 		var out bytes.Buffer
-		printCommands(&out, cfg, b, started, summary{DeadLettered: 3})
+		printCommands(&out, cfg, b, started, summary{DeadLettered: 3, Exhausted: 3})
 		text := out.String()
 		assert.NotContains(t, text, "s3c", tc.in)
 		assert.Contains(t, text, "The commands leave out the password of -postgres: set PGPASSWORD (or use ~/.pgpass) where you run them.", tc.in)
@@ -131,7 +131,7 @@ func TestPrintedCommandsWithoutPostgres(t *testing.T) {
 	cfg := config{deadLetters: "/tmp/my dead letters.jsonl", namespace: "notify"}
 	b := &backends{sinkName: "JSON Lines file", where: "-file " + shellArg(cfg.deadLetters)}
 	var out bytes.Buffer
-	printCommands(&out, cfg, b, started, summary{DeadLettered: 3})
+	printCommands(&out, cfg, b, started, summary{DeadLettered: 3, Exhausted: 3})
 	assert.NotContains(t, out.String(), "PGPASSWORD")
 	list := commandLine(t, out.String(), "  go run ./cmd/deadletters list ")
 	assert.Equal(t, []string{"list", "-file", "/tmp/my dead letters.jsonl", "-since"}, list[:4])

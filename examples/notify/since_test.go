@@ -40,7 +40,7 @@ func printedSince(t *testing.T, text string) time.Time {
 func TestSinceIsTheRunsStart(t *testing.T) {
 	started := time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.UTC)
 	var out bytes.Buffer
-	printCommands(&out, config{namespace: "notify"}, &backends{sinkName: "file", where: "-file dead.jsonl"}, started, summary{DeadLettered: 1})
+	printCommands(&out, config{namespace: "notify"}, &backends{sinkName: "file", where: "-file dead.jsonl"}, started, summary{DeadLettered: 1, Exhausted: 1})
 	since := printedSince(t, out.String())
 	assert.Contains(t, out.String(), "-since 2026-11-29T08:00:00.123456Z")
 

@@ -228,7 +228,10 @@ func printCommands(w io.Writer, c config, b *backends, epoch time.Time, s summar
 	}
 	fmt.Fprintf(w, "\nThe %d jobs that gave up are dead letters (%s). From the repository root:\n", s.DeadLettered, b.sinkName)
 	fmt.Fprintf(w, "  go run ./cmd/deadletters list %s -since %s\n", where, since)
-	fmt.Fprintf(w, "  go run ./cmd/deadletters redrive %s -since %s -reason exhausted -exec %s\n", where, since, shellQuote(resend))
+	resendable := s.resendable()
+	if len(resendable) > 0 {
+		fmt.Fprintf(w, "  go run ./cmd/deadletters redrive %s -since %s -reason %s -exec %s\n", where, since, strings.Join(resendable, ","), shellQuote(resend))
+	}
 	switch {
 	case secrets.password && secrets.sslPassword:
 		fmt.Fprintf(w, "The commands leave out the password and the sslpassword of -postgres: set PGPASSWORD (or use ~/.pgpass) and PGSSLPASSWORD where you run them.\n")
@@ -237,11 +240,36 @@ func printCommands(w io.Writer, c config, b *backends, epoch time.Time, s summar
 	case secrets.sslPassword:
 		fmt.Fprintf(w, "The commands leave out the sslpassword of -postgres: set PGSSLPASSWORD where you run them.\n")
 	}
-	fmt.Fprintf(w, "Redrive sends each exhausted job again, under its idempotency key")
-	if c.redis == "" && c.postgres == "" {
-		fmt.Fprintf(w, " (with -redis or -postgres, a job sent meanwhile is not sent twice)")
+	if len(resendable) > 0 {
+		fmt.Fprintf(w, "Redrive sends each %s job again, under its idempotency key", strings.Join(resendable, ", "))
+		if c.redis == "" && c.postgres == "" {
+			fmt.Fprintf(w, " (with -redis or -postgres, a job sent meanwhile is not sent twice)")
+		}
+		fmt.Fprintf(w, ".\n")
 	}
-	fmt.Fprintf(w, ".\nThe permanent ones (empty message, invalid user) fail again until their data is fixed.\n")
+	if s.Permanent > 0 {
+		fmt.Fprintf(w, "The %d permanent ones (empty message, invalid user) fail again until their data is fixed.\n", s.Permanent)
+	}
+	if s.Unknown > 0 {
+		fmt.Fprintf(w, "The %d unknown ones may have been pushed: find out before sending them again (-reason unknown); no redrive above takes them.\n", s.Unknown)
+	}
+}
+
+// resendable are the reasons of this run's dead letters whose job was
+// surely not sent and may be sent again as it is, by their names in
+// deadletters -reason: not permanent (fails again), nor unknown (may
+// have been sent).
+func (s summary) resendable() []string {
+	var reasons []string
+	for _, r := range []struct {
+		n       int
+		outcome retry.Outcome
+	}{{s.Exhausted, retry.OutcomeExhausted}, {s.Deadline, retry.OutcomeDeadline}, {s.Refused, retry.OutcomeRefused}} {
+		if r.n > 0 {
+			reasons = append(reasons, r.outcome.String())
+		}
+	}
+	return reasons
 }
 
 // postgresWhere is the deadletters flags that name the dead-letter table
