@@ -71,35 +71,53 @@ type chaosPayload struct {
 	N int `json:"n"`
 }
 
-// attemptKey is the context key of the slot where the chaos worker's
-// observer writes the attempt that starts, for fn to read.
+// attemptKey is the context key of the *chaosSlot of a River attempt.
 type attemptKey struct{}
 
-// chaosObserver tells fn its attempt and logs each wait of the threshold
-// or more that a call makes in memory (its hand-off failed) to a file
-// that outlives a kill -9.
+// chaosSlot is where the chaos worker's observer writes the attempt that
+// starts, for fn to read, and fn the call's number, for the observer.
+type chaosSlot struct{ attempt, n int }
+
+// chaosObserver tells fn its attempt and logs to a file that outlives a
+// kill -9 each wait of the threshold or more that a call makes in memory
+// (its hand-off failed: "memory"), and each call that ended before a wait
+// of the threshold or more for its deadline ("deadline"), as calls did
+// before such waits were handed off whatever the deadline.
 type chaosObserver struct {
 	mu     sync.Mutex
 	events *os.File
 }
 
 func (o *chaosObserver) OnAttemptStart(ctx context.Context, e retry.AttemptStart) {
-	if slot, ok := ctx.Value(attemptKey{}).(*int); ok {
-		*slot = e.Attempt
+	if slot, ok := ctx.Value(attemptKey{}).(*chaosSlot); ok {
+		slot.attempt = e.Attempt
 	}
 }
 func (*chaosObserver) OnAttemptEnd(context.Context, retry.AttemptEnd) {}
 func (o *chaosObserver) OnRetry(_ context.Context, e retry.Scheduled) {
-	if e.Delay < chaosThreshold {
-		return
+	if e.Delay >= chaosThreshold {
+		o.log("memory", e.Delay)
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	fmt.Fprintf(o.events, "%d %d\n", time.Now().UnixMilli(), e.Delay.Milliseconds())
-	_ = o.events.Sync()
 }
 func (*chaosObserver) OnWaitEnd(context.Context, retry.WaitEnd) {}
-func (*chaosObserver) OnDone(context.Context, retry.Done)       {}
+func (o *chaosObserver) OnDone(ctx context.Context, e retry.Done) {
+	slot, ok := ctx.Value(attemptKey{}).(*chaosSlot)
+	if !ok || e.Outcome != retry.OutcomeDeadline || slot.attempt == 0 {
+		return
+	}
+	f := roll(int64(slot.n), slot.attempt, 3)
+	if d := chaosWait(slot.n, slot.attempt); f >= chaosPermanent && f < chaosPermanent+chaosTransient && d >= chaosThreshold {
+		o.log("deadline", d)
+	}
+}
+
+// log appends an event of kind about a wait of d.
+func (o *chaosObserver) log(kind string, d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fmt.Fprintf(o.events, "%s %d %d\n", kind, time.Now().UnixMilli(), d.Milliseconds())
+	_ = o.events.Sync()
+}
 
 // runChaosProcess is a worker process of the chaos test: River and the
 // dead letters on one PostgreSQL, the idempotency store on another, a
@@ -147,7 +165,10 @@ func runChaosProcess() error {
 	defer stop()
 	r, err := retry.New(retry.WithName("chaos-worker"), retry.WithMaxAttempts(chaosMaxAttempts), retry.WithBudget(nil),
 		retry.WithIdempotency(store, &retry.IdempotencyOptions{Lease: 5 * time.Second, StoreTimeout: time.Second}),
-		retry.WithHandOff(h, &retry.HandOffOptions{Threshold: chaosThreshold, Stopping: stopping}),
+		// A hand-off may take up to the job's timeout: on CI's 2 cores
+		// under -race an insert can outlast the default 2s while the
+		// database is up, and the call would wait in memory.
+		retry.WithHandOff(h, &retry.HandOffOptions{Threshold: chaosThreshold, Stopping: stopping, Timeout: chaosJobTimeout}),
 		retry.WithDeadLetter(sink, nil), retry.WithObserver(&chaosObserver{events: events}),
 		retry.WithBackoff(retry.Constant(chaosMinWait)), retry.WithMaxDelay(chaosMaxWait))
 	if err != nil {
@@ -161,8 +182,8 @@ func runChaosProcess() error {
 				return retry.Permanent(err)
 			}
 			attempt := 0
-			if slot, ok := ctx.Value(attemptKey{}).(*int); ok {
-				attempt = *slot
+			if slot, ok := ctx.Value(attemptKey{}).(*chaosSlot); ok {
+				attempt, slot.n = slot.attempt, p.N
 			}
 			if _, err := riverPool.Exec(ctx, "INSERT INTO "+attempts+" (n, attempt, proc) VALUES ($1, $2, $3)", p.N, attempt, proc); err != nil {
 				return err
@@ -185,7 +206,7 @@ func runChaosProcess() error {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
 	slot := river.WorkerMiddlewareFunc(func(ctx context.Context, _ *rivertype.JobRow, doInner func(context.Context) error) error {
-		return doInner(context.WithValue(ctx, attemptKey{}, new(int)))
+		return doInner(context.WithValue(ctx, attemptKey{}, &chaosSlot{}))
 	})
 	client, err := river.NewClient(riverpgxv5.New(riverPool), &river.Config{
 		Schema:               schema,
@@ -427,17 +448,22 @@ func TestHandOff_chaos(t *testing.T) {
 	}
 	require.NoError(t, arows.Err())
 
-	// The waits of the threshold or more made in memory: only while
-	// River's database was down (a hand-off bounded by its 2s timeout).
-	var longInMemory, outsideOutage int
+	// The waits of the threshold or more made in memory, and the calls
+	// that ended before one for their deadline: only while River's
+	// database was down (a hand-off bounded by the job's timeout).
+	var longInMemory, longDeadline, outsideOutage int
 	if f, err := os.Open(eventsFile); err == nil {
 		lines := bufio.NewScanner(f)
 		for lines.Scan() {
+			var kind string
 			var ms, wait int64
-			if _, err := fmt.Sscan(lines.Text(), &ms, &wait); err != nil {
-				continue
+			_, err := fmt.Sscan(lines.Text(), &kind, &ms, &wait)
+			require.NoError(t, err, "event %q", lines.Text())
+			if kind == "memory" {
+				longInMemory++
+			} else {
+				longDeadline++
 			}
-			longInMemory++
 			when := time.UnixMilli(ms)
 			inside := false
 			for _, w := range down {
@@ -454,8 +480,8 @@ func TestHandOff_chaos(t *testing.T) {
 		jobs, completed, deadLettered, scheduled, running, len(lost))
 	t.Logf("hand-offs %d; side effects twice: keyed %d, key-less %d, after a kill -9 or outage %d; highest attempt %d (max %d), most attempts of one call %d, highest River attempt of a job %d",
 		handOffs, twiceKeyed, twiceKeyless, twiceKilled, maxAttempt, chaosMaxAttempts, maxPerCall, maxRiverAttempt)
-	t.Logf("waits of %v or more made in memory: %d, %d of them outside River's outage; dead letters %d, %d of them for a store failure (the job went on)",
-		chaosThreshold, longInMemory, outsideOutage, len(letters), storeLetters)
+	t.Logf("waits of %v or more made in memory: %d, ended for the deadline before one: %d; %d of them outside River's outage; dead letters %d, %d of them for a store failure (the job went on)",
+		chaosThreshold, longInMemory, longDeadline, outsideOutage, len(letters), storeLetters)
 	if !assert.Empty(t, lost, "calls lost") {
 		for _, n := range lost {
 			rows, err := riverPool.Query(ctx, "SELECT id, state, attempt, args::text, errors::text[] FROM "+schema+".river_job WHERE args->>'payload' = $1",
@@ -484,7 +510,7 @@ func TestHandOff_chaos(t *testing.T) {
 	assert.Zero(t, twiceKeyless, "key-less side effects done twice (they run under their job's key)")
 	assert.LessOrEqual(t, maxAttempt, chaosMaxAttempts, "an attempt past WithMaxAttempts")
 	assert.Zero(t, overBound, "calls with more attempts than their jobs' River attempts allow")
-	assert.Zero(t, outsideOutage, "waits of the threshold or more made in memory while River's database was up")
+	assert.Zero(t, outsideOutage, "waits of the threshold or more made in memory, or ending the call for its deadline, while River's database was up")
 	assert.Positive(t, handOffs, "no wait was handed off")
 	assert.Positive(t, completed)
 	assert.Positive(t, deadLettered)
