@@ -166,18 +166,20 @@ func (h *HandOff[TTx]) HandOff(ctx context.Context, w retry.Waiting) (string, er
 // store failed (retry.ErrIdempotencyUnavailable), or the call gave up but
 // its dead letter was not recorded (retry.ErrDeadLetterNotRecorded): the
 // key keeps a side effect that did happen from happening again, and
-// replays a permanent failure, whose dead letter is tried again. Give r retry.WithHandOff
-// too, so that each wait of a threshold or more goes back to the queue
-// instead of holding the job, and close its HandOffOptions.Stopping
-// before the client stops, so that waits in progress go back at once.
-// Args that do not decode are a permanent failure of a call of
-// [HandOffKind] with the job's encoded args as payload: the Retrier's
-// WithDeadLetter records it, to redrive with [Reinsert] once fixed.
+// replays a permanent failure, whose dead letter is tried again. Give r
+// retry.WithHandOff too (with a WithName, which New requires), so that
+// each wait of a threshold or more goes back to the queue instead of
+// holding the job, and cancel its HandOffOptions.Stopping before the
+// client stops, so that waits in progress go back at once. Args that do
+// not decode are a permanent failure of a call of [HandOffKind] with the
+// job's encoded args as payload: the Retrier's WithDeadLetter records
+// it, to redrive with [Reinsert] once fixed.
 //
-// A job's call makes at most its Retrier's WithMaxAttempts attempts in
-// all, counted from the call's first, in each River attempt of the job;
-// River attempts it again only when one was cut off (a kill, its
-// timeout, the client stopping, a store failure), at most
+// No attempt of a call is numbered past r's WithMaxAttempts: each job
+// carries the count. A River attempt that is cut off (a kill, the job's
+// timeout, a store failure) leaves no count of what it did, so River's
+// next attempt of the job goes on from the job's count again, and may
+// make the same attempts again; River attempts a job at most
 // HandOffOptions.MaxAttempts times.
 type HandOffWorker struct {
 	river.WorkerDefaults[HandOffArgs]
