@@ -40,6 +40,11 @@
 //   - a failure Do ends with [retry.OutcomePermanent] ([retry.Permanent],
 //     WithRetryIf refusing, a replayed permanent failure) or bad input
 //     ([retry.ErrInvalidOption]): river.JobCancel, the job is cancelled;
+//   - the idempotency store failing ([retry.ErrIdempotencyUnavailable]:
+//     the work did not run): a retryable failure, below;
+//   - args River cannot decode: the worker is not called, and the
+//     attempt is a retryable failure, below, whose dead letter holds the
+//     encoded args;
 //   - a failure holding a [retry.After] delay: river.JobSnooze for that
 //     delay capped as Do caps it; River does not count a snooze as an
 //     attempt, so after job.MaxAttempts snoozes (River's "snoozes"

@@ -2,9 +2,12 @@ package retryriver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -43,7 +46,10 @@ func (HandOffArgs) Kind() string { return HandOffKind }
 // HandOffOptions tunes [NewHandOff]. A nil *HandOffOptions gives the
 // defaults.
 type HandOffOptions struct {
-	// Queue is the River queue of the jobs. Default: river.QueueDefault.
+	// Queue is the River queue of the jobs: at most 64 lowercase letters
+	// and digits, runs of which may be joined by one "_", "-" or "|", as
+	// River requires (River refuses each insert into another, and every
+	// call would wait in memory). Default: river.QueueDefault.
 	Queue string
 	// MaxAttempts is River's job.MaxAttempts for the jobs: how often
 	// River runs a job whose resumed call was interrupted (its context
@@ -66,7 +72,8 @@ type HandOff[TTx any] struct {
 
 // NewHandOff returns a HandOff that inserts jobs with client, which need
 // not work them (an insert-only client does). client must not be nil,
-// nor opts.MaxAttempts negative; otherwise it returns an error wrapping
+// opts.Queue must be a name River accepts, and opts.MaxAttempts must not
+// be negative; otherwise it returns an error wrapping
 // retry.ErrInvalidOption.
 func NewHandOff[TTx any](client *river.Client[TTx], opts *HandOffOptions) (*HandOff[TTx], error) {
 	if client == nil {
@@ -77,9 +84,29 @@ func NewHandOff[TTx any](client *river.Client[TTx], opts *HandOffOptions) (*Hand
 		if opts.MaxAttempts < 0 {
 			return nil, fmt.Errorf("%w: retryriver.NewHandOff: HandOffOptions.MaxAttempts is %d; it must not be negative (0 is River's default)", retry.ErrInvalidOption, opts.MaxAttempts)
 		}
+		if opts.Queue != "" {
+			if problem := queueNameProblem(opts.Queue); problem != "" {
+				return nil, fmt.Errorf("%w: retryriver.NewHandOff: HandOffOptions.Queue %q %s", retry.ErrInvalidOption, opts.Queue, problem)
+			}
+		}
 		h.opts.Queue, h.opts.MaxAttempts = opts.Queue, opts.MaxAttempts
 	}
 	return h, nil
+}
+
+// queueName is River's rule for a queue's name (river's validateQueueName,
+// which it does not export).
+var queueName = regexp.MustCompile(`^[a-z0-9]+(?:[_|-]?[a-z0-9]+)*$`)
+
+// queueNameProblem says what is wrong with a queue's name, "" if nothing.
+func queueNameProblem(name string) string {
+	switch {
+	case len(name) > 64:
+		return "is longer than River's 64 bytes"
+	case !queueName.MatchString(name):
+		return `is no River queue name: lowercase letters and digits, runs of which may be joined by one "_", "-" or "|"`
+	}
+	return ""
 }
 
 // txKey is the context key of [WithTx].
@@ -122,19 +149,38 @@ func (h *HandOff[TTx]) HandOff(ctx context.Context, w retry.Waiting) (string, er
 // (retry.WithResume), with the call's name and payload, under its
 // idempotency key, so that a side effect the call's attempts guard with
 // retry.WithIdempotency happens once whichever process runs them and
-// however often River delivers the job. Register it with river.AddWorker.
+// however often River delivers the job. A job of a call that had no key
+// runs under the job's own ([JobKey]), so one worker, with one Retrier,
+// serves keyed and key-less calls alike. Register it with
+// river.AddWorker in every client of the queue: River's rule is that
+// every client registers every kind, as any client may work, or rescue,
+// any job.
 //
 // The job completes when the work succeeds, or when its call is handed
 // off again (the Retrier has retry.WithHandOff: a new job goes on); it is
 // cancelled (river.JobCancel, with the call's error) when the call gives
-// up, which the Retrier's own retry.WithDeadLetter records; and River
-// retries it when the job's context ended (the client stopping, or
-// River's job timeout passing, which Do reports as canceled or
-// deadline), so that no attempt is lost: the key keeps a side effect
-// that did happen from happening again. A job's remaining attempts and
-// their waits must fit in River's job timeout (river.Config.JobTimeout,
-// 1 minute by default): give r retry.WithHandOff too, so that each wait
-// of a threshold or more goes back to the queue.
+// up for good, which the Retrier's own retry.WithDeadLetter records. River
+// retries it, so that no attempt is lost, when fn could not run or was
+// cut off: the job's context ended (the client stopping, River's job
+// timeout), which Do reports as canceled or deadline, or the idempotency
+// store failed (retry.ErrIdempotencyUnavailable), or the call gave up but
+// its dead letter was not recorded (retry.ErrDeadLetterNotRecorded): the
+// key keeps a side effect that did happen from happening again, and
+// replays a permanent failure, whose dead letter is tried again. Give r
+// retry.WithHandOff too (with a WithName, which New requires), so that
+// each wait of a threshold or more goes back to the queue instead of
+// holding the job, and cancel its HandOffOptions.Stopping before the
+// client stops, so that waits in progress go back at once. Args that do
+// not decode are a permanent failure of a call of [HandOffKind] with the
+// job's encoded args as payload: the Retrier's WithDeadLetter records
+// it, to redrive with [Reinsert] once fixed.
+//
+// No attempt of a call is numbered past r's WithMaxAttempts: each job
+// carries the count. A River attempt that is cut off (a kill, the job's
+// timeout, a store failure) leaves no count of what it did, so River's
+// next attempt of the job goes on from the job's count again, and may
+// make the same attempts again; River attempts a job at most
+// HandOffOptions.MaxAttempts times.
 type HandOffWorker struct {
 	river.WorkerDefaults[HandOffArgs]
 	r     *retry.Retrier
@@ -159,6 +205,51 @@ func NewHandOffWorker(r *retry.Retrier, works map[string]func(ctx context.Contex
 	return w, nil
 }
 
+// errUndecodable is the failure of a job whose args do not decode.
+var errUndecodable = errors.New("retryriver: the job's args do not decode")
+
+// undecodable is the failure of args that json.Unmarshal refused with
+// err, whose text may quote them: only where and why it failed is kept.
+func undecodable(err error) error {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Errorf("%w: not JSON (at byte %d)", errUndecodable, syntax.Offset)
+	case errors.As(err, &typ):
+		kind, _, _ := strings.Cut(typ.Value, " ") // "number 5": not the number
+		return fmt.Errorf("%w: a JSON %s at byte %d where %s is a %s", errUndecodable, kind, typ.Offset, typ.Field, typ.Type)
+	default:
+		return fmt.Errorf("%w: %T", errUndecodable, err)
+	}
+}
+
+// Middleware returns a middleware that ends a job whose args do not
+// decode, which River would otherwise retry and discard unrecorded: see
+// [HandOffWorker].
+func (w *HandOffWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
+	return []rivertype.WorkerMiddleware{river.WorkerMiddlewareFunc(w.decodeGuard)}
+}
+
+// decodeGuard runs the job if River can decode its args, and otherwise
+// fails it for good through the Retrier, which dead-letters it.
+func (w *HandOffWorker) decodeGuard(ctx context.Context, row *rivertype.JobRow, doInner func(context.Context) error) error {
+	var a HandOffArgs
+	derr := json.Unmarshal(row.EncodedArgs, &a) // as River decodes them
+	if derr == nil {
+		return doInner(ctx)
+	}
+	rr, err := w.r.With(retry.WithName(HandOffKind), retry.WithPayload(row.EncodedArgs), retry.WithMaxAttempts(1))
+	if err != nil {
+		return river.JobCancel(err)
+	}
+	cause := undecodable(derr)
+	err = rr.Do(retry.ContextWithIdempotencyKey(ctx, JobKey(row)), func(context.Context) error { return retry.Permanent(cause) })
+	return river.JobCancel(err)
+}
+
 // Work runs the remaining attempts of the job's call; see [HandOffWorker].
 func (w *HandOffWorker) Work(ctx context.Context, job *river.Job[HandOffArgs]) error {
 	a := job.Args
@@ -170,16 +261,21 @@ func (w *HandOffWorker) Work(ctx context.Context, job *river.Job[HandOffArgs]) e
 	if err != nil {
 		return river.JobCancel(err)
 	}
-	if a.Key != "" {
-		ctx = retry.ContextWithIdempotencyKey(ctx, a.Key)
+	key := a.Key
+	if key == "" {
+		key = JobKey(job.JobRow)
 	}
-	err = rr.Do(ctx, func(ctx context.Context) error { return fn(ctx, a.Payload) })
+	err = rr.Do(retry.ContextWithIdempotencyKey(ctx, key), func(ctx context.Context) error { return fn(ctx, a.Payload) })
 	var e *retry.Error
 	switch {
 	case err == nil, errors.Is(err, retry.ErrHandedOff):
 		return nil
 	case errors.As(err, &e) && (e.Outcome == retry.OutcomeCanceled || e.Outcome == retry.OutcomeDeadline):
 		return err // the job's context ended: River works the job again
+	case errors.Is(err, retry.ErrIdempotencyUnavailable):
+		return err // fn did not run: River works the job again
+	case errors.Is(err, retry.ErrDeadLetterNotRecorded):
+		return err // the give-up has no record yet: River works the job again
 	default:
 		return river.JobCancel(err)
 	}

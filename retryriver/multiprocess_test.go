@@ -129,6 +129,7 @@ func runHelperProcess(role string) int {
 		"worker":  runWorkerProcess,
 		"handoff": runHandOffProcess, // handoff_kill_test.go
 		"resumer": runResumerProcess,
+		"chaos":   runChaosProcess, // chaos_test.go
 	}[role]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "unknown helper role %q\n", role)

@@ -100,9 +100,27 @@ func JobKey(job *rivertype.JobRow) string {
 	return "river:job:" + strconv.FormatInt(job.ID, 10)
 }
 
-// Middleware returns the wrapped worker's.
+// Middleware returns the wrapped worker's, after one that fails a job
+// whose args do not decode as River would, but writes the dead letter of
+// its last attempt, which River would discard unrecorded.
 func (w *Worker[T]) Middleware(job *rivertype.JobRow) []rivertype.WorkerMiddleware {
-	return w.inner.Middleware(job)
+	return append([]rivertype.WorkerMiddleware{river.WorkerMiddlewareFunc(w.decodeGuard)}, w.inner.Middleware(job)...)
+}
+
+// decodeGuard runs the job if River can decode its args; otherwise the
+// attempt fails, and the last one is dead-lettered with the encoded args
+// as payload, to redrive once the args or the worker are fixed.
+func (w *Worker[T]) decodeGuard(ctx context.Context, row *rivertype.JobRow, doInner func(context.Context) error) error {
+	var args T
+	derr := json.Unmarshal(row.EncodedArgs, &args) // as River decodes them
+	if derr == nil {
+		return doInner(ctx)
+	}
+	err := fmt.Errorf("retryriver: job %d: %w", row.ID, undecodable(derr))
+	if row.Attempt >= row.MaxAttempts && w.sink != nil {
+		return w.deadLetter(ctx, row, w.key(row), retry.OutcomePermanent, err.Error(), err)
+	}
+	return err
 }
 
 // Timeout returns the wrapped worker's.
@@ -152,6 +170,9 @@ func (w *Worker[T]) Work(ctx context.Context, job *river.Job[T]) (err error) {
 		return err // the wrapped worker's own answer to River
 	case !errors.As(err, &e):
 		return river.JobCancel(err) // bad input: no attempt can run as configured
+	case errors.Is(err, retry.ErrIdempotencyUnavailable):
+		// The store failed, so the work did not run: a retryable
+		// failure, which River keeps, and dead-letters when it lasts.
 	case e.Outcome == retry.OutcomePermanent:
 		return river.JobCancel(err)
 	case e.Outcome == retry.OutcomeCanceled:
@@ -161,7 +182,11 @@ func (w *Worker[T]) Work(ctx context.Context, job *river.Job[T]) (err error) {
 		return river.JobSnooze(d)
 	}
 	if final && w.sink != nil {
-		return w.deadLetter(ctx, row, key, e.Outcome, errorText(e.Last), err)
+		reason := e.Outcome
+		if errors.Is(err, retry.ErrIdempotencyUnavailable) {
+			reason = retry.OutcomeExhausted // River's attempts, each of which found the store down
+		}
+		return w.deadLetter(ctx, row, key, reason, errorText(e.Last), err)
 	}
 	return err
 }

@@ -39,7 +39,10 @@ type config struct {
 	// river is the PostgreSQL URL of -river: the jobs are River jobs
 	// there, and postgres is set to it (the idempotency keys and dead
 	// letters are in the same database).
-	river        string
+	river string
+	// handOff runs each -river job as one call of Do, whose waits of
+	// handOffThreshold or more go back to River (retry.WithHandOff).
+	handOff      bool
 	namespace    string // Redis key prefix and PostgreSQL table prefix
 	fresh        bool
 	metrics      string
@@ -85,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.redis, "redis", "", "Redis `ADDR` (host:port): keep idempotency keys there (redisstore)")
 	fs.StringVar(&c.postgres, "postgres", "", "PostgreSQL `URL`: keep idempotency keys (pgstore) and dead letters (pgdeadletter) there")
 	fs.StringVar(&c.river, "river", "", "PostgreSQL `URL`: queue the jobs in River there (schema NAME_river, migrated on start) and work them with a River client, keys (pgstore) and dead letters (pgdeadletter) in the same database; processes started with the same URL and -seed share the jobs")
+	fs.BoolVar(&c.handOff, "handoff", false, "with -river: each job is one call of Do in its River job (retryriver.NewHandOffWorker), which waits in memory, but hands each wait of 1s or more (a Retry-After) back to River as a job due at its end, which any process goes on with (retry.WithHandOff)")
 	fs.StringVar(&c.namespace, "namespace", "notify", "Redis key prefix NAME:idem: and PostgreSQL tables NAME_idempotency, NAME_dead_letters (and, with -river, schema NAME_river and table NAME_push_deliveries)")
 	fs.BoolVar(&c.fresh, "fresh", false, "with -redis or -postgres, forget the idempotency keys of earlier runs first")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on `ADDR` (such as :9090) while the jobs run")
@@ -146,6 +150,8 @@ func (c *config) validate() error {
 		return usagef("-river keeps the idempotency keys in River's database (pgstore): leave -redis out")
 	case c.river != "" && c.crashAt > 0:
 		return usagef("-crash-at goes without -river: stop a -river process (Ctrl-C) and start it again, River keeps the jobs")
+	case c.handOff && c.river == "":
+		return usagef("-handoff goes with -river: the waits are handed off to River")
 	case c.river != "" && c.resend:
 		return usagef("-resend goes without -river: a dead letter of a River job redrives by inserting the job again")
 	case c.fresh && c.redis == "" && c.postgres == "":

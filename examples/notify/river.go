@@ -367,6 +367,23 @@ func runRiver(ctx context.Context, cfg config, e env) (summary, error) {
 		rr.redeliv[jobs[i].ID] = true
 	}
 
+	if cfg.handOff {
+		fmt.Fprintf(e.stdout, "notify: %d jobs in River, %d workers in this process, seed %d; transient failures %.0f%% of attempts, permanent %.0f%% of jobs, acknowledgements lost %.0f%%\n",
+			cfg.jobs, cfg.workers, cfg.seed, 100*cfg.failRate, 100*cfg.permanentRate, 100*cfg.redeliverRate)
+		fmt.Fprintf(e.stdout, "  river          schema %s (rivermigrate up on start): every process with this -river and -seed shares the jobs\n", riverSchema(cfg))
+		fmt.Fprintf(e.stdout, "  push service   %s (simulated, on loopback; deliveries recorded in table %s, shared)\n", url, pushDeliveriesTable(cfg))
+		fmt.Fprintf(e.stdout, "  idempotency    %s; key notify:<job ID>\n", b.storeName)
+		fmt.Fprintf(e.stdout, "  dead letters   %s (the Retrier's WithDeadLetter)\n", b.sinkName)
+		if metricsURL != "" {
+			fmt.Fprintf(e.stdout, "  metrics        %s\n", metricsURL)
+		}
+		s, err := runHandOffJobs(ctx, cfg, e, pool, b, observers, stats, rr, jobs, logger)
+		if err != nil {
+			return summary{}, err
+		}
+		fmt.Fprintf(e.stdout, "\nran in %v of real time\n", time.Since(started).Round(time.Millisecond))
+		return s, nil
+	}
 	w, err := retryriver.Wrap[pushArgs](&pushWorker{rr: rr}, r.shared, &retryriver.Options{
 		DeadLetters: b.sink,
 		Key: func(row *rivertype.JobRow) string {

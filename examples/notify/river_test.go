@@ -176,3 +176,74 @@ func TestRiver_twoProcesses(t *testing.T) {
 	assert.Equal(t, completed, sent, "notifications delivered by the two")
 	assertOnce(t, completed, files...)
 }
+
+// handOffFinal checks that every notification of seed 1 ended once: sent
+// once by the push service's record, or dead-lettered; none is left in
+// River. It returns the jobs by kind and state.
+func handOffFinal(t *testing.T, ns string, n int) handOffStates {
+	t.Helper()
+	pool := pgdltest.Pool(t)
+	c := config{namespace: ns, seed: 1, jobs: n}
+	st, err := waitHandOffsFinal(t.Context(), pool, c)
+	require.NoError(t, err)
+	var delivered, twice, letters int
+	require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(*), count(*) FILTER (WHERE deliveries > 1) FROM "+
+		pgx.Identifier{pushDeliveriesTable(c)}.Sanitize()).Scan(&delivered, &twice))
+	require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(DISTINCT idempotency_key) FROM "+pgx.Identifier{ns + "_dead_letters"}.Sanitize()).Scan(&letters))
+	assert.Equal(t, n, delivered+letters, "each notification sent or dead-lettered, once")
+	assert.Zero(t, twice, "notifications delivered twice")
+	assert.Equal(t, n, st.notifications["completed"]+st.notifications["cancelled"]+st.notifications["discarded"], "notification jobs")
+	return st
+}
+
+var handOffJobsRE = regexp.MustCompile(`hand-off jobs +(\d+) +every process's waits of 1s or more, given back to River: (\d+) completed`)
+
+// TestRiver_handOff: with -handoff each job is one call of Do, whose
+// waits of 1s or more (the service's Retry-After) go back to River as
+// jobs that the process's HandOffWorker goes on with: every notification
+// is sent once or dead-lettered, a lost acknowledgement is replayed, and
+// the table counts the hand-offs.
+func TestRiver_handOff(t *testing.T) {
+	t.Parallel()
+	url, ns := testRiver(t)
+	const jobs = 300
+	cfg := testConfig(t, "-jobs", strconv.Itoa(jobs), "-workers", "16", "-river", url, "-namespace", ns, "-handoff")
+	s, out := runIn(t, cfg, env{})
+	t.Logf("\n%s", out)
+	st := handOffFinal(t, ns, jobs)
+	assert.Positive(t, s.HandedOff, "no wait was handed off")
+	assert.Equal(t, s.HandedOff, st.handOffs["completed"]+st.handOffs["cancelled"]+st.handOffs["discarded"], "a job per hand-off")
+	assert.Positive(t, s.Redelivered, "no acknowledgement lost")
+	assert.Equal(t, int64(jobs)-int64(s.DeadLettered), s.Sent, "sent: every notification but the dead-lettered")
+	assert.Equal(t, s.Permanent+s.Exhausted, int(s.DeadLettered), "a dead letter per call that gave up")
+	m := handOffJobsRE.FindStringSubmatch(out)
+	require.NotNil(t, m, "no hand-off row")
+	assert.Equal(t, strconv.Itoa(s.HandedOff), m[1])
+	assert.Regexp(t, `delivered twice +0 `, out)
+}
+
+// TestRiver_handOffTwoProcesses: two -handoff processes share the jobs,
+// each going on with waits the other handed off, and deliver nothing
+// twice.
+func TestRiver_handOffTwoProcesses(t *testing.T) {
+	t.Parallel()
+	url, ns := testRiver(t)
+	const jobs = 400
+	var wg sync.WaitGroup
+	outs := make([]string, 2)
+	codes := make([]int, 2)
+	for i := range 2 {
+		args := testArgs(t.TempDir(), "-jobs", strconv.Itoa(jobs), "-workers", "16", "-river", url, "-namespace", ns, "-handoff")
+		wg.Go(func() { codes[i], outs[i] = runChild(t, args...) })
+	}
+	wg.Wait()
+	st := handOffFinal(t, ns, jobs)
+	for i, out := range outs {
+		require.Equal(t, 0, codes[i], "process %d:\n%s", i, out)
+		t.Logf("process %d:\n%s", i, out)
+		assert.Regexp(t, `delivered twice +0 +by the push service's own count, of this process's deliveries; 0 of every process's`, out)
+		m := handOffJobsRE.FindStringSubmatch(out)
+		require.NotNil(t, m, "process %d: no hand-off row", i)
+	}
+	assert.Positive(t, st.handOffs["completed"], "no hand-off job completed")
+}

@@ -1,0 +1,6 @@
+//go:build race
+
+package retryriver_test
+
+// raceEnabled says the race detector is on.
+const raceEnabled = true
