@@ -4,8 +4,5 @@ package retry
 // was (or r is nil). Adapters that name calls on their own, such as
 // retryhttp's "METHOD host", read it to keep a name the caller chose.
 func (r *Retrier) Name() string {
-	if r == nil {
-		return ""
-	}
 	return r.config().name
 }

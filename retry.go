@@ -9,7 +9,8 @@ import (
 // It is immutable and safe for concurrent use: every call keeps its own
 // state, so one Retrier may serve a whole program. The zero Retrier acts
 // as New() except that it has no retry budget ([WithBudget]), which it
-// could share only with every other zero Retrier, as global state.
+// could share only with every other zero Retrier, as global state. A nil
+// *Retrier is the zero Retrier, wherever one is taken.
 type Retrier struct {
 	c config
 }
@@ -25,10 +26,10 @@ func New(opts ...Option) (*Retrier, error) {
 	return r, nil
 }
 
-// config returns the Retrier's settings: zeroConfig for the zero Retrier,
-// whose attempts New would have set.
+// config returns the Retrier's settings: zeroConfig for the zero Retrier
+// (or a nil one), whose attempts New would have set.
 func (r *Retrier) config() *config {
-	if r.c.maxAttempts == 0 {
+	if r == nil || r.c.maxAttempts == 0 {
 		return &zeroConfig
 	}
 	return &r.c
@@ -38,9 +39,6 @@ func (r *Retrier) config() *config {
 // per-call settings such as [WithName] or [WithPayload] on top of a shared
 // policy. r is not changed.
 func (r *Retrier) With(opts ...Option) (*Retrier, error) {
-	if r == nil {
-		return nil, fmt.Errorf("%w: the *Retrier is nil; build one with New", ErrInvalidOption)
-	}
 	n := &Retrier{c: *r.config()}
 	if err := n.c.apply(opts); err != nil {
 		return nil, err
@@ -56,8 +54,8 @@ func (r *Retrier) With(opts ...Option) (*Retrier, error) {
 // [WithAttemptTimeout] or WithIdempotency; if ctx is already done, fn is
 // not called. The package doc's Cost section has its costs.
 func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error {
-	if r == nil || ctx == nil || fn == nil {
-		return badCall(r == nil, ctx == nil)
+	if ctx == nil || fn == nil {
+		return badCall(ctx == nil)
 	}
 	cfg := r.config()
 	var first error
@@ -78,10 +76,8 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 }
 
 // badCall names what is missing from a call.
-func badCall(nilRetrier, nilContext bool) error {
+func badCall(nilContext bool) error {
 	switch {
-	case nilRetrier:
-		return fmt.Errorf("%w: the *Retrier is nil; build one with New", ErrInvalidOption)
 	case nilContext:
 		return fmt.Errorf("%w: the context is nil; use context.Background()", ErrInvalidOption)
 	default:
@@ -96,9 +92,9 @@ func badCall(nilRetrier, nilContext bool) error {
 // outcome could not be recorded ([ErrOutcomeNotRecorded]) or whose value
 // IdempotencyOptions.Marshal could not encode: then the value and the error.
 func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
-	if r == nil || ctx == nil || fn == nil {
+	if ctx == nil || fn == nil {
 		var zero T
-		return zero, badCall(r == nil, ctx == nil)
+		return zero, badCall(ctx == nil)
 	}
 	cfg := r.config()
 	var first error
@@ -126,8 +122,8 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 // stays on the caller's stack. A Retrier without WithHedge gives an error
 // that wraps [ErrInvalidOption].
 func (r *Retrier) Hedge(ctx context.Context, fn func(context.Context) error) error {
-	if r == nil || ctx == nil || fn == nil {
-		return badCall(r == nil, ctx == nil)
+	if ctx == nil || fn == nil {
+		return badCall(ctx == nil)
 	}
 	_, err := HedgeValue(ctx, r, unitFn(fn))
 	return err
@@ -138,8 +134,8 @@ func (r *Retrier) Hedge(ctx context.Context, fn func(context.Context) error) err
 // The losers' values are dropped, and closed if they are io.Closers.
 func HedgeValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	if r == nil || ctx == nil || fn == nil {
-		return zero, badCall(r == nil, ctx == nil)
+	if ctx == nil || fn == nil {
+		return zero, badCall(ctx == nil)
 	}
 	cfg := r.config().hedged
 	if cfg == nil {
@@ -152,7 +148,7 @@ func HedgeValue[T any](ctx context.Context, r *Retrier, fn func(context.Context)
 
 // Hedges reports whether r hedges the calls of Hedge and HedgeValue
 // (WithHedge); a package that wraps calls, such as retryhttp, asks it.
-func (r *Retrier) Hedges() bool { return r != nil && r.config().hedge != nil }
+func (r *Retrier) Hedges() bool { return r.config().hedge != nil }
 
 // Do calls fn with a Retrier built from opts; see [Retrier.Do].
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {

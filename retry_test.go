@@ -782,21 +782,41 @@ func TestNew_reportsTheFirstBadOption(t *testing.T) {
 	assert.Contains(t, err.Error(), "ProportionalJitter(99): factor must be in [0, 1]")
 }
 
-func TestDo_rejectsNilFnRetrierAndContext(t *testing.T) {
-	var nilRetrier *retry.Retrier
+func TestDo_rejectsNilFnAndContext(t *testing.T) {
 	//nolint:staticcheck // a nil context is the bad input under test
 	cases := map[string]error{
 		"nil_fn":               retry.Do(t.Context(), nil),
 		"nil_value_fn":         func() error { _, err := retry.DoValue[int](t.Context(), nil); return err }(),
-		"nil_retrier":          nilRetrier.Do(t.Context(), func(context.Context) error { return nil }),
-		"nil_retrier_value":    func() error { _, err := retry.DoValueOn(t.Context(), nilRetrier, okValue); return err }(),
-		"nil_retrier_with":     func() error { _, err := nilRetrier.With(); return err }(),
+		"nil_retrier_nil_fn":   (*retry.Retrier)(nil).Do(t.Context(), nil),
 		"nil_context":          retry.Do(nilContext(), func(context.Context) error { return nil }),
 		"with_invalid_options": func() error { _, err := mustNew(t).With(retry.WithMaxAttempts(0)); return err }(),
 	}
 	for name, err := range cases {
 		assert.ErrorIs(t, err, retry.ErrInvalidOption, name)
 	}
+}
+
+// A nil *Retrier is the zero Retrier wherever one is taken, as its Name
+// and Wait always were: its calls run with the zero Retrier's policy
+// (New's, with no budget), and With builds on it.
+func TestDo_nilRetrierIsTheZeroRetrier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var nilRetrier *retry.Retrier
+		fn, calls := failing(2, errTransient)
+		require.NoError(t, nilRetrier.Do(t.Context(), fn))
+		assert.EqualValues(t, 3, calls.Load(), "the zero Retrier's 3 attempts")
+		fn, calls = failing(5, errTransient)
+		var e *retry.Error
+		require.ErrorAs(t, nilRetrier.Do(t.Context(), fn), &e)
+		assert.Equal(t, 3, e.Attempts)
+		v, err := retry.DoValueOn(t.Context(), nilRetrier, okValue)
+		require.NoError(t, err)
+		assert.Equal(t, 1, v)
+		named, err := nilRetrier.With(retry.WithName("charge"))
+		require.NoError(t, err)
+		assert.Equal(t, "charge", named.Name())
+		assert.False(t, nilRetrier.Hedges())
+	})
 }
 
 func TestRetrier_zeroValueUsesDefaults(t *testing.T) {

@@ -9,10 +9,7 @@ import "time"
 // retry, nor ask a budget or breaker. Waits in the package doc says how d
 // is computed from prev and the samples rnd gives.
 func (r *Retrier) Wait(attempt int, prev time.Duration, err error, rnd func() float64) (d time.Duration, server bool) {
-	cfg := &zeroConfig
-	if r != nil {
-		cfg = r.config()
-	}
+	cfg := r.config()
 	m := classify(err)
 	return cfg.waitAfter(attempt, prev, m.hint, m.hinted, rnd), m.hinted
 }

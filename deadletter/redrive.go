@@ -76,7 +76,8 @@ type Report struct {
 // operation, marking each redriven first; see the package doc's Redriving
 // section for keys, failures and records r cannot replay. filter is called
 // once per pending record, in order (as Redrive reaches it, for a
-// [PendingScanner]). Redrive stops early, with an error,
+// [PendingScanner]). A nil r is the zero retry.Retrier. Redrive stops
+// early, with an error,
 // when listing or marking fails or ctx is done; bad arguments give an
 // error wrapping [retry.ErrInvalidOption].
 func Redrive(ctx context.Context, src Source, r *retry.Retrier, handler func(context.Context, retry.DeadLetter) error, filter func(retry.DeadLetter) bool) (Report, error) {
@@ -86,8 +87,6 @@ func Redrive(ctx context.Context, src Source, r *retry.Retrier, handler func(con
 		return rep, fmt.Errorf("%w: Redrive: the context is nil; use context.Background()", retry.ErrInvalidOption)
 	case isnil.Is(src):
 		return rep, fmt.Errorf("%w: Redrive: the source is nil", retry.ErrInvalidOption)
-	case r == nil:
-		return rep, fmt.Errorf("%w: Redrive: the *Retrier is nil; build one with retry.New", retry.ErrInvalidOption)
 	case handler == nil:
 		return rep, fmt.Errorf("%w: Redrive: the handler is nil", retry.ErrInvalidOption)
 	}

@@ -281,7 +281,6 @@ func TestRedriveBadArguments(t *testing.T) {
 		{"nil_ctx", nil, src, r, h},
 		{"nil_source", t.Context(), nil, r, h},
 		{"nil_source_pointer", t.Context(), (*deadletter.MemorySink)(nil), r, h},
-		{"nil_retrier", t.Context(), src, nil, h},
 		{"nil_handler", t.Context(), src, r, nil},
 	}
 	for _, tc := range cases {
@@ -292,6 +291,9 @@ func TestRedriveBadArguments(t *testing.T) {
 			assert.ErrorContains(t, err, "Redrive: the ")
 		})
 	}
+	// A nil Retrier is the zero Retrier, as everywhere one is taken.
+	_, err := deadletter.Redrive(t.Context(), src, nil, h, nil)
+	assert.NoError(t, err)
 }
 
 // TestRedriveWithIdempotencyStore: dead letters keep the call's

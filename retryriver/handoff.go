@@ -189,12 +189,9 @@ type HandOffWorker struct {
 
 // NewHandOffWorker returns a worker that runs the handed-off calls named
 // in works (by retry.WithName) through r: works[name] is the call's fn,
-// given its payload. r and the funcs must not be nil; otherwise it
-// returns an error wrapping retry.ErrInvalidOption. works is copied.
+// given its payload. A nil r is the zero retry.Retrier; a nil func gives
+// an error wrapping retry.ErrInvalidOption. works is copied.
 func NewHandOffWorker(r *retry.Retrier, works map[string]func(ctx context.Context, payload []byte) error) (*HandOffWorker, error) {
-	if r == nil {
-		return nil, fmt.Errorf("%w: retryriver.NewHandOffWorker: the Retrier is nil", retry.ErrInvalidOption)
-	}
 	w := &HandOffWorker{r: r, works: make(map[string]func(context.Context, []byte) error, len(works))}
 	for name, fn := range works {
 		if fn == nil {

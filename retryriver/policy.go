@@ -1,7 +1,6 @@
 package retryriver
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/riverqueue/river/rivertype"
@@ -20,11 +19,9 @@ type Policy struct {
 	now func() time.Time
 }
 
-// NewPolicy returns the Policy of r. r must not be nil.
+// NewPolicy returns the Policy of r; a nil r is the zero retry.Retrier,
+// as everywhere a Retrier is taken.
 func NewPolicy(r *retry.Retrier) (*Policy, error) {
-	if r == nil {
-		return nil, fmt.Errorf("%w: retryriver.NewPolicy: the *Retrier is nil; build one with retry.New", retry.ErrInvalidOption)
-	}
 	return &Policy{r: r, now: time.Now}, nil
 }
 

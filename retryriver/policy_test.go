@@ -88,6 +88,8 @@ func TestPolicy_NextRetryIsNowPlusTheWait(t *testing.T) {
 	assert.WithinRange(t, next, before.Add(4*time.Second), time.Now().Add(4*time.Second), "the wait after attempt 3: 1s*2^2")
 	assert.Equal(t, time.UTC, next.Location())
 
-	_, err = retryriver.NewPolicy(nil)
-	assert.ErrorIs(t, err, retry.ErrInvalidOption)
+	// A nil Retrier is the zero Retrier: 100ms doubling, full jitter.
+	zero, err := retryriver.NewPolicy(nil)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, zero.Delay(&rivertype.JobRow{Attempt: 1}), 100*time.Millisecond, "the wait after attempt 1")
 }

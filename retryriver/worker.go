@@ -63,9 +63,9 @@ type Worker[T river.JobArgs] struct {
 	key    func(job *rivertype.JobRow) string
 }
 
-// Wrap returns inner run through r; see [Worker]. inner and r must not be
-// nil, and opts.DeadLetterTimeout not negative; otherwise Wrap returns an
-// error wrapping [retry.ErrInvalidOption].
+// Wrap returns inner run through r (nil: the zero retry.Retrier); see
+// [Worker]. inner must not be nil, nor opts.DeadLetterTimeout negative;
+// otherwise Wrap returns an error wrapping [retry.ErrInvalidOption].
 func Wrap[T river.JobArgs](inner river.Worker[T], r *retry.Retrier, opts *Options) (*Worker[T], error) {
 	var o Options
 	if opts != nil {
