@@ -58,7 +58,8 @@ type HandOff interface {
 	// HandOff stores w durably, to be resumed at w.Due, and returns an ID
 	// for it (a job's ID), which must not be empty. ctx is the call's,
 	// bounded by HandOffOptions.Timeout: it may carry a transaction to
-	// enqueue in, and HandOff must return when it ends. An error, or an
-	// empty ID, leaves the call to wait in memory.
+	// enqueue in, and HandOff must return when it ends (one that does not
+	// holds the call until it returns). An error, or an empty ID, leaves
+	// the call to wait in memory.
 	HandOff(ctx context.Context, w Waiting) (id string, err error)
 }

@@ -437,3 +437,30 @@ func TestWithResume_hugeCountSaturates(t *testing.T) {
 		assert.EqualValues(t, 1, calls.Load())
 	})
 }
+
+// stubbornQueue is a HandOff that ignores its context: it takes its time,
+// then stores the call all the same.
+type stubbornQueue struct{ took time.Duration }
+
+func (q stubbornQueue) HandOff(context.Context, retry.Waiting) (string, error) {
+	time.Sleep(q.took)
+	return "job-1", nil
+}
+
+// A HandOff must return when its context ends (HandOff's doc): one that
+// ignores it holds the call for as long as it takes, past Timeout and
+// past the deadline, and the call then ends with what it returned. The
+// work is not lost either way.
+func TestHandOff_handOffThatIgnoresItsContextHoldsTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(stubbornQueue{took: 5 * time.Second}, &retry.HandOffOptions{Threshold: time.Second, Timeout: 100 * time.Millisecond}),
+			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		fn, calls := failing(1, errTransient)
+		start := time.Now()
+		require.ErrorIs(t, r.Do(ctx, fn), retry.ErrHandedOff)
+		assert.Equal(t, 5*time.Second, time.Since(start))
+		assert.EqualValues(t, 1, calls.Load())
+	})
+}
