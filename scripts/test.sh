@@ -19,8 +19,8 @@ export GOWORK="$PWD/go.work"
 
 # The only skips allowed under CI=true, matched against "TestName: reason":
 # allocation guards under the race detector, the helper tests that run only
-# as a child process of another test, and the test of skipping itself.
-ci_allowed_skips='race detector|runs only as a child process|^TestPoolSkipsWithoutServer/'
+# as a child process of another test, and the tests of skipping itself.
+ci_allowed_skips='race detector|runs only as a child process|^TestPoolSkipsWithoutServer/|^TestStartServerSkipsWithoutBinaries/'
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
