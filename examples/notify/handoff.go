@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -153,19 +152,9 @@ func runHandOffJobs(ctx context.Context, cfg config, e env, pool *pgxpool.Pool, 
 			InsertOpts: &river.InsertOpts{MaxAttempts: maxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: rivertype.JobStates()}},
 		}
 	}
-	inserted := 0
-	for chunk := range slices.Chunk(params, 1000) {
-		res, err := client.InsertMany(ctx, chunk)
-		if err != nil {
-			return summary{}, fmt.Errorf("-river: inserting the jobs: %w", err)
-		}
-		for _, ir := range res {
-			if !ir.UniqueSkippedAsDuplicate {
-				inserted++
-			}
-		}
+	if err := insertJobs(ctx, client, params, e.stdout); err != nil {
+		return summary{}, err
 	}
-	fmt.Fprintf(e.stdout, "  inserted       %d of the %d jobs (the others were in River already)\n", inserted, len(jobs))
 
 	states, err := waitHandOffsFinal(ctx, pool, cfg)
 	if err != nil {
@@ -174,9 +163,8 @@ func runHandOffJobs(ctx context.Context, cfg config, e env, pool *pgxpool.Pool, 
 	if err := stop(); err != nil {
 		return summary{}, fmt.Errorf("-river: stopping the River client: %w", err)
 	}
-	var delivered, twice int64
-	if err := pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE deliveries > 1) FROM "+rr.svc.shared.table+" WHERE job_id LIKE $1",
-		fmt.Sprintf("job-%d-%%", cfg.seed)).Scan(&delivered, &twice); err != nil {
+	delivered, twice, err := rr.svc.shared.counts(ctx, cfg.seed)
+	if err != nil {
 		return summary{}, err
 	}
 	snap := stats.Snapshot()

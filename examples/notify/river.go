@@ -453,19 +453,9 @@ func runRiver(ctx context.Context, cfg config, e env) (summary, error) {
 			InsertOpts: &river.InsertOpts{MaxAttempts: maxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: rivertype.JobStates()}},
 		}
 	}
-	inserted := 0
-	for chunk := range slices.Chunk(params, 1000) {
-		res, err := client.InsertMany(ctx, chunk)
-		if err != nil {
-			return summary{}, fmt.Errorf("-river: inserting the jobs: %w", err)
-		}
-		for _, ir := range res {
-			if !ir.UniqueSkippedAsDuplicate {
-				inserted++
-			}
-		}
+	if err := insertJobs(ctx, client, params, e.stdout); err != nil {
+		return summary{}, err
 	}
-	fmt.Fprintf(e.stdout, "  inserted       %d of the %d jobs (the others were in River already)\n", inserted, len(jobs))
 
 	states, err := waitFinal(ctx, pool, cfg)
 	if err != nil {
@@ -474,9 +464,8 @@ func runRiver(ctx context.Context, cfg config, e env) (summary, error) {
 	if err := stop(); err != nil {
 		return summary{}, fmt.Errorf("-river: stopping the River client: %w", err)
 	}
-	var delivered, twice int64
-	if err := pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE deliveries > 1) FROM "+r.svc.shared.table+" WHERE job_id LIKE $1",
-		fmt.Sprintf("job-%d-%%", cfg.seed)).Scan(&delivered, &twice); err != nil {
+	delivered, twice, err := r.svc.shared.counts(ctx, cfg.seed)
+	if err != nil {
 		return summary{}, err
 	}
 
@@ -500,6 +489,34 @@ func runRiver(ctx context.Context, cfg config, e env) (summary, error) {
 }
 
 // waitFinal waits until every job of the seed is in River and final, and
+
+// insertJobs inserts params in chunks, each job unique by its args in
+// every state, and says how many were new.
+func insertJobs(ctx context.Context, client *river.Client[pgx.Tx], params []river.InsertManyParams, out io.Writer) error {
+	inserted := 0
+	for chunk := range slices.Chunk(params, 1000) {
+		res, err := client.InsertMany(ctx, chunk)
+		if err != nil {
+			return fmt.Errorf("-river: inserting the jobs: %w", err)
+		}
+		for _, ir := range res {
+			if !ir.UniqueSkippedAsDuplicate {
+				inserted++
+			}
+		}
+	}
+	fmt.Fprintf(out, "  inserted       %d of the %d jobs (the others were in River already)\n", inserted, len(params))
+	return nil
+}
+
+// counts reads how many of the run's notifications (its seed's) the
+// shared service delivered, and how many of them more than once.
+func (d *sharedDeliveries) counts(ctx context.Context, seed uint64) (delivered, twice int64, err error) {
+	err = d.pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE deliveries > 1) FROM "+d.table+" WHERE job_id LIKE $1",
+		fmt.Sprintf("job-%d-%%", seed)).Scan(&delivered, &twice)
+	return delivered, twice, err
+}
+
 // returns how many ended in each state.
 func waitFinal(ctx context.Context, pool *pgxpool.Pool, c config) (map[string]int, error) {
 	table := pgx.Identifier{riverSchema(c), "river_job"}.Sanitize()
