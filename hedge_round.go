@@ -29,24 +29,25 @@ type hedgeRound[T any] struct {
 
 	mu       sync.Mutex
 	timer    hedgeTimer
-	armed    bool                       // the timer will start a hedge
 	next     int                        // the number of the next hedge's attempt
-	inFlight int                        // hedges whose fn has not returned
-	firstIn  bool                       // the first attempt's fn has not returned
 	cancels  []context.CancelCauseFunc  // the first attempt's, then each hedge's
 	room     [3]context.CancelCauseFunc // cancels' first backing array: default attempts cost no allocation
 	wake     chan struct{}              // made with the first hedge: one ended, settle looks again
-	closed   bool                       // decided: no hedge starts, the ones running lost
-	won      bool                       // a hedge succeeded with v
-	v        T
-	winner   int           // that hedge's attempt number
-	winStart time.Duration // and its start, since the call's: the caller tells the observer its end
-	failed   bool          // a hedge's failure, err, is the latest
-	fatal    bool          // it ends the call
-	err      error         // that failure
-	failing  int           // that hedge's attempt number
-	rul      ruling        // the hedge's ruling on it
-	panicked any           // a hedge's fn, or a hook on its goroutine, panicked with this
+	v        T                          // the winning hedge's value
+	winStart time.Duration              // and its start, since the call's: the caller tells the observer its end
+	err      error                      // the latest failure of a hedge
+	rul      ruling                     // the hedge's ruling on it
+	// The flags and small counts share a word: a round a size class
+	// smaller is 64 bytes less per hedged call.
+	armed    bool  // the timer will start a hedge
+	firstIn  bool  // the first attempt's fn has not returned
+	closed   bool  // decided: no hedge starts, the ones running lost
+	won      bool  // a hedge succeeded with v
+	failed   bool  // a hedge's failure, err, is the latest
+	fatal    bool  // it ends the call
+	inFlight int32 // hedges whose fn has not returned
+	from     int32 // the attempt number of the hedge that won, or whose failure err is
+	panicked any   // a hedge's fn, or a hook on its goroutine, panicked with this
 }
 
 // hedging runs fn for the attempt a of the call c on ctx, derived from
@@ -161,11 +162,11 @@ func (hs *hooks[T]) settle(c *call, a *attemptState, r *hedgeRound[T], v T, err 
 		panic(panicked)
 	case won:
 		v, err, next = winner, nil, ruling{}
-		a.number, a.start, a.observed = attemptNumber(r.winner), r.winStart, c.cfg.features&featObserver != 0
+		a.number, a.start, a.observed = r.from, r.winStart, c.cfg.features&featObserver != 0
 	case err == nil && !lostFirst: // fn's own success won
 	case failed:
 		v, err, next = *new(T), failure, rul
-		a.number = attemptNumber(r.failing)
+		a.number = r.from
 		if !endsRound(rul.verdict) {
 			// The hedge ruled with its own number; the loop goes on
 			// from the call's count. Its WithRetryIf has had its say.
@@ -352,10 +353,10 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	if !lost {
 		switch {
 		case err == nil:
-			r.won, r.v, r.winner, r.winStart = true, v, h.k, start-c.start
+			r.won, r.v, r.from, r.winStart = true, v, attemptNumber(h.k), start-c.start
 			r.closeLocked()
 		default:
-			r.failed, r.err, r.rul, r.failing = true, err, rul, h.k
+			r.failed, r.err, r.rul, r.from = true, err, rul, attemptNumber(h.k)
 			if r.fatal = endsRound(rul.verdict); r.fatal {
 				r.closeLocked()
 			} else {
