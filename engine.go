@@ -71,9 +71,7 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 			case <-ch:
 			case <-c.ctx.Done(): // the next look at ctx ends the call, unless waited hands the rest off
 			}
-			if err = hs.waited(c, next.wait); err != nil {
-				break
-			}
+			done, err = hs.waited(c, next.wait)
 		}
 	}
 	return finishCall(c, &hs, v, err)
@@ -285,14 +283,14 @@ func (hs *hooks[T]) retryingHooked(c *call, d time.Duration) (err error) {
 }
 
 // waited tells the hooks that a wait of d ended, by its timer, by the
-// call's context or by the process stopping; an error ends the call (its
-// rest was handed off). The test inlines: a woken call without a budget,
-// an observer or a hand-off touches no frame more.
-func (hs *hooks[T]) waited(c *call, d time.Duration) error {
+// call's context or by the process stopping; ended says err ends the call
+// (its rest was handed off). The test inlines: a woken call without a
+// budget, an observer or a hand-off touches no frame more.
+func (hs *hooks[T]) waited(c *call, d time.Duration) (ended bool, err error) {
 	if c.cfg.features&(featBudget|featObserver|featHandOff) != 0 {
-		return hs.waitedHooked(c, d)
+		err = hs.waitedHooked(c, d)
 	}
-	return nil
+	return err != nil, err
 }
 
 // waitedHooked tells the hand-off, which hands off the rest of a wait

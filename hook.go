@@ -7,12 +7,13 @@ import (
 )
 
 // hook is one feature's part in one call of Do: observing, guarding (a
-// budget and a breaker), attemptTimeout, idemCall and deadLettering each
-// implement it, and the loop (engine.go) knows none of them by name. It calls
-// them through hooks at fixed points. A hook keeps its per-call state in
-// itself (each call has its own hooks) and its per-attempt state in the
-// attempt. Hooks run on Do's goroutine, in order, never under a lock; a
-// hedge (hedge_round.go) does its attempt's part itself, on its own
+// budget and a breaker), timingOut, idemCall, deadLettering and
+// handingOff each implement it. The loop, runCall, knows none of them by
+// name: it calls them through hooks (engine.go), whose methods call each
+// at fixed points. A hook keeps its per-call state in itself (each call
+// has its own hooks) and its per-attempt state in the attempt. Hooks run
+// on Do's goroutine, in order, never under a lock; a hedge
+// (hedge_round.go) still does its attempt's part itself, on its own
 // goroutine. noHook gives the methods a feature does not need.
 type hook[T any] interface {
 	// begin runs before the first attempt, while the context is live;

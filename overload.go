@@ -12,7 +12,8 @@ import (
 // struggling downstream is not buried under them; pass one to [WithBudget].
 // [overload.Ratio] and [overload.TokenBucket] are the library's; give each
 // downstream its own, shared by the Retriers that call it. Do calls it on
-// the call's goroutine, under no lock of its own; implementations must be
+// the call's goroutine, and a hedged call on its hedges' goroutines and
+// its hedge timer's, under no lock of its own; implementations must be
 // safe for concurrent use and must not block.
 type Budget interface {
 	// Attempted is told how attempt number attempt of fn ended (1 for
