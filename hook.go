@@ -9,7 +9,7 @@ import (
 // hook is one feature's part in one call of Do: observing, guarding (a
 // budget and a breaker), timingOut, idemCall, deadLettering and
 // handingOff each implement it. The loop, runCall, knows none of them by
-// name: it calls them through hooks (engine.go), whose methods call each
+// name: it calls them through hooks (hooks.go), whose methods call each
 // at fixed points. A hook keeps its per-call state in itself (each call
 // has its own hooks) and its per-attempt state in the attempt. Hooks run
 // on Do's goroutine, in order, never under a lock; a hedge
