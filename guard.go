@@ -1,10 +1,7 @@
 package retry
 
 import (
-	"errors"
 	"time"
-
-	"github.com/steadfast-go/retry/overload"
 )
 
 // guarding is the hook of WithBudget and WithBreaker: the breaker is asked
@@ -12,24 +9,14 @@ import (
 // hears every such attempt, and is asked before each retry of one.
 type guarding[T any] struct {
 	noHook[T]
-	done    func(error) // the breaker's, for the last attempt, until it has heard of it
-	told    bool        // the budget and the breaker heard of the last attempt
-	reached bool        // an attempt called fn: the first such is attempt 1 to the budget
-	asked   bool        // the budget allowed the wait under way (Retry): Waited gives it back
+	attemptGuard // the last attempt's, and the call's reached and asked
 }
 
 func (g *guarding[T]) before(c *call, _ *attemptState) (v T, err error, act action) {
-	g.told = false
-	br := c.cfg.breaker
-	if br == nil {
-		return v, nil, runFn
-	}
-	done, why := br.Allow()
-	if why != nil {
+	if why := g.admit(c.cfg); why != nil {
 		c.attempts-- // no attempt was made
 		return v, c.errorOf(OutcomeRefused, why, nil), endCall
 	}
-	g.done = done
 	return v, nil, runFn
 }
 
@@ -50,13 +37,12 @@ func (g *guarding[T]) ruled(c *call, err error, next ruling) {
 	}
 }
 
-// tell passes an attempt's judgement on, once: the breaker first, so that
-// a budget that panics cannot leave a half-open breaker waiting.
+// tell passes the judgement of the loop's last attempt on, once (see
+// attemptGuard.judge), numbering it for the budget.
 func (g *guarding[T]) tell(c *call, err error, j judgement, throttled bool) {
 	if g.told {
 		return
 	}
-	g.told = true
 	n := c.attempts
 	if !g.reached {
 		// The call's first attempt to call fn is attempt 1 to the
@@ -65,30 +51,7 @@ func (g *guarding[T]) tell(c *call, err error, j judgement, throttled bool) {
 		// call then.
 		n, g.reached = 1, true
 	}
-	done := g.done
-	g.done = nil
-	tellGuard(c.cfg, done, n, err, j, throttled)
-}
-
-// tellGuard tells a breaker's done, then the budget, how attempt n ended:
-// the breaker first, so that a budget that panics cannot leave a
-// half-open breaker waiting. Only a success refunds a budget, as gRFC A6
-// counts: a permanent answer or an attempt that says nothing of the
-// downstream is not told.
-func tellGuard(cfg *config, done func(error), n int, err error, j judgement, throttled bool) {
-	if done != nil {
-		switch j {
-		case judgedAnswered:
-			done(nil)
-		case judgedNotCounted:
-			done(notCountedError{err})
-		default:
-			done(err)
-		}
-	}
-	if b := cfg.budget; b != nil && (err == nil || j == judgedFailure) {
-		b.Attempted(n, j == judgedFailure, throttled)
-	}
+	g.judge(c.cfg, n, err, j, throttled)
 }
 
 // retrying asks, before a wait of d after an attempt that called fn, a
@@ -127,23 +90,4 @@ func (g *guarding[T]) waited(c *call, d time.Duration) error {
 // unwind tells a breaker that allowed the attempt, when fn or what judges
 // its error (WithRetryIf) panicked, that it failed (as gobreaker's own
 // Execute counts it), so that a half-open breaker is not left waiting.
-func (g *guarding[T]) unwind(*call, *attemptState) {
-	if done := g.done; done != nil {
-		g.done = nil
-		done(errPanicked)
-	}
-}
-
-// errPanicked is what a breaker and an observer hear of an attempt that
-// panicked: its fn, or the WithRetryIf that judged its error.
-var errPanicked = errors.New("retry: the attempt panicked")
-
-// notCountedError is what a breaker hears of an attempt that says nothing
-// of the downstream: it matches overload.ErrNotCounted and the attempt's
-// error.
-type notCountedError struct{ err error }
-
-func (e notCountedError) Error() string {
-	return overload.ErrNotCounted.Error() + ": " + errorText(e.err)
-}
-func (e notCountedError) Unwrap() []error { return []error{overload.ErrNotCounted, e.err} }
+func (g *guarding[T]) unwind(*call, *attemptState) { g.abort() }

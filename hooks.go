@@ -98,7 +98,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 		}
 	}
 	if f&featObserver != 0 {
-		hs.obs.before(c, &a)
+		startAttempt(c, &a, c.prevWait)
 	}
 	if c.ran = act == runFn; c.ran {
 		ctx := c.ctx
@@ -130,7 +130,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 		v, err = hs.dl.after(c, &a, v, err)
 	}
 	if f&featObserver != 0 && a.observed {
-		v, err = hs.obs.after(c, &a, v, err)
+		endAttempt(c, &a, err, &hs.obs.lastEnd)
 	}
 	if err != nil && !next.made && f&(featBreaker|featIdempotency) != 0 {
 		next = hs.ruleAttempt(c, err)

@@ -27,8 +27,9 @@ var layers = [][]string{
 		"idempotency_key.go"},
 	// Policy: the loop's state and the pure decision after an attempt.
 	{"policy.go", "hook.go"},
-	// Features: each a hook of the seam in hook.go.
-	{"timeout.go", "guard.go", "idempotency_renew.go", "idempotency_store.go", "idempotency_do.go", "handoff_hook.go",
+	// Features: the attempt hooks' one path (attempt.go), then each
+	// feature's hook of the seam in hook.go.
+	{"attempt.go", "timeout.go", "guard.go", "idempotency_renew.go", "idempotency_store.go", "idempotency_do.go", "handoff_hook.go",
 		"deadletter_record.go", "observe.go"},
 	// Engine: the hedged round's hedges, the hooks' dispatcher (an
 	// attempt, plain or hedged), the loop.

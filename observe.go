@@ -14,19 +14,13 @@ type observing[T any] struct {
 }
 
 func (o *observing[T]) before(c *call, a *attemptState) (v T, err error, act action) {
-	c.cfg.observer.OnAttemptStart(c.ctx, AttemptStart{Name: c.cfg.name, Attempt: c.attempts, Wait: c.prevWait})
-	a.observed = true
-	if c.attempts > 1 {
-		a.start = c.sinceStart()
-	}
+	startAttempt(c, a, c.prevWait)
 	return v, nil, runFn
 }
 
 // after tells the Observer how the attempt a ended.
 func (o *observing[T]) after(c *call, a *attemptState, v T, err error) (T, error) {
-	a.observed = false
-	o.lastEnd = c.sinceStart()
-	c.cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: c.cfg.name, Attempt: a.attempt(c), Err: err, Duration: o.lastEnd - a.start})
+	endAttempt(c, a, err, &o.lastEnd)
 	return v, err
 }
 

@@ -7,8 +7,7 @@ import "context"
 type timingOut[T any] struct{ noHook[T] }
 
 func (timingOut[T]) fnContext(c *call, a *attemptState, ctx context.Context) context.Context {
-	ctx, a.cancel = c.cfg.withTimeout(ctx, c.cfg.attemptTimeout)
-	return ctx
+	return attemptContext(c, a, ctx)
 }
 
 func (timingOut[T]) after(_ *call, a *attemptState, v T, err error) (T, error) {
@@ -17,11 +16,3 @@ func (timingOut[T]) after(_ *call, a *attemptState, v T, err error) (T, error) {
 }
 
 func (timingOut[T]) unwind(_ *call, a *attemptState) { a.release() }
-
-// release releases the attempt's context, once.
-func (a *attemptState) release() {
-	if a.cancel != nil {
-		a.cancel()
-		a.cancel = nil
-	}
-}
