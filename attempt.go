@@ -29,6 +29,22 @@ type attemptGuard struct {
 	asked   bool // the budget allowed the wait under way (Retry): Waited gives it back
 }
 
+// mayRetry asks, before another attempt after a wait of d (0 for a
+// hedge, as gRFC A6 spends a retry's token on one), a breaker that can
+// tell whether it would refuse now, then the budget for leave; why is
+// the refusal.
+func mayRetry(cfg *config, d time.Duration) (why error) {
+	if p, ok := cfg.breaker.(interface{ Refuses() error }); ok {
+		if why = p.Refuses(); why != nil {
+			return why
+		}
+	}
+	if b := cfg.budget; b != nil {
+		return b.Retry(d)
+	}
+	return nil
+}
+
 // admit asks a breaker to let the attempt call fn, keeping its done until
 // the attempt is judged; why is its refusal.
 func (g *attemptGuard) admit(cfg *config) (why error) {

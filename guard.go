@@ -64,17 +64,10 @@ func (g *guarding[T]) retrying(c *call, d time.Duration) error {
 	if !c.ran {
 		return nil
 	}
-	if p, ok := c.cfg.breaker.(interface{ Refuses() error }); ok {
-		if err := p.Refuses(); err != nil {
-			return c.errorOf(OutcomeRefused, err, nil)
-		}
+	if why := mayRetry(c.cfg, d); why != nil {
+		return c.errorOf(OutcomeRefused, why, nil)
 	}
-	if b := c.cfg.budget; b != nil {
-		if err := b.Retry(d); err != nil {
-			return c.errorOf(OutcomeRefused, err, nil)
-		}
-		g.asked = true
-	}
+	g.asked = c.cfg.budget != nil
 	return nil
 }
 

@@ -98,14 +98,15 @@ func (r *hedgeRound[T]) hedgeNowLocked() {
 	}
 }
 
-// hedge is one hedge's own state, on its goroutine.
+// hedge is one hedge's own state, on its goroutine: with its attempt
+// hooks' (attempt.go), as the loop's attempt has.
 type hedge struct {
 	k       int                     // its attempt's number
-	done    func(error)             // the breaker's, until told
+	a       attemptState            // the attempt timeout's and the observer's
+	g       attemptGuard            // the breaker's and the budget's
 	counted bool                    // in r.inFlight
 	settled bool                    // out of it again
 	cancel  context.CancelCauseFunc // its context's
-	stop    context.CancelFunc      // its attempt timeout's
 }
 
 // fire starts a hedge, on the timer's goroutine, if the round is open and
@@ -128,15 +129,15 @@ func (r *hedgeRound[T]) fire() {
 	if closed {
 		return
 	}
-	var why error
-	if h.done, why = r.admit(); why != nil {
+	// Leave to retry now, as the loop asks before a wait, then the
+	// attempt's own admission.
+	if mayRetry(c.cfg, 0) != nil || h.g.admit(c.cfg) != nil {
 		return // no hedge now, and none later in the round
 	}
+	h.a.number = attemptNumber(h.k)
 	ctx, cancel := context.WithCancelCause(r.base)
 	h.cancel = cancel
-	if c.cfg.attemptTimeout > 0 {
-		ctx, h.stop = c.cfg.withTimeout(ctx, c.cfg.attemptTimeout)
-	}
+	ctx = attemptContext(c, &h.a, ctx)
 	r.mu.Lock()
 	if closed = r.closed; !closed {
 		r.next++
@@ -153,42 +154,19 @@ func (r *hedgeRound[T]) fire() {
 	}
 	r.mu.Unlock()
 	if closed {
-		release(h.cancel, h.stop)
-		h.tell(c.cfg, ErrHedgeLost, judgedNotCounted, false)
+		h.cancel(nil)
+		h.a.release()
+		h.g.judge(c.cfg, h.k, ErrHedgeLost, judgedNotCounted, false)
 		return
 	}
 	r.run(&h, ctx)
-}
-
-// admit asks a breaker that can tell whether it would refuse now, the
-// budget for leave to retry (as A6 spends a retry's token on a hedge),
-// then the breaker's gate.
-func (r *hedgeRound[T]) admit() (done func(error), why error) {
-	cfg := r.c.cfg
-	if p, ok := cfg.breaker.(interface{ Refuses() error }); ok {
-		if err := p.Refuses(); err != nil {
-			return nil, err
-		}
-	}
-	if b := cfg.budget; b != nil {
-		if err := b.Retry(0); err != nil {
-			return nil, err
-		}
-	}
-	if br := cfg.breaker; br != nil {
-		return br.Allow()
-	}
-	return nil, nil
 }
 
 // run makes hedge h's attempt on ctx and tells the round how it ended.
 func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	c := &r.c
 	cfg := c.cfg
-	if cfg.observer != nil {
-		cfg.observer.OnAttemptStart(c.ctx, AttemptStart{Name: cfg.name, Attempt: h.k})
-	}
-	start := cfg.clockReading()
+	startAttempt(c, &h.a, 0)
 	var v T
 	var err error
 	var panicked any
@@ -202,14 +180,16 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 		v, err = r.fn(ctx)
 		returned = true
 	}()
-	took := cfg.clockReading() - start
-	release(nil, h.stop)
-	if cfg.observer != nil && (err != nil || panicked != nil) {
+	var end time.Duration
+	if panicked == nil {
+		finishAttempt(c, &h.a, &h.g, h.k, err)
+	}
+	if err != nil || panicked != nil {
 		e := err
 		if panicked != nil {
 			e = errPanicked
 		}
-		cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: cfg.name, Attempt: h.k, Err: e, Duration: took})
+		endAttempt(c, &h.a, e, &end)
 	}
 	if panicked != nil {
 		panic(panicked) // fire's recover hands it on, fn's end told
@@ -226,7 +206,7 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	if !lost {
 		switch {
 		case err == nil:
-			r.won, r.v, r.from, r.winStart = true, v, attemptNumber(h.k), start-c.start
+			r.won, r.v, r.from, r.winStart = true, v, attemptNumber(h.k), h.a.start
 			r.closeLocked()
 		default:
 			r.failed, r.err, r.rul, r.from = true, err, rul, attemptNumber(h.k)
@@ -242,34 +222,24 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 		}
 	}
 	r.mu.Unlock()
-	if err == nil && lost && cfg.observer != nil {
+	if err == nil && lost {
 		// A winner's end is told by the caller, once idempotency has
 		// recorded the outcome, as a plain attempt's is.
-		cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: cfg.name, Attempt: h.k, Duration: took})
+		endAttempt(c, &h.a, nil, &end)
 	}
 	for _, f := range cancels {
 		f(ErrHedgeLost)
 	}
 	r.wakeSettle()
 	h.cancel(nil)
-	switch {
+	switch { // a success was judged when fn returned
 	case lost && err == nil:
-		h.tell(cfg, nil, judgedAnswered, false)
 		discard(v)
 	case lost:
-		h.tell(cfg, err, judgedNotCounted, false)
-	case err == nil:
-		h.tell(cfg, nil, judgedAnswered, false)
-	default:
-		h.tell(cfg, err, judged(rul.verdict), rul.hinted)
+		h.g.judge(cfg, h.k, err, judgedNotCounted, false)
+	case err != nil:
+		h.g.judge(cfg, h.k, err, judged(rul.verdict), rul.hinted)
 	}
-}
-
-// tell tells the breaker and the budget how the hedge's attempt ended.
-func (h *hedge) tell(cfg *config, err error, j judgement, throttled bool) {
-	done := h.done
-	h.done = nil
-	tellGuard(cfg, done, h.k, err, j, throttled)
 }
 
 // panickedOut ends hedge h, whose fn or a hook on its goroutine panicked
@@ -278,10 +248,7 @@ func (h *hedge) tell(cfg *config, err error, j judgement, throttled bool) {
 // raises on the caller's goroutine. A hedge that lost raises p on its
 // own: nobody waits for it any more.
 func (r *hedgeRound[T]) panickedOut(h *hedge, p any) {
-	if done := h.done; done != nil {
-		h.done = nil
-		done(errPanicked)
-	}
+	h.g.abort()
 	r.mu.Lock()
 	if h.counted && !h.settled {
 		r.inFlight--
@@ -297,7 +264,10 @@ func (r *hedgeRound[T]) panickedOut(h *hedge, p any) {
 	for _, f := range cancels {
 		f(ErrHedgeLost)
 	}
-	release(h.cancel, h.stop)
+	if h.cancel != nil {
+		h.cancel(nil)
+	}
+	h.a.release()
 	r.wakeSettle()
 	if lost {
 		panic(p)
@@ -328,14 +298,5 @@ func endsRound(v verdict) bool {
 func discard[T any](v T) {
 	if c, ok := any(v).(io.Closer); ok {
 		_ = c.Close()
-	}
-}
-
-func release(cancel context.CancelCauseFunc, stop context.CancelFunc) {
-	if stop != nil {
-		stop()
-	}
-	if cancel != nil {
-		cancel(nil)
 	}
 }

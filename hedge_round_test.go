@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -879,4 +880,115 @@ func TestHedge_noGoroutineOutlivesItsCallAtHighGOMAXPROCS(t *testing.T) {
 			require.Equal(t, before, bubbleGoroutines(t), "goroutines in the bubble after call %d", i)
 		}
 	})
+}
+
+// hookLog records, in order, what a breaker, a budget, an observer and a
+// store hear of a call's attempts, and what fn does.
+type hookLog struct {
+	retry.IdempotencyStore
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *hookLog) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, fmt.Sprintf(format, args...))
+}
+
+func (l *hookLog) Allow() (func(error), error) {
+	l.add("allow")
+	return func(err error) {
+		switch {
+		case err == nil:
+			l.add("done:ok")
+		case errors.Is(err, overload.ErrNotCounted):
+			l.add("done:not-counted")
+		default:
+			l.add("done:failed")
+		}
+	}, nil
+}
+func (l *hookLog) Attempted(n int, failed, _ bool) { l.add("attempted:%d:%v", n, failed) }
+func (l *hookLog) Retry(time.Duration) error       { l.add("retry"); return nil }
+func (l *hookLog) Waited()                         { l.add("waited") }
+func (l *hookLog) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
+	l.add("start:%d", e.Attempt)
+}
+func (l *hookLog) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) { l.add("end:%d", e.Attempt) }
+func (l *hookLog) OnRetry(context.Context, retry.Scheduled)           {}
+func (l *hookLog) OnWaitEnd(context.Context, retry.WaitEnd)           {}
+func (l *hookLog) OnDone(context.Context, retry.Done)                 {}
+func (l *hookLog) Complete(ctx context.Context, key, token string, out retry.StoredOutcome, retention time.Duration) error {
+	l.add("complete")
+	return l.IdempotencyStore.Complete(ctx, key, token, out, retention)
+}
+
+// without returns events less those in drop, each dropped once.
+func without(events []string, drop ...string) []string {
+	var out []string
+	for _, e := range events {
+		if i := slices.Index(drop, e); i >= 0 {
+			drop = slices.Delete(drop, i, i+1)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// A hedge runs the loop's attempt: the same hooks, in the same order, as
+// the loop's second attempt, with a breaker, a budget, an observer and an
+// idempotency store, the winner's end after the outcome is recorded.
+func TestHedge_attemptsRunTheLoopsHooksInItsOrder(t *testing.T) {
+	opts := func(l *hookLog) []retry.Option {
+		return []retry.Option{retry.WithBreaker(l), retry.WithBudget(l), retry.WithObserver(l),
+			retry.WithIdempotency(l, &retry.IdempotencyOptions{Key: "order-1"}), retry.WithMaxAttempts(2),
+			retry.WithBackoff(retry.Constant(5 * time.Millisecond)), retry.WithJitter(retry.NoJitter)}
+	}
+	// The loop: attempt 1 fails, attempt 2 succeeds after a wait.
+	var plain []string
+	synctest.Test(t, func(t *testing.T) {
+		l := &hookLog{IdempotencyStore: memstore.New(nil)}
+		r := mustNew(t, opts(l)...)
+		k := 0
+		require.NoError(t, r.Do(t.Context(), func(context.Context) error {
+			k++
+			l.add("fn:%d", k)
+			if k == 1 {
+				return errTransient
+			}
+			return nil
+		}))
+		plain = l.events
+	})
+	// A hedged call: attempt 1 hangs until the hedge, attempt 2, wins.
+	var hedgedEvents []string
+	synctest.Test(t, func(t *testing.T) {
+		l := &hookLog{IdempotencyStore: memstore.New(nil)}
+		r := mustNew(t, append(opts(l), retry.WithHedge(&retry.HedgeOptions{Delay: 10 * time.Millisecond}))...)
+		var a attempts
+		require.NoError(t, r.Hedge(t.Context(), func(ctx context.Context) error {
+			k := a.next()
+			l.add("fn:%d", k)
+			if k == 1 {
+				<-ctx.Done()
+				time.Sleep(time.Millisecond) // its end comes after the hedge's
+				l.add("fn:1:returned")
+				return ctx.Err()
+			}
+			return nil
+		}))
+		hedgedEvents = l.events
+	})
+	assert.Equal(t, []string{"allow", "start:1", "fn:1", "end:1", "done:failed", "attempted:1:true",
+		"retry", "waited", "allow", "start:2", "fn:2", "done:ok", "attempted:2:false", "complete", "end:2"}, plain)
+	assert.Equal(t, []string{"allow", "start:1", "fn:1",
+		"retry", "allow", "start:2", "fn:2", "done:ok", "attempted:2:false",
+		"fn:1:returned", "end:1", "done:not-counted", "complete", "end:2"}, hedgedEvents)
+	// Attempt 2's hooks, the hedge's and the loop's, without attempt 1's
+	// and the loop's wait: the same, in the same order.
+	second := without(plain, "allow", "start:1", "fn:1", "end:1", "done:failed", "attempted:1:true", "waited")
+	hedge := without(hedgedEvents, "allow", "start:1", "fn:1", "fn:1:returned", "done:not-counted", "end:1")
+	assert.Equal(t, second, hedge)
 }
