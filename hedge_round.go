@@ -50,6 +50,30 @@ type hedgeRound[T any] struct {
 	panicked any   // a hedge's fn, or a hook on its goroutine, panicked with this
 }
 
+// waitDecided waits, with r.mu held, until the round is decided or no
+// hedge runs any more, and closes it; ctxEnded says the call's context
+// ended it first.
+func (r *hedgeRound[T]) waitDecided(ctx context.Context) (ctxEnded bool) {
+	for !r.closed && r.inFlight > 0 {
+		wake := r.wake
+		r.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+		}
+		r.mu.Lock()
+		if ctx.Err() != nil && !r.closed {
+			r.closeLocked()
+			r.failed = false
+			ctxEnded = true
+		}
+	}
+	if !r.closed {
+		r.closeLocked() // all have failed
+	}
+	return ctxEnded
+}
+
 // abandon ends a round that settle did not: the caller's goroutine is
 // unwinding a panic. The hedges still running are cancelled, and no new
 // one starts.
@@ -165,21 +189,8 @@ func (r *hedgeRound[T]) fire() {
 // run makes hedge h's attempt on ctx and tells the round how it ended.
 func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	c := &r.c
-	cfg := c.cfg
 	startAttempt(c, &h.a, 0)
-	var v T
-	var err error
-	var panicked any
-	func() {
-		returned := false
-		defer func() {
-			if !returned {
-				panicked = recover()
-			}
-		}()
-		v, err = r.fn(ctx)
-		returned = true
-	}()
+	v, err, panicked := callFn(r.fn, ctx)
 	var end time.Duration
 	if panicked == nil {
 		finishAttempt(c, &h.a, &h.g, h.k, err)
@@ -196,12 +207,48 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	}
 	var rul ruling
 	if err != nil {
-		rul = c.ruleOn(h.k, c.prevWait, err, cfg.maxAttempts)
+		rul = c.ruleOn(h.k, c.prevWait, err, c.cfg.maxAttempts)
 	}
+	lost := r.ended(h, v, err, rul)
+	if err == nil && lost {
+		// A winner's end is told by the caller, once idempotency has
+		// recorded the outcome, as a plain attempt's is.
+		endAttempt(c, &h.a, nil, &end)
+	}
+	h.cancel(nil)
+	switch { // a success was judged when fn returned
+	case lost && err == nil:
+		discard(v)
+	case lost:
+		h.g.judge(c.cfg, h.k, err, judgedNotCounted, false)
+	case err != nil:
+		h.g.judge(c.cfg, h.k, err, judged(rul.verdict), rul.hinted)
+	}
+}
+
+// callFn calls fn, and returns what it panicked with instead of
+// panicking: the hedge tells the hooks of its end first.
+func callFn[T any](fn func(context.Context) (T, error), ctx context.Context) (v T, err error, panicked any) {
+	returned := false
+	defer func() {
+		if !returned {
+			panicked = recover()
+		}
+	}()
+	v, err = fn(ctx)
+	returned = true
+	return v, err, nil
+}
+
+// ended tells the round that hedge h's attempt ended with v and err, on
+// which the policy ruled rul: a success wins, a fatal failure ends the
+// round, another sends the next hedge at once; the others are cancelled
+// if the round is decided. lost says it was decided already.
+func (r *hedgeRound[T]) ended(h *hedge, v T, err error, rul ruling) (lost bool) {
 	r.mu.Lock()
 	r.inFlight--
 	h.settled = true
-	lost := r.closed
+	lost = r.closed
 	var cancels []context.CancelCauseFunc
 	if !lost {
 		switch {
@@ -222,24 +269,11 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 		}
 	}
 	r.mu.Unlock()
-	if err == nil && lost {
-		// A winner's end is told by the caller, once idempotency has
-		// recorded the outcome, as a plain attempt's is.
-		endAttempt(c, &h.a, nil, &end)
-	}
 	for _, f := range cancels {
 		f(ErrHedgeLost)
 	}
 	r.wakeSettle()
-	h.cancel(nil)
-	switch { // a success was judged when fn returned
-	case lost && err == nil:
-		discard(v)
-	case lost:
-		h.g.judge(cfg, h.k, err, judgedNotCounted, false)
-	case err != nil:
-		h.g.judge(cfg, h.k, err, judged(rul.verdict), rul.hinted)
-	}
+	return lost
 }
 
 // panickedOut ends hedge h, whose fn or a hook on its goroutine panicked

@@ -325,22 +325,8 @@ func (hs *hooks[T]) settle(c *call, a *attemptState, r *hedgeRound[T], v T, err 
 			r.hedgeNowLocked()
 		}
 	}
-	for !r.closed && r.inFlight > 0 {
-		wake := r.wake
-		r.mu.Unlock()
-		select {
-		case <-wake:
-		case <-c.ctx.Done():
-		}
-		r.mu.Lock()
-		if c.ctx.Err() != nil && !r.closed {
-			r.closeLocked()
-			r.failed = false
-			next = ruling{} // the loop finds the context ended
-		}
-	}
-	if !r.closed {
-		r.closeLocked() // all have failed
+	if r.waitDecided(c.ctx) {
+		next = ruling{} // the loop finds the context ended
 	}
 	c.attempts = r.next - 1
 	cancels, won, panicked := r.cancels, r.won, r.panicked
@@ -350,17 +336,7 @@ func (hs *hooks[T]) settle(c *call, a *attemptState, r *hedgeRound[T], v T, err 
 	for _, cancel := range cancels {
 		cancel(ErrHedgeLost)
 	}
-	firstDecides := panicked == nil && !won && (err == nil && !lostFirst || !failed)
-	if !firstDecides && a.observed && c.cfg.features&featObserver != 0 {
-		hs.obs.after(c, a, v, err) // the first attempt's end; the loop tells the deciding one's
-	}
-	if lostFirst {
-		if err == nil {
-			discard(v) // fn's success came after the round was decided
-		} else if c.cfg.features&(featBudget|featBreaker) != 0 {
-			hs.guard.tell(c, err, judgedNotCounted, false)
-		}
-	}
+	hs.firstEnded(c, a, v, err, lostFirst, panicked == nil && !won && (err == nil && !lostFirst || !failed))
 	switch {
 	case panicked != nil:
 		panic(panicked)
@@ -379,4 +355,22 @@ func (hs *hooks[T]) settle(c *call, a *attemptState, r *hedgeRound[T], v T, err 
 		c.last = err
 	}
 	return v, err, next
+}
+
+// firstEnded ends the round's first attempt, which returned v and err,
+// for the hooks: unless its result is the round's (decides), the
+// observer hears its end now (the loop tells the deciding one's), and if
+// it lost, its success is dropped or its failure told as not counted.
+func (hs *hooks[T]) firstEnded(c *call, a *attemptState, v T, err error, lost, decides bool) {
+	if !decides && a.observed && c.cfg.features&featObserver != 0 {
+		hs.obs.after(c, a, v, err)
+	}
+	if !lost {
+		return
+	}
+	if err == nil {
+		discard(v) // fn's success came after the round was decided
+	} else if c.cfg.features&(featBudget|featBreaker) != 0 {
+		hs.guard.tell(c, err, judgedNotCounted, false)
+	}
 }
