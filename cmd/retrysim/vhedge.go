@@ -43,7 +43,7 @@ import (
 //     are mirrored from what the attempts' fns see (round): an attempt
 //     is a hedge iff it runs on a timer's proc, and no attempt fails in a
 //     way that ends the round (the scenarios' errors are all worth
-//     retrying). Done checks that its caller is the library's settle.
+//     retrying). Done checks that its caller is the library's waitDecided.
 //
 // The other way, a clock.Mock advanced when runtime/metrics say every
 // goroutine of the scenario is blocked, was not taken: the Mock sleeps
@@ -238,12 +238,12 @@ func (c callCtx) Done() <-chan struct{} {
 	return nil
 }
 
-// settleWait is called by the library's settle, on the caller's proc p,
-// right before it waits for a hedge of the round to end: it returns once
-// one has.
+// settleWait is called by the library's waitDecided (the hedged round's
+// wait in settle), on the caller's proc p, right before it waits for a
+// hedge of the round to end: it returns once one has.
 func (s *sim) settleWait(p *proc) {
 	rd := p.settling
-	if pc, _, _, ok := runtime.Caller(2); !ok || !strings.HasSuffix(runtime.FuncForPC(pc).Name(), ").settle") {
+	if pc, _, _, ok := runtime.Caller(2); !ok || !strings.HasSuffix(runtime.FuncForPC(pc).Name(), ").waitDecided") {
 		panic("retrysim: a hedged call asked its context's Done where the simulation does not model it; see vhedge.go")
 	}
 	if !rd.token {
