@@ -215,11 +215,13 @@ func (hs *hooks[T]) end(c *call, v T, err error) (T, error) {
 	returned := false
 	defer hs.unwindUnless(c, nil, &returned)
 	var d Done
-	if hs.idem != nil {
-		v, err = hs.idem.end(c, v, err, &d)
-	}
+	// The dead letter first: a failure is made final in the store only
+	// once its record exists, or a later replay would hold it alone.
 	if c.cfg.features&featDeadLetter != 0 {
 		v, err = hs.dl.end(c, v, err, &d)
+	}
+	if hs.idem != nil {
+		v, err = hs.idem.end(c, v, err, &d)
 	}
 	if c.cfg.features&featObserver != 0 {
 		v, err = hs.obs.end(c, v, err, &d)

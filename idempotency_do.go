@@ -265,8 +265,10 @@ func (s *idemCall[T]) after(_ *call, _ *attemptState, v T, err error) (T, error)
 
 // end stores a final failure that fn returned, or releases the claim, and
 // returns what Do returns: fn's value too when its success could not be
-// recorded.
-func (s *idemCall[T]) end(_ *call, v T, err error, _ *Done) (T, error) {
+// recorded. A final failure whose dead letter could not be written is
+// not stored but released: a replay of it would be dead-lettered by no
+// one, and after a failure running fn again is a retry, not a duplicate.
+func (s *idemCall[T]) end(_ *call, v T, err error, d *Done) (T, error) {
 	var e *Error
 	switch {
 	case s.state == ranAhead:
@@ -275,7 +277,7 @@ func (s *idemCall[T]) end(_ *call, v T, err error, _ *Done) (T, error) {
 		// No claim: replayed, lease lost, fail-open, or recorded.
 	case s.state == holding && errors.As(err, &e) && e.Outcome == OutcomeUnknown:
 		s.settleUnknown(e)
-	case s.state == holding && errors.As(err, &e) && s.final(e):
+	case s.state == holding && errors.As(err, &e) && s.final(e) && !d.DeadLetterFailed:
 		s.recordFailure(StoredOutcome{Permanent: true, Error: errorText(e.Last)})
 	default:
 		s.release()

@@ -1336,3 +1336,41 @@ func TestIdempotent_nestedCallInAnotherStoreRuns(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ran)
 }
+
+// A failure for good whose dead letter cannot be written is not made
+// final in the store: a later call under the key runs fn again, and its
+// failure is dead-lettered once the sink is back, instead of replaying a
+// failure that no record holds (a queue's retry of the job would).
+func TestIdempotency_failureWithoutItsDeadLetterIsNotStored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down atomic.Bool
+		down.Store(true)
+		backend := deadletter.NewMemorySink()
+		sink := deadletter.Func(func(ctx context.Context, dl retry.DeadLetter) error {
+			if down.Load() {
+				return errors.New("sink down")
+			}
+			return backend.Put(ctx, dl)
+		})
+		r := mustNew(t, retry.WithIdempotency(memstore.New(nil), nil), retry.WithDeadLetter(sink, nil), retry.WithName("charge"))
+		ctx := retry.ContextWithIdempotencyKey(t.Context(), "order-9")
+		calls := 0
+		fn := func(context.Context) error { calls++; return retry.Permanent(errors.New("card declined")) }
+		err := r.Do(ctx, fn)
+		require.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+		assert.Zero(t, backend.Len())
+
+		down.Store(false)
+		err = r.Do(ctx, fn)
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, retry.ErrReplayed, "the failure was not stored: fn runs again")
+		assert.Equal(t, 2, calls)
+		require.Equal(t, 1, backend.Len(), "its dead letter is written now")
+		assert.Equal(t, "order-9", backend.Records()[0].IdempotencyKey)
+
+		// Recorded with its dead letter, the failure is final now.
+		err = r.Do(ctx, fn)
+		assert.ErrorIs(t, err, retry.ErrReplayed)
+		assert.Equal(t, 2, calls)
+	})
+}
