@@ -34,11 +34,27 @@ func hedged(t *testing.T, opts ...retry.Option) *retry.Retrier {
 // attempts numbers the attempts of one call, which may run at once.
 type attempts struct {
 	n      atomic.Int32
+	since  time.Time // set: next keeps when each attempt started, since it
 	mu     sync.Mutex
 	causes map[int32]error // the cause each attempt's context ended with
+	at     []time.Duration
 }
 
-func (a *attempts) next() int32 { return a.n.Add(1) }
+func (a *attempts) next() int32 {
+	if !a.since.IsZero() {
+		a.mu.Lock()
+		a.at = append(a.at, time.Since(a.since))
+		a.mu.Unlock()
+	}
+	return a.n.Add(1)
+}
+
+// startedAt is when each attempt started, since a.since, in order.
+func (a *attempts) startedAt() []time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.at
+}
 
 // ended waits for ctx to end and keeps its cause for attempt k.
 func (a *attempts) ended(ctx context.Context, k int32) error {
@@ -173,14 +189,9 @@ func TestHedge_allFailedThenTheLoopWaitsAndRetries(t *testing.T) {
 		r := hedged(t, retry.WithMaxAttempts(4), retry.WithBackoff(retry.Constant(50*time.Millisecond)),
 			retry.WithJitter(retry.NoJitter))
 		var a attempts
-		start := time.Now()
-		var at []time.Duration
-		var mu sync.Mutex
+		a.since = time.Now()
 		v, err := retry.HedgeValue(t.Context(), r, func(ctx context.Context) (int32, error) {
 			k := a.next()
-			mu.Lock()
-			at = append(at, time.Since(start))
-			mu.Unlock()
 			switch k {
 			case 1:
 				time.Sleep(5 * time.Millisecond)
@@ -196,7 +207,7 @@ func TestHedge_allFailedThenTheLoopWaitsAndRetries(t *testing.T) {
 		// Attempt 1 fails at 5ms, before the hedge delay of 10ms, with no
 		// other running: the turn is over, the loop waits 50ms; attempt 2
 		// starts at 55ms, and its hedge, attempt 3, at 65ms answers.
-		assert.Equal(t, []time.Duration{0, 55 * time.Millisecond, 65 * time.Millisecond}, at)
+		assert.Equal(t, []time.Duration{0, 55 * time.Millisecond, 65 * time.Millisecond}, a.startedAt())
 		assert.ErrorIs(t, a.cause(2), retry.ErrHedgeLost)
 	})
 }
@@ -209,14 +220,9 @@ func TestHedge_failureSendsTheNextHedgeAtOnce(t *testing.T) {
 		r := hedged(t, retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(50*time.Millisecond)),
 			retry.WithJitter(retry.NoJitter))
 		var a attempts
-		start := time.Now()
-		var at []time.Duration
-		var mu sync.Mutex
+		a.since = time.Now()
 		v, err := retry.HedgeValue(t.Context(), r, func(ctx context.Context) (int32, error) {
 			k := a.next()
-			mu.Lock()
-			at = append(at, time.Since(start))
-			mu.Unlock()
 			d := map[int32]time.Duration{1: 15 * time.Millisecond, 2: 8 * time.Millisecond, 3: 10 * time.Millisecond}[k]
 			if d == 0 {
 				return k, nil
@@ -233,7 +239,7 @@ func TestHedge_failureSendsTheNextHedgeAtOnce(t *testing.T) {
 		// Attempt 2 is a hedge at 10ms. Attempt 1 fails at 15ms while 2
 		// runs: attempt 3 starts then, not at 20ms. Attempt 2 fails at
 		// 18ms while 3 runs: attempt 4 starts then, and answers.
-		assert.Equal(t, []time.Duration{0, 10 * time.Millisecond, 15 * time.Millisecond, 18 * time.Millisecond}, at)
+		assert.Equal(t, []time.Duration{0, 10 * time.Millisecond, 15 * time.Millisecond, 18 * time.Millisecond}, a.startedAt())
 	})
 }
 
