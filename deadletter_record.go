@@ -115,6 +115,9 @@ func (c *call) deadLetter(e *Error, log *attemptLog) (err error, stored, failed 
 	if e.Last != nil {
 		dl.LastError = errorText(e.Last)
 	}
+	if re := (*replayedError)(nil); errors.As(e.Last, &re) && re.unknown {
+		dl.Reason = OutcomeUnknown // a replay: the letter is of the call it replays
+	}
 	// A 10 MB error over 20 attempts must not make a 200 MB record.
 	dl.LastError, dl.Errors = clip.Record(dl.LastError, dl.Errors, func(a *AttemptError) *string { return &a.Error })
 	dl.IdempotencyKey = c.cfg.idempotencyKey(c.ctx)

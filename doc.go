@@ -96,7 +96,10 @@
 //     may run fn again.
 //   - A failure's outcome (permanent, or exhaustion with KeepFailures) is
 //     recorded with one try, bounded by the context and StoreTimeout; if
-//     that fails, the claim is released and a later call runs fn again.
+//     that fails, or the call's dead letter could not be written, the
+//     claim is released and a later call runs fn again. An unknown outcome
+//     whose dead letter failed is stored all the same, marked, and each
+//     replay of it writes the dead letter, so no failure is kept without one.
 //   - A success's outcome that cannot be recorded is retried (10ms backoff
 //     doubling to 1s, renewing the claim between tries, each bounded by
 //     StoreTimeout) until a tenth of a lease before the claim could run

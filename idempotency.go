@@ -127,8 +127,9 @@ var ErrReplayed = errors.New("retry: outcome replayed from the idempotency store
 // replayedError is a stored permanent failure, replayed; unknown says it
 // is an unknown outcome, stored as final.
 type replayedError struct {
-	msg     string
-	unknown bool
+	msg          string
+	unknown      bool
+	noDeadLetter bool // an unknown outcome stored when its dead letter failed
 }
 
 func (e *replayedError) Error() string { return e.msg }

@@ -268,6 +268,8 @@ func (s *idemCall[T]) after(_ *call, _ *attemptState, v T, err error) (T, error)
 // recorded. A final failure whose dead letter could not be written is
 // not stored but released: a replay of it would be dead-lettered by no
 // one, and after a failure running fn again is a retry, not a duplicate.
+// An unknown outcome is stored all the same (fn may have acted), marked
+// so that its replays write the dead letter.
 func (s *idemCall[T]) end(_ *call, v T, err error, d *Done) (T, error) {
 	var e *Error
 	switch {
@@ -276,7 +278,7 @@ func (s *idemCall[T]) end(_ *call, v T, err error, d *Done) (T, error) {
 	case s.token == "":
 		// No claim: replayed, lease lost, fail-open, or recorded.
 	case s.state == holding && errors.As(err, &e) && e.Outcome == OutcomeUnknown:
-		s.settleUnknown(e)
+		s.settleUnknown(e, d.DeadLetterFailed)
 	case s.state == holding && errors.As(err, &e) && s.final(e) && !d.DeadLetterFailed:
 		s.recordFailure(StoredOutcome{Permanent: true, Error: errorText(e.Last)})
 	default:
@@ -341,7 +343,9 @@ func (s *idemCall[T]) final(e *Error) bool {
 func (s *idemCall[T]) replay(rec StoredOutcome) (T, error) {
 	var v T
 	if rec.Permanent {
-		return v, Permanent(&replayedError{msg: rec.Error, unknown: string(rec.Value) == unknownValue})
+		noDeadLetter := string(rec.Value) == unknownUnrecordedValue
+		unknown := noDeadLetter || string(rec.Value) == unknownValue
+		return v, Permanent(&replayedError{msg: rec.Error, unknown: unknown, noDeadLetter: noDeadLetter})
 	}
 	if _, isDo := any(v).(struct{}); isDo {
 		return v, nil

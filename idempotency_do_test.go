@@ -1374,3 +1374,57 @@ func TestIdempotency_failureWithoutItsDeadLetterIsNotStored(t *testing.T) {
 		assert.Equal(t, 2, calls)
 	})
 }
+
+func TestIdempotency_unknownOutcomeWithoutItsDeadLetterIsLetteredByItsReplay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down atomic.Bool
+		down.Store(true)
+		backend := deadletter.NewMemorySink()
+		sink := deadletter.Func(func(ctx context.Context, dl retry.DeadLetter) error {
+			if down.Load() {
+				return errors.New("sink down")
+			}
+			return backend.Put(ctx, dl)
+		})
+		r := mustNew(t, retry.WithIdempotency(memstore.New(nil), nil), retry.WithDeadLetter(sink, nil), retry.WithName("charge"))
+		calls := 0
+		fn := func(ctx context.Context) error { calls++; <-ctx.Done(); return ctx.Err() }
+		ctx, cancel := context.WithTimeout(retry.ContextWithIdempotencyKey(t.Context(), "order-9"), time.Second)
+		err := r.Do(ctx, fn)
+		cancel()
+		require.ErrorIs(t, err, retry.ErrOutcomeUnknown)
+		require.ErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+		assert.Zero(t, backend.Len())
+
+		// fn may have acted: it is not run again, but the replay writes
+		// the dead letter that no one wrote.
+		down.Store(false)
+		ctx = retry.ContextWithIdempotencyKey(t.Context(), "order-9")
+		err = r.Do(ctx, fn)
+		require.ErrorIs(t, err, retry.ErrReplayed)
+		require.ErrorIs(t, err, retry.ErrOutcomeUnknown)
+		assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
+		assert.Equal(t, 1, calls)
+		require.Equal(t, 1, backend.Len())
+		dl := backend.Records()[0]
+		assert.Equal(t, "order-9", dl.IdempotencyKey)
+		assert.Equal(t, retry.OutcomeUnknown, dl.Reason)
+	})
+}
+
+func TestIdempotency_unknownOutcomeWithItsDeadLetterIsNotLetteredAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := deadletter.NewMemorySink()
+		r := mustNew(t, retry.WithIdempotency(memstore.New(nil), nil), retry.WithDeadLetter(sink, nil), retry.WithName("charge"))
+		fn := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+		ctx, cancel := context.WithTimeout(retry.ContextWithIdempotencyKey(t.Context(), "order-9"), time.Second)
+		err := r.Do(ctx, fn)
+		cancel()
+		require.ErrorIs(t, err, retry.ErrOutcomeUnknown)
+		require.Equal(t, 1, sink.Len())
+
+		err = r.Do(retry.ContextWithIdempotencyKey(t.Context(), "order-9"), fn)
+		require.ErrorIs(t, err, retry.ErrReplayed)
+		assert.Equal(t, 1, sink.Len(), "a replay is not failed work")
+	})
+}

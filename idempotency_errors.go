@@ -31,8 +31,12 @@ var errEncodePanicked = &codecError{op: "encoded", err: errCodecPanicked}
 // errCodecPanicked stands for the panic of a codec in a codecError.
 var errCodecPanicked = errors.New("the idempotency codec panicked")
 
-// unknownValue is the Value of a stored unknown outcome.
-const unknownValue = "outcome-unknown"
+// The Value of a stored unknown outcome: with its dead letter, or with
+// none written, in which case each replay writes one.
+const (
+	unknownValue           = "outcome-unknown"
+	unknownUnrecordedValue = "outcome-unknown; no dead letter"
+)
 
 // errLeaseEnding is why an outcome was not recorded when no try was left
 // before the claim's lease could run out.
@@ -61,15 +65,18 @@ var errTakenOver = fmt.Errorf("%w; another caller may have taken the key over", 
 
 // notFailedWork says whether a call whose last attempt ended with err
 // failed without its work failing: it found another caller holding the
-// key, lost its claim to one, replayed a stored outcome, or ran fn
-// successfully without its outcome being recorded. Such calls are not
+// key, lost its claim to one, replayed a stored outcome (but an unknown
+// one stored without its dead letter), or ran fn successfully without its
+// outcome being recorded. Such calls are not
 // dead-lettered: a redrive would repeat work that did not fail, or that
 // another caller owns. It looks into an inner Do's *Error too: an outer
 // call whose fn returned an inner idempotent call's replay is one.
 func notFailedWork(err error) bool {
 	return walkThrough(err, func(err error) bool {
 		switch e := err.(type) {
-		case *replayedError, *outcomeNotRecordedError:
+		case *replayedError:
+			return !e.noDeadLetter
+		case *outcomeNotRecordedError:
 			return true
 		case *codecError:
 			return e.op == "encoded"

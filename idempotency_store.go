@@ -32,11 +32,17 @@ func (s *heldClaim) recordFailure(rec StoredOutcome) {
 // claim is never released: fn may have acted, so no other caller may run
 // it before the lease ends. At most once (the default), the outcome is
 // stored as final, with one try detached from the ended context; if that
-// fails, the claim lapses with its lease, as at least once.
-func (s *heldClaim) settleUnknown(e *Error) {
+// fails, the claim lapses with its lease, as at least once. One stored
+// without its dead letter (noDeadLetter) is marked for its replays to
+// write it.
+func (s *heldClaim) settleUnknown(e *Error, noDeadLetter bool) {
 	if !s.ic.atLeastOnce {
+		value := unknownValue
+		if noDeadLetter {
+			value = unknownUnrecordedValue
+		}
 		ctx, cancel := s.storeCtxUntil(context.WithoutCancel(s.ctx), s.leaseEnd())
-		err := s.ic.store.Complete(ctx, s.key, s.token, StoredOutcome{Permanent: true, Value: []byte(unknownValue), Error: errorText(e)}, s.ic.retention)
+		err := s.ic.store.Complete(ctx, s.key, s.token, StoredOutcome{Permanent: true, Value: []byte(value), Error: errorText(e)}, s.ic.retention)
 		cancel()
 		_ = err // stored, lost lease, or failed: the claim is the store's either way
 	}
