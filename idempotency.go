@@ -84,8 +84,9 @@ type StoredOutcome struct {
 	// Value is the success's value, encoded by
 	// IdempotencyOptions.Marshal; nil for calls made with Do, which have
 	// no value. For a permanent failure it is nil, or "outcome-unknown"
-	// for an outcome not known ([ErrOutcomeUnknown]); a store keeps it as
-	// it is, whatever Permanent says.
+	// for an outcome not known ([ErrOutcomeUnknown]; with a suffix when
+	// its dead letter is not written yet); a store keeps it as it is,
+	// whatever Permanent says.
 	Value []byte
 	// Error is the permanent failure's message, replayed as the text of
 	// an error matching [ErrReplayed].
