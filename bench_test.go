@@ -49,7 +49,7 @@ func TestAllocs(t *testing.T) {
 	// r has New's default budget; noBudget shows the loop's own cost, since
 	// three failures per call would soon empty a budget.
 	r := mustNew(t, retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
-	noBudget := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+	noBudget := mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
 	f := &threeFailures{}
 	value := func(context.Context) (int, error) { return 1, nil }
 	cases := []struct {
@@ -117,7 +117,7 @@ func BenchmarkRetrierDo_firstTrySuccess(b *testing.B) {
 
 func BenchmarkRetrierDo_firstTrySuccess_noBudget(b *testing.B) {
 	ctx := context.Background()
-	r := mustNew(b, retry.WithBudget(nil))
+	r := mustNew(b, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	b.ReportAllocs()
 	for b.Loop() {
 		sink = r.Do(ctx, succeedFn)
@@ -143,7 +143,7 @@ func BenchmarkRetrierDo_threeFailuresZeroWaits(b *testing.B) {
 	ctx := context.Background()
 	// No budget: three failures per call would soon empty one, and this
 	// measures the loop.
-	r := mustNew(b, retry.WithBudget(nil), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+	r := mustNew(b, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
 	f := &threeFailures{}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -252,7 +252,7 @@ func BenchmarkParkedCalls(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			do := func() func(context.Context) error {
 				// No budget: it would refuse most of these retries.
-				opts := []retry.Option{retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(2)}
+				opts := []retry.Option{retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(2)}
 				if c.opts != nil {
 					opts = append(opts, c.opts()...)
 				}

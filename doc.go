@@ -37,11 +37,11 @@
 //   - work that gave up: [WithDeadLetter] with a [DeadLetterSink], and the
 //     deadletter package to keep and redrive them;
 //   - metrics, logs and traces: an [Observer] ([WithObserver]);
-//   - protecting a downstream: a retry budget shared by its calls
-//     ([WithBudget]; a Retrier from New has one by default), a circuit
-//     breaker ([WithBreaker]), and one layer of retries (an error another
-//     Retrier gave up on is not retried again, see [WithNestedRetries]);
-//     the overload package has the budgets;
+//   - protecting a downstream ([WithOverload]): a retry budget shared by
+//     its calls (a Retrier from New has one by default), a circuit
+//     breaker, and one layer of retries (an error another Retrier gave up
+//     on is not retried again, see OverloadOptions.NestedRetries); the
+//     overload package has the budgets;
 //   - the slow call that never fails: [WithHedge] and [Retrier.Hedge],
 //     which start another attempt beside one that has not answered, for
 //     work safe to run twice;
@@ -65,7 +65,7 @@
 // the deadline, or any wait once the process is stopping, is given with
 // the call's remaining attempts to a [HandOff] (retryriver's enqueues a
 // River job at the retry time), and Do returns at once with
-// [OutcomeHandedOff], matching [ErrHandedOff]. The worker that runs the
+// [OutcomeHandedOff] and a [*HandedOff] in its chain. The worker that runs the
 // job goes on with the call through [WithResume]. Without a queue, keep
 // waits under a minute ([WithMaxDelay]) and let the call give up to its
 // dead letter.
@@ -171,12 +171,12 @@
 // clock, so retries may be 10 % of the last 10 seconds' calls plus 2 a
 // second (about 1.1x the load on a downstream that fails every call, and a
 // one-second blip after steady traffic is retried in full; see
-// docs/overload.md). [WithBudget] replaces it, or with nil removes it;
-// [Do], [DoValue] and the zero Retrier have none.
+// docs/overload.md). OverloadOptions.Budget replaces it, and NoBudget
+// removes it; [Do], [DoValue] and the zero Retrier have none.
 //
 // # Breakers
 //
-// A [Breaker]'s Allow refuses an attempt with a non-nil error (wrapping
+// An [overload.Breaker]'s Allow refuses an attempt with a non-nil error (wrapping
 // [overload.ErrCircuitOpen]): fn is not called, and the call ends at once
 // with an [*Error] of [OutcomeRefused] that matches the refusal and the
 // last real attempt's error, if any. Otherwise Do calls done when the

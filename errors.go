@@ -49,7 +49,7 @@ type Error struct {
 	// Cause is why Do stopped: ErrExhausted (attempts or time budget), the context's
 	// cause (context.Cause), context.DeadlineExceeded when the next wait
 	// would have passed the context's deadline, or the refusal of a
-	// [Budget] or [Breaker] (OutcomeRefused). For OutcomeUnknown it is the
+	// [overload.Budget] or [overload.Breaker] (OutcomeRefused). For OutcomeUnknown it is the
 	// context's cause, or the failed renewal of the idempotency claim. For
 	// OutcomeHandedOff it is a [*HandedOff], with the job's ID. It is nil
 	// for OutcomePermanent, where Last says it all.

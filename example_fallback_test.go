@@ -72,7 +72,7 @@ func (openBreaker) Allow() (func(error), error) { return nil, overload.ErrCircui
 // the page goes out without that part, as after any failure of the
 // downstream; a permanent error is a bug to see, not to hide.
 func Example_fallbackDegradeBehindBreaker() {
-	r, _ := retry.New(retry.WithBreaker(openBreaker{}))
+	r, _ := retry.New(retry.WithOverload(&retry.OverloadOptions{Breaker: openBreaker{}}))
 	calls := 0
 	err := r.Do(context.Background(), func(context.Context) error { calls++; return nil })
 	page := "product page with recommendations"

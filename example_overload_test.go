@@ -12,12 +12,12 @@ import (
 // One budget per downstream, shared by every call to it: once failures
 // have taken half its tokens, calls stop retrying at once instead of
 // tripling the load on a downstream that is down.
-func ExampleWithBudget() {
+func ExampleWithOverload_budget() {
 	budget, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 10})
 	if err != nil {
 		panic(err)
 	}
-	r, err := retry.New(retry.WithBudget(budget), retry.WithBackoff(retry.Constant(0)))
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Budget: budget}), retry.WithBackoff(retry.Constant(0)))
 	if err != nil {
 		panic(err)
 	}
@@ -35,7 +35,7 @@ func ExampleWithBudget() {
 
 // Only the layer right above the failing one retries: an outer Do does
 // not retry an error that an inner Retrier already gave up on.
-func ExampleWithNestedRetries() {
+func ExampleWithOverload_nestedRetries() {
 	inner, _ := retry.New(retry.WithBackoff(retry.Constant(0)))
 	outer, _ := retry.New(retry.WithBackoff(retry.Constant(0)))
 	leaf := 0

@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// guarding is the hook of WithBudget and WithBreaker: the breaker is asked
+// guarding is the hook of OverloadOptions.Budget and Breaker: the breaker is asked
 // before each attempt that calls fn and hears how it ended; the budget
 // hears every such attempt, and is asked before each retry of one.
 type guarding[T any] struct {

@@ -2,18 +2,13 @@ package retry
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
-// ErrHandedOff is matched (errors.Is) by the error of a call that ended
-// with [OutcomeHandedOff]: its remaining attempts were given to a
-// [HandOff], such as a job queue, which runs them later. The work has not
-// failed; errors.As finds the [*HandedOff] with the ID of the job.
-var ErrHandedOff = errors.New("retry: handed off")
-
 // HandedOff is the Cause of the [*Error] of a call that ended with
-// [OutcomeHandedOff]. It matches [ErrHandedOff].
+// [OutcomeHandedOff]: its remaining attempts were given to a [HandOff],
+// such as a job queue, which runs them later. The work has not failed;
+// errors.As finds it in the call's error.
 type HandedOff struct {
 	// ID is what the HandOff returned: the ID of the job that holds the
 	// call's remaining attempts.
@@ -22,9 +17,6 @@ type HandedOff struct {
 
 // Error says the remaining attempts were handed off, naming the job.
 func (h *HandedOff) Error() string { return "retry: handed off as " + h.ID }
-
-// Is reports whether target is [ErrHandedOff].
-func (h *HandedOff) Is(target error) bool { return target == ErrHandedOff }
 
 // Waiting is what a [HandOff] is given of a call about to wait: enough to
 // run the remaining attempts elsewhere, later.

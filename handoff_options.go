@@ -52,7 +52,7 @@ func (ho *handOffConfig) stopped() bool { return ho.stopping != nil && ho.stoppi
 // deadline: a call handed off returns at once, so its deadline need not
 // cover the wait. The call then ends with an [*Error] of
 // [OutcomeHandedOff] whose Cause is a [*HandedOff] holding the ID h
-// returned, matching [ErrHandedOff]. Such a call has not failed: dead
+// returned. Such a call has not failed: dead
 // letters do not record it by default, and observers count it as its own
 // outcome (Done, with no OnRetry for the wait it did not make). A budget's
 // leave to retry is given back. If h fails, returns an empty ID or
@@ -60,7 +60,7 @@ func (ho *handOffConfig) stopped() bool { return ho.stopping != nil && ho.stoppi
 // the option, and observers hear the retry and the wait as for any other:
 // nothing is lost (a wait past the deadline then ends the call with
 // [OutcomeDeadline] at once). h is asked on the call's goroutine, before
-// the wait, after a [Budget] or [Breaker] allowed it. The Retrier needs
+// the wait, after an [overload.Budget] or [overload.Breaker] allowed it. The Retrier needs
 // [WithName], by which a worker finds the work to resume; h must not be
 // nil, nor o.Threshold negative. Default: none; a Retrier without it asks
 // nothing and costs nothing more.

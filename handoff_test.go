@@ -43,18 +43,18 @@ func (q *queue) waitings() []retry.Waiting {
 }
 
 // A wait at or above the threshold is handed off: the call ends at once,
-// its error matching ErrHandedOff and carrying the job's ID, and the
+// its error holding a *HandedOff that carries the job's ID, and the
 // HandOff gets what a worker needs to resume.
 func TestHandOff_longWaitEndsTheCallHandedOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := &queue{}
 		r := mustNew(t, retry.WithHandOff(q, nil), retry.WithName("charge"), retry.WithPayload([]byte(`{"n":1}`)),
-			retry.WithBackoff(retry.Constant(time.Minute)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(time.Minute)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		fn, calls := failing(5, errTransient)
 		start := time.Now()
 		err := r.Do(context.Background(), fn)
 		assert.Equal(t, start, time.Now(), "the call waited")
-		require.ErrorIs(t, err, retry.ErrHandedOff)
+		requireHandedOff(t, err)
 		assert.ErrorIs(t, err, errTransient, "the last attempt's error is still in the chain")
 		var e *retry.Error
 		require.ErrorAs(t, err, &e)
@@ -76,7 +76,7 @@ func TestHandOff_shortWaitIsMadeInMemory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := &queue{}
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Threshold: 10 * time.Second}),
-			retry.WithBackoff(retry.Constant(9*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(9*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		fn, calls := failing(2, errTransient)
 		start := time.Now()
 		require.NoError(t, r.Do(context.Background(), fn))
@@ -92,13 +92,13 @@ func TestHandOff_stoppingHandsOffEveryWait(t *testing.T) {
 		q := &queue{}
 		stopping, stop := context.WithCancel(context.Background())
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Stopping: stopping}),
-			retry.WithBackoff(retry.Constant(time.Millisecond)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(time.Millisecond)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		fn, _ := failing(1, errTransient)
 		require.NoError(t, r.Do(context.Background(), fn), "a short wait before the process stops")
 		stop()
 		fn, _ = failing(1, errTransient)
 		err := r.Do(context.Background(), fn)
-		require.ErrorIs(t, err, retry.ErrHandedOff)
+		requireHandedOff(t, err)
 		require.Len(t, q.waitings(), 1)
 		assert.Equal(t, time.Millisecond, q.waitings()[0].Wait)
 	})
@@ -111,7 +111,7 @@ func TestHandOff_failureFallsBackToTheWait(t *testing.T) {
 		q := &queue{err: errors.New("queue down")}
 		rec := &recorder{}
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, nil), retry.WithObserver(rec),
-			retry.WithBackoff(retry.Constant(2*time.Minute)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(2*time.Minute)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		fn, calls := failing(1, errTransient)
 		start := time.Now()
 		require.NoError(t, r.Do(context.Background(), fn))
@@ -128,9 +128,9 @@ func TestHandOff_observersCountItsOwnOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec, stats := &recorder{}, &retrystats.Stats{}
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{}, nil), retry.WithObserver(rec), retry.WithObserver(stats),
-			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		fn, _ := failing(1, errTransient)
-		require.ErrorIs(t, r.Do(context.Background(), fn), retry.ErrHandedOff)
+		requireHandedOff(t, r.Do(context.Background(), fn))
 		assert.Equal(t, []string{"start", "end", "done"}, rec.events)
 		require.Len(t, rec.dones(), 1)
 		assert.Equal(t, retry.OutcomeHandedOff, rec.dones()[0].Outcome)
@@ -153,10 +153,10 @@ func TestHandOff_isNotDeadLettered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := deadletter.NewMemorySink()
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{}, nil), retry.WithDeadLetter(sink, nil),
-			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		fn, _ := failing(1, errTransient)
 		err := r.Do(context.Background(), fn)
-		require.ErrorIs(t, err, retry.ErrHandedOff)
+		requireHandedOff(t, err)
 		assert.NotErrorIs(t, err, retry.ErrDeadLetterNotRecorded)
 		assert.Zero(t, sink.Len())
 	})
@@ -173,10 +173,10 @@ func TestHandOff_idempotentCallReleasesItsKey(t *testing.T) {
 		q := &queue{}
 		store := memstore.New(nil)
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, nil), retry.WithIdempotency(store, nil),
-			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		ctx := retry.ContextWithIdempotencyKey(context.Background(), "order-7")
 		fn, calls := failing(1, errTransient)
-		require.ErrorIs(t, r.Do(ctx, fn), retry.ErrHandedOff)
+		requireHandedOff(t, r.Do(ctx, fn))
 		require.Len(t, q.waitings(), 1)
 		assert.Equal(t, "order-7", q.waitings()[0].IdempotencyKey)
 		// The resumed work, under the same key, runs fn; a repeat of it
@@ -192,10 +192,10 @@ func TestHandOff_idempotentCallReleasesItsKey(t *testing.T) {
 func TestHandOff_givesTheBudgetItsWaitBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &waitBudget{}
-		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{}, nil), retry.WithBudget(b),
+		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{}, nil), retry.WithOverload(&retry.OverloadOptions{Budget: b}),
 			retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter))
 		fn, _ := failing(1, errTransient)
-		require.ErrorIs(t, r.Do(context.Background(), fn), retry.ErrHandedOff)
+		requireHandedOff(t, r.Do(context.Background(), fn))
 		assert.Equal(t, 1, b.retries)
 		assert.Equal(t, 1, b.waited)
 	})
@@ -234,7 +234,7 @@ func TestWithHandOff_badInput(t *testing.T) {
 func TestWithResume_continuesTheAttemptCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		r := mustNew(t, retry.WithMaxAttempts(3), retry.WithObserver(rec), retry.WithBudget(nil),
+		r := mustNew(t, retry.WithMaxAttempts(3), retry.WithObserver(rec), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
 		resumed, err := r.With(retry.WithResume(2, 5*time.Second))
 		require.NoError(t, err)
@@ -261,7 +261,7 @@ func TestWithResume_continuesTheAttemptCount(t *testing.T) {
 		again, err := r.With(retry.WithResume(1, time.Minute), retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Threshold: time.Second}))
 		require.NoError(t, err)
 		fn, _ = failing(1, errTransient)
-		require.ErrorIs(t, again.Do(context.Background(), fn), retry.ErrHandedOff)
+		requireHandedOff(t, again.Do(context.Background(), fn))
 		require.Len(t, q.waitings(), 1)
 		assert.Equal(t, 2, q.waitings()[0].Attempts)
 	})
@@ -281,13 +281,13 @@ func TestHandOff_waitPastTheDeadlineIsHandedOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := &queue{}
 		opts := []retry.Option{retry.WithName("job"), retry.WithBackoff(retry.Constant(2 * time.Second)),
-			retry.WithJitter(retry.NoJitter), retry.WithBudget(nil)}
+			retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true})}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		fn, calls := failing(1, errTransient)
 		r := mustNew(t, append(opts, retry.WithHandOff(q, &retry.HandOffOptions{Threshold: 100 * time.Millisecond}))...)
 		start := time.Now()
-		require.ErrorIs(t, r.Do(ctx, fn), retry.ErrHandedOff)
+		requireHandedOff(t, r.Do(ctx, fn))
 		assert.Equal(t, start, time.Now(), "the call waited")
 		assert.EqualValues(t, 1, calls.Load())
 		require.Len(t, q.waitings(), 1)
@@ -309,7 +309,7 @@ func TestHandOff_waitPastTheDeadlineIsHandedOff(t *testing.T) {
 func TestHandOff_failedHandOffPastTheDeadlineEndsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{err: errors.New("queue down")}, &retry.HandOffOptions{Threshold: time.Second}),
-			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		fn, calls := failing(1, errTransient)
@@ -333,11 +333,11 @@ func TestHandOff_stoppingCutsAWaitUnderWay(t *testing.T) {
 		rec := &recorder{}
 		stopping, stop := context.WithCancel(context.Background())
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Stopping: stopping}), retry.WithObserver(rec),
-			retry.WithBackoff(retry.Constant(3*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(3*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		fn, calls := failing(5, errTransient)
 		start := time.Now()
 		time.AfterFunc(500*time.Millisecond, stop)
-		require.ErrorIs(t, r.Do(context.Background(), fn), retry.ErrHandedOff)
+		requireHandedOff(t, r.Do(context.Background(), fn))
 		assert.Equal(t, 500*time.Millisecond, time.Since(start))
 		assert.EqualValues(t, 1, calls.Load())
 		require.Len(t, q.waitings(), 1)
@@ -356,7 +356,7 @@ func TestHandOff_stoppingWithAFailedHandOffWaitsTheRest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		stopping, stop := context.WithCancel(context.Background())
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(&queue{err: errors.New("queue down")}, &retry.HandOffOptions{Stopping: stopping}),
-			retry.WithBackoff(retry.Constant(3*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(3*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		fn, calls := failing(1, errTransient)
 		start := time.Now()
 		time.AfterFunc(500*time.Millisecond, stop)
@@ -382,7 +382,7 @@ func TestHandOff_timeoutBoundsTheHandOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := &blockingQueue{}
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Threshold: time.Second, Timeout: 300 * time.Millisecond}),
-			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 		defer cancel()
 		fn, calls := failing(1, errTransient)
@@ -394,7 +394,7 @@ func TestHandOff_timeoutBoundsTheHandOff(t *testing.T) {
 
 		// The default is 2s.
 		r = mustNew(t, retry.WithName("job"), retry.WithHandOff(q, &retry.HandOffOptions{Threshold: time.Second}),
-			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		fn, _ = failing(1, errTransient)
 		start = time.Now()
 		require.NoError(t, r.Do(context.Background(), fn))
@@ -412,7 +412,7 @@ func (emptyIDQueue) HandOff(context.Context, retry.Waiting) (string, error) { re
 func TestHandOff_emptyIDWaitsInMemory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(emptyIDQueue{}, &retry.HandOffOptions{Threshold: time.Second}),
-			retry.WithBackoff(retry.Constant(time.Minute)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(time.Minute)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		fn, calls := failing(1, errTransient)
 		start := time.Now()
 		require.NoError(t, r.Do(context.Background(), fn))
@@ -426,7 +426,7 @@ func TestHandOff_emptyIDWaitsInMemory(t *testing.T) {
 // into a retry without limit.
 func TestWithResume_hugeCountSaturates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := mustNew(t, retry.WithMaxAttempts(3), retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Millisecond)))
+		r := mustNew(t, retry.WithMaxAttempts(3), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(time.Millisecond)))
 		resumed, err := r.With(retry.WithResume(math.MaxInt, time.Second))
 		require.NoError(t, err)
 		fn, calls := failing(1000, errTransient)
@@ -454,13 +454,25 @@ func (q stubbornQueue) HandOff(context.Context, retry.Waiting) (string, error) {
 func TestHandOff_handOffThatIgnoresItsContextHoldsTheCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := mustNew(t, retry.WithName("job"), retry.WithHandOff(stubbornQueue{took: 5 * time.Second}, &retry.HandOffOptions{Threshold: time.Second, Timeout: 100 * time.Millisecond}),
-			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(2*time.Second)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		fn, calls := failing(1, errTransient)
 		start := time.Now()
-		require.ErrorIs(t, r.Do(ctx, fn), retry.ErrHandedOff)
+		requireHandedOff(t, r.Do(ctx, fn))
 		assert.Equal(t, 5*time.Second, time.Since(start))
 		assert.EqualValues(t, 1, calls.Load())
 	})
+}
+
+// requireHandedOff fails unless err is a handed-off call's, with a
+// *HandedOff in its chain.
+func requireHandedOff(t *testing.T, err error) *retry.HandedOff {
+	t.Helper()
+	var e *retry.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, retry.OutcomeHandedOff, e.Outcome)
+	var h *retry.HandedOff
+	require.ErrorAs(t, err, &h)
+	return h
 }

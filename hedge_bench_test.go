@@ -39,7 +39,7 @@ func BenchmarkHedge(b *testing.B) {
 			sink = r.Hedge(ctx, succeedFn)
 		}
 	})
-	fast := mustNew(b, retry.WithHedge(&retry.HedgeOptions{Delay: time.Microsecond}), retry.WithBudget(nil))
+	fast := mustNew(b, retry.WithHedge(&retry.HedgeOptions{Delay: time.Microsecond}), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	b.Run("hedgeWins", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -78,7 +78,7 @@ func BenchmarkParkedHedges(b *testing.B) {
 		}
 		return c
 	}
-	r := mustNew(b, retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}), retry.WithBudget(nil),
+	r := mustNew(b, retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}),
 		retry.WithMaxAttempts(2))
 	ours := func(ctx context.Context) error { return r.Hedge(ctx, blockedAttempt) }
 	measureParked2(ours) // warm up

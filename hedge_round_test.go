@@ -26,7 +26,7 @@ import (
 func hedged(t *testing.T, opts ...retry.Option) *retry.Retrier {
 	t.Helper()
 	r, err := retry.New(append([]retry.Option{retry.WithHedge(&retry.HedgeOptions{Delay: 10 * time.Millisecond}),
-		retry.WithBudget(nil)}, opts...)...)
+		retry.WithOverload(&retry.OverloadOptions{NoBudget: true})}, opts...)...)
 	require.NoError(t, err)
 	return r
 }
@@ -250,7 +250,7 @@ func TestHedge_budgetBelowItsThresholdSendsNoHedge(t *testing.T) {
 		for range 6 { // 10 - 6 = 4 tokens, at or below half: no retries
 			b.Attempted(2, true, false)
 		}
-		r := hedged(t, retry.WithBudget(b))
+		r := hedged(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}))
 		calls := 0
 		start := time.Now()
 		err = r.Hedge(t.Context(), func(context.Context) error {
@@ -286,7 +286,7 @@ func (g *gate) Allow() (func(error), error) {
 func TestHedge_breakerIsAskedBeforeEachHedge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := &gate{allowed: 1}
-		r := hedged(t, retry.WithBreaker(g))
+		r := hedged(t, retry.WithOverload(&retry.OverloadOptions{Breaker: g}))
 		calls := 0
 		err := r.Hedge(t.Context(), func(context.Context) error {
 			calls++
@@ -379,7 +379,7 @@ func TestHedge_contextEndsWhileAttemptsRun(t *testing.T) {
 // crash now and then (golang/go#78156).
 func TestHedge_manyConcurrentCalls(t *testing.T) {
 	var obs recordingObserver
-	r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}), retry.WithBudget(nil),
+	r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}),
 		retry.WithObserver(&obs))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -410,7 +410,7 @@ func TestHedge_manyConcurrentCalls(t *testing.T) {
 
 func TestHedge_adaptiveDelayFollowsTheAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Window: 100}), retry.WithBudget(nil))
+		r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Window: 100}), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		require.NoError(t, err)
 		slow := func(ctx context.Context, k int32) error {
 			if k == 1 {
@@ -449,7 +449,7 @@ func TestHedge_adaptiveDelayFollowsTheAttempts(t *testing.T) {
 func TestHedge_delayServesUntilTheWindowWarmsUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Delay: 50 * time.Millisecond, Percentile: 0.97, Window: 100}),
-			retry.WithBudget(nil))
+			retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		require.NoError(t, err)
 		slow := func(ctx context.Context, k int32) error {
 			if k == 1 {
@@ -659,7 +659,7 @@ func TestHedge_renewalCutIsUnknownAsInDo(t *testing.T) {
 		t.Run(map[bool]string{false: "Do", true: "Hedge"}[hedge], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := newFaulty()
-				r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Delay: time.Hour}), retry.WithBudget(nil),
+				r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Delay: time.Hour}), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}),
 					retry.WithMaxAttempts(2),
 					retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: time.Second}))
 				require.NoError(t, err)
@@ -705,7 +705,7 @@ func (b *recBudget) Waited()                   {}
 func TestHedge_panickedHedgeIsNotToldToTheBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &recBudget{}
-		r := hedged(t, retry.WithBudget(b))
+		r := hedged(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}))
 		var n atomic.Int32
 		func() {
 			defer func() { require.Equal(t, "hedge boom", recover()) }()
@@ -948,7 +948,7 @@ func without(events []string, drop ...string) []string {
 // idempotency store, the winner's end after the outcome is recorded.
 func TestHedge_attemptsRunTheLoopsHooksInItsOrder(t *testing.T) {
 	opts := func(l *hookLog) []retry.Option {
-		return []retry.Option{retry.WithBreaker(l), retry.WithBudget(l), retry.WithObserver(l),
+		return []retry.Option{retry.WithOverload(&retry.OverloadOptions{Breaker: l, Budget: l}), retry.WithObserver(l),
 			retry.WithIdempotency(l, &retry.IdempotencyOptions{Key: "order-1"}), retry.WithMaxAttempts(2),
 			retry.WithBackoff(retry.Constant(5 * time.Millisecond)), retry.WithJitter(retry.NoJitter)}
 	}

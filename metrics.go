@@ -31,8 +31,8 @@ const (
 	OutcomeDeadline
 	// OutcomeCanceled means the context was canceled.
 	OutcomeCanceled
-	// OutcomeRefused means a [Budget] refused the next retry, or a
-	// [Breaker] the next attempt: Do stopped at once, without waiting.
+	// OutcomeRefused means an [overload.Budget] refused the next retry, or
+	// an [overload.Breaker] the next attempt: Do stopped at once, without waiting.
 	OutcomeRefused
 	// OutcomeUnknown means the call's context ended while an attempt ran
 	// (or fn returned an error after the deadline), or an idempotent
@@ -41,8 +41,8 @@ const (
 	OutcomeUnknown
 	// OutcomeHandedOff means the call's remaining attempts were given to
 	// a [HandOff] ([WithHandOff]) instead of a long wait: the work has not
-	// failed, it goes on elsewhere. The error matches [ErrHandedOff], and
-	// its Cause is a [*HandedOff] with the ID of the job.
+	// failed, it goes on elsewhere. The error's Cause is a [*HandedOff]
+	// with the ID of the job.
 	OutcomeHandedOff
 )
 

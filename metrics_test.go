@@ -106,9 +106,9 @@ func TestObserver_waitEndOncePerAnnouncedWait(t *testing.T) {
 			schedule := []time.Duration{0, time.Second, 0, 2 * time.Second}
 			opts := []retry.Option{retry.WithClock(clk), retry.WithObserver(rec), retry.WithMaxAttempts(9),
 				retry.WithBackoff(retry.BackoffFunc(func(n int) time.Duration { return schedule[n-1] })),
-				retry.WithJitter(retry.NoJitter), retry.WithBudget(nil)}
+				retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true})}
 			if withBudget {
-				opts = append(opts, retry.WithBudget(b))
+				opts = append(opts, retry.WithOverload(&retry.OverloadOptions{Budget: b}))
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()

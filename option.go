@@ -43,9 +43,7 @@ const (
 	setPayload
 	setIdempotency
 	setDeadLetter
-	setBudget
-	setBreaker
-	setNestedRetries
+	setOverload
 	setHedge
 	setHandOff
 	setResume

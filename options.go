@@ -86,15 +86,8 @@ func (cfg *config) applyOne(i int, o *Option) {
 		cfg.idem = o.v.(*idemConfig)
 	case setDeadLetter:
 		cfg.dl = o.v.(*deadLetterConfig)
-	case setBudget:
-		cfg.budget = nil
-		if o.v != nil {
-			cfg.budget = o.v.(Budget)
-		}
-	case setBreaker:
-		cfg.breaker = o.v.(Breaker)
-	case setNestedRetries:
-		cfg.nestedRetries = true
+	case setOverload:
+		cfg.overload(o.v.(*OverloadOptions))
 	case setHedge:
 		cfg.hedge = o.v.(*hedgeConfig)
 	case setHandOff:
@@ -163,9 +156,9 @@ type config struct {
 	payload        []byte
 	dl             *deadLetterConfig     // nil without dead-letter options
 	idem           *idemConfig           // nil: not idempotent
-	budget         Budget                // nil: no budget
+	budget         overload.Budget       // nil: no budget
 	bucket         *overload.TokenBucket // budget, when it is one: its success inlines; set by derive
-	breaker        Breaker               // nil: no breaker
+	breaker        overload.Breaker      // nil: no breaker
 	hedge          *hedgeConfig          // nil: no hedging
 	hedged         *config               // with hedge: this config as Hedge's calls run it, featHedge on; set by derive
 	handOff        *handOffConfig        // nil: no hand-off of long waits
@@ -181,8 +174,8 @@ type config struct {
 type features uint16
 
 const (
-	featBudget         features = 1 << iota // WithBudget: told of every attempt
-	featBreaker                             // WithBreaker
+	featBudget         features = 1 << iota // OverloadOptions.Budget: told of every attempt
+	featBreaker                             // OverloadOptions.Breaker
 	featObserver                            // WithObserver
 	featAttemptTimeout                      // WithAttemptTimeout
 	featIdempotency                         // WithIdempotency
@@ -247,8 +240,6 @@ func build(opts []Option, withBudget bool) config {
 	_ = cfg.derive()
 	return cfg
 }
-
-func setsBudget(o Option) bool { return o.set == setBudget }
 
 // apply applies opts over cfg, in order, as With does, and derives what
 // the calls read from the result; it returns the first invalid option's
@@ -447,4 +438,20 @@ func (l *lockedSource) uniform() float64 {
 	x := l.src.Uint64()
 	l.mu.Unlock()
 	return float64(x>>11) / (1 << 53)
+}
+
+// overload applies the fields of o that are set.
+func (cfg *config) overload(o *OverloadOptions) {
+	if o.NoBudget {
+		cfg.budget = nil
+	}
+	if o.Budget != nil {
+		cfg.budget = o.Budget
+	}
+	if o.Breaker != nil {
+		cfg.breaker = o.Breaker
+	}
+	if o.NestedRetries {
+		cfg.nestedRetries = true
+	}
 }

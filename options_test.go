@@ -152,7 +152,7 @@ func TestDo_explicitMaxDelayCapsBackoffAndHints(t *testing.T) {
 
 // TestNew_defaultBudgetUnlessAnOptionSetsOne: New gives a Retrier its
 // default budget unless an option sets one, to nil included, and the last
-// WithBudget wins; With keeps the budget of the Retrier it builds on, and
+// OverloadOptions.Budget wins; With keeps the budget of the Retrier it builds on, and
 // the zero Retrier has none.
 func TestNew_defaultBudgetUnlessAnOptionSetsOne(t *testing.T) {
 	refused := func(r *retry.Retrier) int {
@@ -177,7 +177,7 @@ func TestNew_defaultBudgetUnlessAnOptionSetsOne(t *testing.T) {
 
 	assert.Positive(t, refused(mustNew(t, zeroWaits)), "New's default budget")
 	assert.Positive(t, refused(fromNew), "With on New's Retrier")
-	assert.Equal(t, 200, refused(mustNew(t, retry.WithBudget(nil), zeroWaits, retry.WithBudget(noRetries))), "the last WithBudget")
-	assert.Zero(t, refused(mustNew(t, zeroWaits, retry.WithBudget(nil))), "WithBudget(nil)")
+	assert.Equal(t, 200, refused(mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), zeroWaits, retry.WithOverload(&retry.OverloadOptions{Budget: noRetries}))), "the last budget set")
+	assert.Zero(t, refused(mustNew(t, zeroWaits, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))), "WithOverload(&OverloadOptions{NoBudget: true})")
 	assert.Zero(t, refused(fromZero), "With on the zero Retrier")
 }

@@ -67,7 +67,7 @@ func TestBudget_deniedRetryStopsAtOnce(t *testing.T) {
 		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 2})
 		require.NoError(t, err)
 		stats := new(retrystats.Stats)
-		r := mustNew(t, retry.WithBudget(b), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(time.Second)),
+		r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(time.Second)),
 			retry.WithObserver(stats))
 		var calls int
 		start := time.Now()
@@ -99,7 +99,7 @@ func TestBudget_deniedRetryStopsAtOnce(t *testing.T) {
 
 func TestBudget_serverDelayDoesNotBypassIt(t *testing.T) {
 	b := &countingBudget{}
-	r := mustNew(t, retry.WithBudget(b))
+	r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}))
 	var calls int
 	err := r.Do(t.Context(), func(context.Context) error { calls++; return retry.After(errTransient, time.Hour) })
 	assert.Equal(t, 1, calls)
@@ -113,7 +113,7 @@ func TestBudget_serverDelayDoesNotBypassIt(t *testing.T) {
 func TestBudget_hearsSuccessesAndFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &countingBudget{allow: 10}
-		r := mustNew(t, retry.WithBudget(b), retry.WithMaxAttempts(4), retry.WithBackoff(retry.Constant(time.Second)))
+		r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}), retry.WithMaxAttempts(4), retry.WithBackoff(retry.Constant(time.Second)))
 		fn, calls := failing(2, errTransient)
 		require.NoError(t, r.Do(t.Context(), fn))
 		assert.Equal(t, int64(3), calls.Load())
@@ -141,7 +141,7 @@ func TestBudget_hearsSuccessesAndFailures(t *testing.T) {
 func TestBudget_waitCutShortIsGivenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &countingBudget{allow: 1}
-		r := mustNew(t, retry.WithBudget(b), retry.WithBackoff(retry.Constant(time.Hour)))
+		r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}), retry.WithBackoff(retry.Constant(time.Hour)))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
 		go func() { done <- r.Do(ctx, failOnce) }()
@@ -164,7 +164,7 @@ func TestNew_defaultBudgetKeepsAnOutageNearItsLoad(t *testing.T) {
 		// and 10 % of the 200 calls: 20.
 		assert.Equal(t, int64(200+40), calls.Load())
 
-		noBudget := mustNew(t, retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Millisecond)))
+		noBudget := mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(time.Millisecond)))
 		calls.Store(0)
 		for range 200 {
 			_ = noBudget.Do(t.Context(), func(context.Context) error { calls.Add(1); return errTransient })
@@ -184,19 +184,50 @@ func TestNew_defaultBudgetKeepsAnOutageNearItsLoad(t *testing.T) {
 	})
 }
 
-func TestWithBudget_refusesATypedNil(t *testing.T) {
-	_, err := retry.New(retry.WithBudget((*overload.TokenBucket)(nil)))
-	require.ErrorIs(t, err, retry.ErrInvalidOption)
-	assert.Contains(t, err.Error(), "WithBudget((*overload.TokenBucket)(nil))")
-	_, err = retry.New(retry.WithBreaker(nil))
-	require.ErrorIs(t, err, retry.ErrInvalidOption)
+func TestWithOverload_refusesWhatItCannotUse(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    *retry.OverloadOptions
+		want string
+	}{
+		{"typed_nil_budget", &retry.OverloadOptions{Budget: (*overload.TokenBucket)(nil)}, "WithOverload: Budget is (*overload.TokenBucket)(nil)"},
+		{"typed_nil_breaker", &retry.OverloadOptions{Breaker: (*fakeBreaker)(nil)}, "WithOverload: Breaker is (*retry_test.fakeBreaker)(nil)"},
+		{"budget_and_no_budget", &retry.OverloadOptions{Budget: &overload.Ratio{}, NoBudget: true}, "WithOverload: both Budget and NoBudget are set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := retry.New(retry.WithOverload(tc.o))
+			require.ErrorIs(t, err, retry.ErrInvalidOption)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestWithOverload_zeroFieldsLeaveTheirSettings(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		noRetries, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 2})
+		require.NoError(t, err)
+		r := mustNew(t, retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(5),
+			retry.WithOverload(&retry.OverloadOptions{Budget: noRetries}),
+			retry.WithOverload(&retry.OverloadOptions{NestedRetries: true}), retry.WithOverload(nil))
+		calls := 0
+		for range 3 {
+			_ = r.Do(t.Context(), func(context.Context) error { calls++; return errTransient })
+		}
+		assert.Less(t, calls, 15, "the budget set first still refuses retries")
+
+		r2, err := r.With(retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
+		require.NoError(t, err)
+		calls = 0
+		_ = r2.Do(t.Context(), func(context.Context) error { calls++; return errTransient })
+		assert.Equal(t, 5, calls, "NoBudget removes it")
+	})
 }
 
 func TestBudget_maxWaitingRefusesFast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 1000, MaxWaiting: 10})
 		require.NoError(t, err)
-		r := mustNew(t, retry.WithBudget(b), retry.WithBackoff(retry.Constant(time.Minute)), retry.WithMaxAttempts(2))
+		r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}), retry.WithBackoff(retry.Constant(time.Minute)), retry.WithMaxAttempts(2))
 		var wg sync.WaitGroup
 		var refused, ok atomic.Int64
 		for range 100 {
@@ -267,7 +298,7 @@ func TestBreaker_openFailsFastWithTheLastRealError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		br := &fakeBreaker{threshold: 2}
 		stats := new(retrystats.Stats)
-		r := mustNew(t, retry.WithBreaker(br), retry.WithBudget(nil), retry.WithMaxAttempts(5),
+		r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Breaker: br, NoBudget: true}), retry.WithMaxAttempts(5),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithObserver(stats))
 		var calls int
 		start := time.Now()
@@ -302,14 +333,14 @@ func TestBreaker_openFailsFastWithTheLastRealError(t *testing.T) {
 
 func TestBreaker_permanentErrorsAndSuccessesAreNotFailures(t *testing.T) {
 	br := &fakeBreaker{}
-	r := mustNew(t, retry.WithBreaker(br), retry.WithBackoff(retry.Constant(0)))
+	r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Breaker: br}), retry.WithBackoff(retry.Constant(0)))
 	require.NoError(t, r.Do(t.Context(), succeed))
 	_ = r.Do(t.Context(), func(context.Context) error { return retry.Permanent(errTransient) })
 	ctx, cancel := context.WithCancel(t.Context())
 	_ = r.Do(ctx, func(context.Context) error { cancel(); return context.Canceled })
-	inner := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(1))
+	inner := mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(1))
 	_ = r.Do(t.Context(), func(ctx context.Context) error { return inner.Do(ctx, failOnce) })
-	picky := mustNew(t, retry.WithBreaker(br), retry.WithRetryIf(func(error) bool { return false }))
+	picky := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Breaker: br}), retry.WithRetryIf(func(error) bool { return false }))
 	_ = picky.Do(t.Context(), failOnce)
 	_ = r.Do(t.Context(), func(context.Context) error {
 		return errors.New("boom")
@@ -327,12 +358,12 @@ func TestNested_oneLayerRetries(t *testing.T) {
 		leafs int
 	}{
 		{"default", nil, 3},
-		{"nested_retries", []retry.Option{retry.WithNestedRetries()}, 27},
+		{"nested_retries", []retry.Option{retry.WithOverload(&retry.OverloadOptions{NestedRetries: true})}, 27},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var leaf int
 			layer := func(inner func(context.Context) error) func(context.Context) error {
-				r := mustNew(t, append([]retry.Option{retry.WithBudget(nil), retry.WithMaxAttempts(3),
+				r := mustNew(t, append([]retry.Option{retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(3),
 					retry.WithBackoff(retry.Constant(0))}, tc.opts...)...)
 				return func(ctx context.Context) error { return r.Do(ctx, inner) }
 			}
@@ -351,8 +382,8 @@ func TestNested_oneLayerRetries(t *testing.T) {
 
 func TestNested_refusedInnerEndsTheOuterCall(t *testing.T) {
 	b := &countingBudget{}
-	inner := mustNew(t, retry.WithBudget(b))
-	outer := mustNew(t, retry.WithBudget(nil), retry.WithBackoff(retry.Constant(0)))
+	inner := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}))
+	outer := mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(0)))
 	var leaf int
 	err := outer.Do(t.Context(), func(ctx context.Context) error {
 		return inner.Do(ctx, func(context.Context) error { leaf++; return errTransient })
@@ -366,7 +397,7 @@ func TestNested_refusedInnerEndsTheOuterCall(t *testing.T) {
 
 func TestBreaker_panicInFnIsAFailure(t *testing.T) {
 	br := &fakeBreaker{}
-	r := mustNew(t, retry.WithBreaker(br))
+	r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Breaker: br}))
 	assert.Panics(t, func() {
 		_ = r.Do(t.Context(), func(context.Context) error { panic("boom") })
 	})
@@ -377,7 +408,7 @@ func TestBreaker_panicInFnIsAFailure(t *testing.T) {
 // breaker, is a failure too: done is still called, once.
 func TestBreaker_panicInRetryIfIsAFailure(t *testing.T) {
 	br := &fakeBreaker{}
-	r := mustNew(t, retry.WithBreaker(br), retry.WithRetryIf(func(error) bool { panic("classifier bug") }))
+	r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Breaker: br}), retry.WithRetryIf(func(error) bool { panic("classifier bug") }))
 	assert.PanicsWithValue(t, "classifier bug", func() { _ = r.Do(t.Context(), failOnce) })
 	assert.Equal(t, 1, br.allowed)
 	assert.Equal(t, []string{"failed"}, br.reports, "done is called, so a half-open breaker is not stuck")
@@ -399,7 +430,7 @@ func TestBreaker_thatCanTellSpendsNoWaitOnceOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		br := &peekingBreaker{fakeBreaker{threshold: 2}}
 		stats := new(retrystats.Stats)
-		r := mustNew(t, retry.WithBreaker(br), retry.WithBudget(nil), retry.WithMaxAttempts(5),
+		r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Breaker: br, NoBudget: true}), retry.WithMaxAttempts(5),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithObserver(stats))
 		start := time.Now()
 		err := r.Do(t.Context(), func(context.Context) error { return errTransient })
@@ -430,27 +461,27 @@ func TestBudget_onlySuccessRefunds(t *testing.T) {
 		want float64
 	}{
 		{"success", func(t *testing.T, b *overload.TokenBucket) error {
-			return mustNew(t, retry.WithBudget(b)).Do(context.Background(), func(context.Context) error { return nil })
+			return mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b})).Do(context.Background(), func(context.Context) error { return nil })
 		}, 6.5},
 		{"context_ended", func(t *testing.T, b *overload.TokenBucket) error {
 			ctx, fn := cancelled()
-			return mustNew(t, retry.WithBudget(b)).Do(ctx, fn)
+			return mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b})).Do(ctx, fn)
 		}, 6},
 		{"permanent", func(t *testing.T, b *overload.TokenBucket) error {
-			return mustNew(t, retry.WithBudget(b)).Do(context.Background(), func(context.Context) error { return retry.Permanent(errTransient) })
+			return mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b})).Do(context.Background(), func(context.Context) error { return retry.Permanent(errTransient) })
 		}, 6},
 		{"retry_if_refuses", func(t *testing.T, b *overload.TokenBucket) error {
-			return mustNew(t, retry.WithBudget(b), retry.WithRetryIf(func(error) bool { return false })).
+			return mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}), retry.WithRetryIf(func(error) bool { return false })).
 				Do(context.Background(), func(context.Context) error { return errTransient })
 		}, 6},
 		{"inner_retrier_gave_up", func(t *testing.T, b *overload.TokenBucket) error {
-			inner := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(1))
-			return mustNew(t, retry.WithBudget(b)).Do(context.Background(), func(ctx context.Context) error {
+			inner := mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(1))
+			return mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b})).Do(context.Background(), func(ctx context.Context) error {
 				return inner.Do(ctx, func(context.Context) error { return errTransient })
 			})
 		}, 6},
 		{"retryable_failure_last_attempt", func(t *testing.T, b *overload.TokenBucket) error {
-			return mustNew(t, retry.WithBudget(b), retry.WithMaxAttempts(1)).Do(context.Background(), func(context.Context) error { return errTransient })
+			return mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}), retry.WithMaxAttempts(1)).Do(context.Background(), func(context.Context) error { return errTransient })
 		}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -474,7 +505,7 @@ func TestRatio_countsOnlyCallsItHears(t *testing.T) {
 	b, err := overload.NewRatio(overload.RatioOptions{Ratio: 1, MinPerSecond: overload.None})
 	require.NoError(t, err)
 	require.ErrorIs(t, b.Retry(0), overload.ErrBudgetExhausted, "no call yet, no reserve: no retry")
-	r := mustNew(t, retry.WithBudget(b))
+	r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}))
 	for range 5 {
 		_ = r.Do(context.Background(), func(context.Context) error { return retry.Permanent(errTransient) })
 	}
@@ -492,7 +523,7 @@ func TestRatio_countsOnlyCallsItHears(t *testing.T) {
 func TestBudget_serverDelayOnARefusedError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &countingBudget{allow: 10}
-		r := mustNew(t, retry.WithBudget(b), retry.WithMaxAttempts(2), retry.WithRetryIf(func(error) bool { return false }))
+		r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}), retry.WithMaxAttempts(2), retry.WithRetryIf(func(error) bool { return false }))
 		calls := 0
 		_ = r.Do(t.Context(), func(context.Context) error { calls++; return retry.After(errTransient, time.Second) })
 		assert.Equal(t, 2, calls, "retried: the server said when to come back")
@@ -520,7 +551,7 @@ func TestBudget_notAskedToLookAgainAtAHeldKey(t *testing.T) {
 		empty, err := overload.NewRatio(overload.RatioOptions{Ratio: overload.None, MinPerSecond: overload.None})
 		require.NoError(t, err)
 		r := mustNew(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}),
-			retry.WithBudget(empty), retry.WithMaxAttempts(math.MaxInt), retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter))
+			retry.WithOverload(&retry.OverloadOptions{Budget: empty}), retry.WithMaxAttempts(math.MaxInt), retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter))
 		var wg sync.WaitGroup
 		var calls atomic.Int32
 		for range 20 {
@@ -554,13 +585,13 @@ func TestBudget_givesBackOnlyTheWaitsItAllowed(t *testing.T) {
 // callAfterAHeldKey makes an idempotent call with FailWhileHeld, and b as
 // its budget, whose key another caller holds for its first few looks; its
 // fn fails once, then succeeds. It returns fn's calls and Do's error.
-func callAfterAHeldKey(t *testing.T, b retry.Budget) (int32, error) {
+func callAfterAHeldKey(t *testing.T, b overload.Budget) (int32, error) {
 	t.Helper()
 	store := memstore.New(nil)
 	cl, err := store.Claim(t.Context(), "k", "", time.Minute)
 	require.NoError(t, err)
 	r := mustNew(t, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: true}),
-		retry.WithBudget(b), retry.WithMaxAttempts(math.MaxInt),
+		retry.WithOverload(&retry.OverloadOptions{Budget: b}), retry.WithMaxAttempts(math.MaxInt),
 		retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithJitter(retry.NoJitter))
 	var calls atomic.Int32
 	done := make(chan error)
@@ -606,7 +637,7 @@ func TestBudget_notToldOfAnAttemptPastTheDeadline(t *testing.T) {
 	mock.Set(time.Now())
 	b, err := overload.NewTokenBucket(overload.TokenBucketOptions{})
 	require.NoError(t, err)
-	r := mustNew(t, retry.WithBudget(b), retry.WithClock(mock))
+	r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Budget: b}), retry.WithClock(mock))
 	ctx, cancel := context.WithDeadline(context.Background(), mock.Now().Add(time.Minute))
 	defer cancel()
 	err = r.Do(ctx, func(context.Context) error {

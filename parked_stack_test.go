@@ -31,7 +31,7 @@ func TestDo_parkedCallKeepsTwoKBStack(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			// No budget: it would refuse most of these retries, and this
 			// measures what a parked call costs.
-			opts := append([]retry.Option{retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(2)}, opts...)
+			opts := append([]retry.Option{retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(2)}, opts...)
 			// A few calls meet a deeper path in the runtime (an
 			// asynchronous preemption's frame, more frequent on a busy
 			// machine), as a hand-written wait does. The least of three

@@ -27,7 +27,7 @@ func (e *selfTree) Unwrap() []error { return []error{errTransient, e} }
 func TestDo_errorChainThatLoopsEndsTheCall(t *testing.T) {
 	for name, loop := range map[string]error{"Unwrap() error": &selfError{}, "Unwrap() []error": &selfTree{}} {
 		t.Run(name, func(t *testing.T) {
-			r := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
+			r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
 			done := make(chan error, 1)
 			go func() {
 				done <- r.Do(context.Background(), func(context.Context) error { return loop })
@@ -87,7 +87,7 @@ func (*selfFirstTree) Error() string     { return "tree" }
 func (e *selfFirstTree) Unwrap() []error { return []error{e, errTransient} }
 
 func TestDo_errorTreeWhoseFirstChildIsItselfEndsTheCall(t *testing.T) {
-	r := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
+	r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
 	err := r.Do(context.Background(), func(context.Context) error { return &selfFirstTree{} })
 	var re *retry.Error
 	require.ErrorAs(t, err, &re)

@@ -8,7 +8,7 @@ import (
 // Retrier runs functions with a fixed retry policy; build one with [New].
 // It is immutable and safe for concurrent use: every call keeps its own
 // state, so one Retrier may serve a whole program. The zero Retrier acts
-// as New() except that it has no retry budget ([WithBudget]), which it
+// as New() except that it has no retry budget ([WithOverload]), which it
 // could share only with every other zero Retrier, as global state. A nil
 // *Retrier is the zero Retrier, wherever one is taken.
 type Retrier struct {

@@ -849,7 +849,7 @@ func TestRetrier_isReusableAndSafeForConcurrentUse(t *testing.T) {
 	// stateful backoffs is that a second call gets fewer attempts. (A
 	// budget shares state on purpose; it has tests of its own.)
 	synctest.Test(t, func(t *testing.T) {
-		r := mustNew(t, retry.WithBudget(nil), retry.WithMaxAttempts(4), retry.WithBackoff(retry.Exponential(time.Millisecond, 2, time.Second)),
+		r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(4), retry.WithBackoff(retry.Exponential(time.Millisecond, 2, time.Second)),
 			retry.WithRandom(rand.NewPCG(1, 1)))
 		var wg sync.WaitGroup
 		counts := make([]atomic.Int64, 50)
@@ -991,7 +991,7 @@ func TestDo_parkedCallsAllReturnOnCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		// No budget: it would refuse most of these waits (a test of its own).
-		r := mustNew(t, retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2))
+		r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(time.Hour)), retry.WithMaxAttempts(2))
 		const n = 1000
 		errs := make(chan error, n)
 		for range n {

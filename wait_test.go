@@ -31,7 +31,7 @@ func TestRetrier_WaitIsDosSchedule(t *testing.T) {
 			var got []time.Duration
 			synctest.Test(t, func(t *testing.T) {
 				rec := &recorder{}
-				r, err := retry.New(append(opts, retry.WithMaxAttempts(attempts), retry.WithRandom(rand.NewPCG(1, 2)), retry.WithObserver(rec), retry.WithBudget(nil))...)
+				r, err := retry.New(append(opts, retry.WithMaxAttempts(attempts), retry.WithRandom(rand.NewPCG(1, 2)), retry.WithObserver(rec), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))...)
 				require.NoError(t, err)
 				err = r.Do(t.Context(), func(context.Context) error { return errTransient })
 				require.ErrorIs(t, err, retry.ErrExhausted)

@@ -54,7 +54,7 @@ var grpcSetups = []grpcSetup{
 		opts := []retry.Option{retry.WithMaxAttempts(grpcAttempts),
 			retry.WithBackoff(retry.Constant(wait)), retry.WithJitter(retry.NoJitter)}
 		if failing {
-			opts = append(opts, retry.WithBudget(nil))
+			opts = append(opts, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		}
 		r, err := retry.New(opts...)
 		require.NoError(tb, err)

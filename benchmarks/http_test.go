@@ -30,7 +30,7 @@ var httpSetups = []httpSetup{
 		return &http.Client{Transport: handLoop{base}}
 	}},
 	{"Steadfast", func(tb testing.TB, base *http.Transport) *http.Client {
-		r, err := retry.New(retry.WithBudget(nil), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter))
+		r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)), retry.WithJitter(retry.NoJitter))
 		require.NoError(tb, err)
 		tr, err := retryhttp.NewTransport(r, &retryhttp.Options{Base: base})
 		require.NoError(tb, err)

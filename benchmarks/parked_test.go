@@ -64,7 +64,7 @@ var parkedSetups = func() []parkedSetup {
 			}
 		}},
 		{name: "Steadfast/Retrier", transient: identity, build: func() func(context.Context, op) error {
-			r, err := retry.New(retry.WithBudget(nil), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(time.Hour)),
+			r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(time.Hour)),
 				retry.WithJitter(retry.NoJitter))
 			if err != nil {
 				panic(err)

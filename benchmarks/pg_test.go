@@ -145,7 +145,7 @@ func pgSetups(b *testing.B) []pgSetup {
 		}
 		return x
 	}
-	noBudget := runner(retry.WithBudget(nil))
+	noBudget := runner(retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	withBudget := runner()
 	serializable := pgx.TxOptions{IsoLevel: pgx.Serializable}
 	sqlSerializable := &sql.TxOptions{Isolation: sql.LevelSerializable}

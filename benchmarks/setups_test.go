@@ -27,7 +27,7 @@ type op = func(context.Context) error
 // must build per call (options, stateful backoffs, a context binding) is
 // built inside the returned function, so it is measured.
 //
-// Our Retrier's failure setups pass retry.WithBudget(nil): the peers have
+// Our Retrier's failure setups pass retry.WithOverload(&retry.OverloadOptions{NoBudget: true}): the peers have
 // no retry budget, and New's default one would soon refuse the retries of
 // a loop that fails on purpose. The first-try success keeps it: that is
 // what a user pays.
@@ -119,7 +119,7 @@ var zeroWaitSetups = []setup{
 		}
 	}},
 	{"Steadfast/Retrier", func() func(context.Context, op) error {
-		r, err := retry.New(retry.WithBudget(nil), retry.WithMaxAttempts(4), retry.WithBackoff(retry.Constant(0)))
+		r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(4), retry.WithBackoff(retry.Constant(0)))
 		if err != nil {
 			panic(err)
 		}

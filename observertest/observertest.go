@@ -43,7 +43,7 @@ const limit = 30 * time.Second
 // it would without the observer, so that the observer neither blocks nor
 // panics nor changes an outcome.
 func TestObserver(t *testing.T, newObserver func(t *testing.T) retry.Observer) {
-	r, err := retry.New(retry.WithObserver(newObserver(t)), retry.WithName("observertest"), retry.WithBudget(nil),
+	r, err := retry.New(retry.WithObserver(newObserver(t)), retry.WithName("observertest"), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}),
 		retry.WithBackoff(retry.Constant(time.Microsecond)), retry.WithJitter(retry.NoJitter), retry.WithMaxAttempts(3),
 		retry.WithHedge(&retry.HedgeOptions{Delay: 100 * time.Microsecond}))
 	if err != nil {

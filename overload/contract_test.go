@@ -3,14 +3,13 @@ package overload_test
 import (
 	"testing"
 
-	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/overloadtest"
 )
 
 // The library's budgets keep the contract Do relies on.
 func TestRatio_keepsTheBudgetContract(t *testing.T) {
-	overloadtest.TestBudget(t, func(t *testing.T) retry.Budget {
+	overloadtest.TestBudget(t, func(t *testing.T) overload.Budget {
 		b, err := overload.NewRatio(overload.RatioOptions{MaxWaiting: 4})
 		if err != nil {
 			t.Fatal(err)
@@ -20,7 +19,7 @@ func TestRatio_keepsTheBudgetContract(t *testing.T) {
 }
 
 func TestTokenBucket_keepsTheBudgetContract(t *testing.T) {
-	overloadtest.TestBudget(t, func(t *testing.T) retry.Budget {
+	overloadtest.TestBudget(t, func(t *testing.T) overload.Budget {
 		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{MaxTokens: 10, MaxWaiting: 4})
 		if err != nil {
 			t.Fatal(err)

@@ -4,10 +4,10 @@
 //
 // A [Ratio] budget (the SRE book's per-client retry ratio, Finagle's
 // RetryBudget; retry.New's default) and a [TokenBucket] (gRPC's retry
-// throttling, gRFC A6) implement retry.Budget: pass one to retry.WithBudget,
+// throttling, gRFC A6) implement [Budget]: set one in retry.OverloadOptions,
 // one budget per downstream, shared by every Retrier that calls it. Both
 // can also bound how many calls wait at once between attempts
-// (MaxWaiting). A circuit breaker is a retry.Breaker; the retrygobreaker
+// (MaxWaiting). A circuit breaker is a [Breaker]; the retrygobreaker
 // module adapts github.com/sony/gobreaker/v2.
 //
 // docs/overload.md explains how to choose between them, with the charts of

@@ -10,10 +10,10 @@ var ErrBudgetExhausted = errors.New("retry budget exhausted")
 
 // ErrCircuitOpen is matched (errors.Is) by the error of a call whose
 // attempt a circuit breaker refused: fn was not called. Breakers given to
-// retry.WithBreaker wrap it in the error they refuse with.
+// retry.WithOverload wrap it in the error they refuse with.
 var ErrCircuitOpen = errors.New("circuit open")
 
-// ErrNotCounted is matched by what Do tells a retry.Breaker of an attempt
+// ErrNotCounted is matched by what Do tells a [Breaker] of an attempt
 // that says nothing of the downstream (the call's context ended it, it
 // was cancelled, or another Retrier gave up on its error): count it
 // neither way

@@ -144,7 +144,7 @@ func NewRatio(o RatioOptions) (*Ratio, error) {
 }
 
 // Attempted counts a call at its first attempt if it ended in success or
-// a failure worth retrying (see retry.Budget), not a permanent answer or
+// a failure worth retrying (see overload.Budget), not a permanent answer or
 // one the caller's context cut; later attempts change nothing.
 func (b *Ratio) Attempted(attempt int, failed, throttled bool) {
 	if attempt == 1 {

@@ -154,7 +154,7 @@ func TestRatio_zeroValueRefusesRetries(t *testing.T) {
 	assert.NotPanics(t, b.Waited)
 }
 
-// TestRatio_zeroValueThroughDo: retry.Do with WithBudget(&overload.Ratio{})
+// TestRatio_zeroValueThroughDo: retry.Do with WithOverload(&OverloadOptions{Budget: &overload.Ratio{}})
 // makes the first attempt, then ends the call refused, with the zero
 // Ratio's error and the attempt's; the old code panicked at the first
 // retry.
@@ -164,7 +164,7 @@ func TestRatio_zeroValueThroughDo(t *testing.T) {
 	var err error
 	require.NotPanics(t, func() {
 		err = retry.Do(context.Background(), func(context.Context) error { calls++; return boom },
-			retry.WithBudget(&overload.Ratio{}), retry.WithBackoff(retry.Constant(0)))
+			retry.WithOverload(&retry.OverloadOptions{Budget: &overload.Ratio{}}), retry.WithBackoff(retry.Constant(0)))
 	})
 	assert.Equal(t, 1, calls, "the first attempt is never refused; no retry")
 	var re *retry.Error

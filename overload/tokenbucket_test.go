@@ -173,7 +173,7 @@ func TestTokenBucket_zeroValueSaysWhy(t *testing.T) {
 	boom := errors.New("boom")
 	calls := 0
 	err := retry.Do(context.Background(), func(context.Context) error { calls++; return boom },
-		retry.WithBudget(&overload.TokenBucket{}), retry.WithBackoff(retry.Constant(0)))
+		retry.WithOverload(&retry.OverloadOptions{Budget: &overload.TokenBucket{}}), retry.WithBackoff(retry.Constant(0)))
 	assert.Equal(t, 1, calls)
 	var re *retry.Error
 	require.ErrorAs(t, err, &re)

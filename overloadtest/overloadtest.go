@@ -1,11 +1,11 @@
-// Package overloadtest checks that a [retry.Budget] or a [retry.Breaker]
+// Package overloadtest checks that a [overload.Budget] or a [overload.Breaker]
 // keeps the contract Do relies on, as storetest does for stores: safe for
 // concurrent use, never blocking, and answering Do's questions with nil or
 // an error. Implementations call [TestBudget] or [TestBreaker] from their
 // own tests:
 //
 //	func TestBudget(t *testing.T) {
-//		overloadtest.TestBudget(t, func(t *testing.T) retry.Budget {
+//		overloadtest.TestBudget(t, func(t *testing.T) overload.Budget {
 //			b, err := overload.NewRatio(overload.RatioOptions{})
 //			if err != nil {
 //				t.Fatal(err)
@@ -27,6 +27,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/internal/contract"
+	"github.com/steadfast-go/retry/overload"
 )
 
 // workers and rounds size the concurrent subtests: enough to interleave
@@ -45,7 +46,7 @@ const blockLimit = 5 * time.Second
 // goroutines at once, return at once, and Do, driving it from many calls,
 // ends every call with nil or an *Error whose outcome a budget may cause.
 // newBudget makes a fresh budget for each subtest.
-func TestBudget(t *testing.T, newBudget func(t *testing.T) retry.Budget) {
+func TestBudget(t *testing.T, newBudget func(t *testing.T) overload.Budget) {
 	t.Run("concurrent use", func(t *testing.T) {
 		b := newBudget(t)
 		contract.Concurrently(workers, rounds, func(w, i int) {
@@ -71,7 +72,7 @@ func TestBudget(t *testing.T, newBudget func(t *testing.T) retry.Budget) {
 		}
 	})
 	t.Run("through Do", func(t *testing.T) {
-		r, err := retry.New(retry.WithBudget(newBudget(t)), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(4))
+		r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Budget: newBudget(t)}), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(4))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +85,7 @@ func TestBudget(t *testing.T, newBudget func(t *testing.T) retry.Budget) {
 // error, and Do, driving it from many calls, ends every call with nil or
 // an *Error whose outcome a breaker may cause. newBreaker makes a fresh
 // breaker for each subtest.
-func TestBreaker(t *testing.T, newBreaker func(t *testing.T) retry.Breaker) {
+func TestBreaker(t *testing.T, newBreaker func(t *testing.T) overload.Breaker) {
 	errDownstream := errors.New("overloadtest: the downstream failed")
 	t.Run("concurrent use", func(t *testing.T) {
 		b := newBreaker(t)
@@ -111,7 +112,7 @@ func TestBreaker(t *testing.T, newBreaker func(t *testing.T) retry.Breaker) {
 		}
 	})
 	t.Run("through Do", func(t *testing.T) {
-		r, err := retry.New(retry.WithBreaker(newBreaker(t)), retry.WithBudget(nil), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(4))
+		r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Breaker: newBreaker(t), NoBudget: true}), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(4))
 		if err != nil {
 			t.Fatal(err)
 		}

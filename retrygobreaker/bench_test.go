@@ -68,7 +68,7 @@ func BenchmarkDo(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := retry.New(retry.WithBreaker(br))
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Breaker: br}))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func BenchmarkDoOpen(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := retry.New(retry.WithBreaker(br), retry.WithMaxAttempts(1))
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Breaker: br}), retry.WithMaxAttempts(1))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func ExampleNewBreaker() {
 	if err != nil {
 		panic(err)
 	}
-	r, err := retry.New(retry.WithBreaker(b), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Breaker: b}), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
 	if err != nil {
 		panic(err)
 	}

@@ -3,7 +3,7 @@
 // github.com/steadfast-go/retry:
 //
 //	b, err := retrygobreaker.NewBreaker(gobreaker.Settings{Name: "payments", Timeout: 30 * time.Second})
-//	r, err := retry.New(retry.WithBreaker(b))
+//	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Breaker: b}))
 //
 // While the breaker is open, an attempt is refused at once: fn is not
 // called and no wait is spent, and Do returns an [*retry.Error] of
@@ -55,8 +55,8 @@ import (
 	"github.com/steadfast-go/retry/overload"
 )
 
-// Breaker is a [retry.Breaker] on a gobreaker TwoStepCircuitBreaker, for
-// [retry.WithBreaker]; share one among the calls to one downstream. It is
+// Breaker is a [overload.Breaker] on a gobreaker TwoStepCircuitBreaker, for
+// [retry.OverloadOptions].Breaker; share one among the calls to one downstream. It is
 // safe for concurrent use. Build it with [New] or [NewBreaker]: a zero or
 // nil Breaker refuses each attempt, wrapping [retry.ErrInvalidOption].
 type Breaker struct {
@@ -74,7 +74,7 @@ type twoStep interface {
 	State() gobreaker.State
 }
 
-var _ retry.Breaker = (*Breaker)(nil)
+var _ overload.Breaker = (*Breaker)(nil)
 
 // New adapts cb, a breaker other code may share, whose state and counts
 // stay cb's own (cb.State, cb.Counts). Build cb with Settings.IsExcluded

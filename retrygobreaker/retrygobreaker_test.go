@@ -44,9 +44,9 @@ func tripAfter(n uint32) func(gobreaker.Counts) bool {
 
 // newRetrier retries every second, without jitter or budget, so that fn
 // calls and waits can be counted exactly.
-func newRetrier(t *testing.T, b retry.Breaker, attempts int) *retry.Retrier {
+func newRetrier(t *testing.T, b overload.Breaker, attempts int) *retry.Retrier {
 	t.Helper()
-	r, err := retry.New(retry.WithBreaker(b), retry.WithBudget(nil), retry.WithMaxAttempts(attempts),
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Breaker: b, NoBudget: true}), retry.WithMaxAttempts(attempts),
 		retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter))
 	require.NoError(t, err)
 	return r
@@ -84,8 +84,8 @@ func TestBadInput(t *testing.T) {
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "the breaker is nil")
 
-	_, err = retry.New(retry.WithBreaker((*retrygobreaker.Breaker)(nil)))
-	require.ErrorIs(t, err, retry.ErrInvalidOption, "WithBreaker refuses a nil *Breaker")
+	_, err = retry.New(retry.WithOverload(&retry.OverloadOptions{Breaker: (*retrygobreaker.Breaker)(nil)}))
+	require.ErrorIs(t, err, retry.ErrInvalidOption, "WithOverload refuses a nil *Breaker")
 
 	for name, b := range map[string]*retrygobreaker.Breaker{"nil": nil, "zero": {}} {
 		done, err := b.Allow()
@@ -95,10 +95,10 @@ func TestBadInput(t *testing.T) {
 		assert.NotErrorIs(t, err, overload.ErrCircuitOpen, name)
 	}
 
-	// The zero Breaker gets past WithBreaker; it refuses every attempt
+	// The zero Breaker gets past WithOverload; it refuses every attempt
 	// with the reason instead of panicking.
 	var d downstream
-	err = retry.Do(context.Background(), d.fn, retry.WithBreaker(&retrygobreaker.Breaker{}))
+	err = retry.Do(context.Background(), d.fn, retry.WithOverload(&retry.OverloadOptions{Breaker: &retrygobreaker.Breaker{}}))
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	var re *retry.Error
 	require.ErrorAs(t, err, &re)
@@ -160,7 +160,7 @@ func TestLifecycle(t *testing.T) {
 
 		// Closed again: failures count from zero.
 		d.down.Store(true)
-		require.ErrorIs(t, retry.Do(ctx, d.fn, retry.WithBreaker(b), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0))), retry.ErrExhausted)
+		require.ErrorIs(t, retry.Do(ctx, d.fn, retry.WithOverload(&retry.OverloadOptions{Breaker: b}), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0))), retry.ErrExhausted)
 		assert.Equal(t, gobreaker.StateClosed, cb.State())
 		assert.Equal(t, int64(7), d.calls.Load())
 	})
@@ -250,14 +250,14 @@ func TestNotAFailure(t *testing.T) {
 	ctx := context.Background()
 	calls := 0
 	for range 5 {
-		err := retry.Do(ctx, func(context.Context) error { calls++; return retry.Permanent(errBadRequest) }, retry.WithBreaker(b))
+		err := retry.Do(ctx, func(context.Context) error { calls++; return retry.Permanent(errBadRequest) }, retry.WithOverload(&retry.OverloadOptions{Breaker: b}))
 		require.ErrorIs(t, err, errBadRequest)
 	}
-	err := retry.Do(ctx, func(context.Context) error { calls++; return errBadRequest }, retry.WithBreaker(b),
+	err := retry.Do(ctx, func(context.Context) error { calls++; return errBadRequest }, retry.WithOverload(&retry.OverloadOptions{Breaker: b}),
 		retry.WithRetryIf(func(err error) bool { return !errors.Is(err, errBadRequest) }))
 	require.ErrorIs(t, err, errBadRequest)
 	cctx, cancel := context.WithCancel(ctx)
-	err = retry.Do(cctx, func(context.Context) error { calls++; cancel(); return errDown }, retry.WithBreaker(b))
+	err = retry.Do(cctx, func(context.Context) error { calls++; cancel(); return errDown }, retry.WithOverload(&retry.OverloadOptions{Breaker: b}))
 	require.ErrorIs(t, err, context.Canceled)
 
 	assert.Equal(t, 7, calls)
@@ -266,7 +266,7 @@ func TestNotAFailure(t *testing.T) {
 		"six answers for good; the cancelled attempt is excluded")
 
 	// One error worth retrying is a failure, and trips it.
-	err = retry.Do(ctx, func(context.Context) error { calls++; return errDown }, retry.WithBreaker(b), retry.WithBackoff(retry.Constant(0)))
+	err = retry.Do(ctx, func(context.Context) error { calls++; return errDown }, retry.WithOverload(&retry.OverloadOptions{Breaker: b}), retry.WithBackoff(retry.Constant(0)))
 	refusedBy(t, err, gobreaker.ErrOpenState, 1)
 	assert.Equal(t, 8, calls)
 }
@@ -288,7 +288,7 @@ func TestConcurrent(t *testing.T) {
 							return errDown
 						}
 						return nil
-					}, retry.WithBreaker(b), retry.WithBudget(nil), retry.WithBackoff(retry.Constant(0)))
+					}, retry.WithOverload(&retry.OverloadOptions{Breaker: b, NoBudget: true}), retry.WithBackoff(retry.Constant(0)))
 					assert.NoError(t, err)
 				}
 			})
@@ -311,7 +311,7 @@ func TestConcurrent(t *testing.T) {
 		for range goroutines {
 			wg.Go(func() {
 				for range callsEach {
-					err := retry.Do(ctx, d.fn, retry.WithBreaker(b), retry.WithBudget(nil), retry.WithBackoff(retry.Constant(0)))
+					err := retry.Do(ctx, d.fn, retry.WithOverload(&retry.OverloadOptions{Breaker: b, NoBudget: true}), retry.WithBackoff(retry.Constant(0)))
 					var re *retry.Error
 					if !assert.ErrorAs(t, err, &re) {
 						return
@@ -345,12 +345,12 @@ func TestConcurrent(t *testing.T) {
 // 1s apart, all failing. No two attempts fall on the same instant, so the order of events,
 // and every count, is exact.
 func TestOutageLoad(t *testing.T) {
-	run := func(t *testing.T, b retry.Breaker) (d *downstream, refused, refusedFirst int) {
+	run := func(t *testing.T, b overload.Breaker) (d *downstream, refused, refusedFirst int) {
 		t.Helper()
-		opts := []retry.Option{retry.WithBudget(nil), retry.WithMaxAttempts(3),
+		opts := []retry.Option{retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(3),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter)}
 		if b != nil {
-			opts = append(opts, retry.WithBreaker(b))
+			opts = append(opts, retry.WithOverload(&retry.OverloadOptions{Breaker: b}))
 		}
 		r, err := retry.New(opts...)
 		require.NoError(t, err)
@@ -406,7 +406,7 @@ func TestOutageLoad(t *testing.T) {
 			// After the outage the next trial attempt closes it.
 			time.Sleep(80*time.Second - time.Since(start))
 			d.down.Store(false)
-			require.NoError(t, retry.Do(context.Background(), d.fn, retry.WithBreaker(b)))
+			require.NoError(t, retry.Do(context.Background(), d.fn, retry.WithOverload(&retry.OverloadOptions{Breaker: b})))
 			assert.Equal(t, gobreaker.StateClosed, cb.State())
 		})
 	})
@@ -419,14 +419,14 @@ func TestHalfOpenCancelledTrialIsNotCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, cb := newBreaker(t, gobreaker.Settings{Name: "payments", Timeout: time.Second, ReadyToTrip: tripAfter(1)})
 		ctx := context.Background()
-		refusedBy(t, retry.Do(ctx, func(context.Context) error { return errDown }, retry.WithBreaker(b), retry.WithBackoff(retry.Constant(0))),
+		refusedBy(t, retry.Do(ctx, func(context.Context) error { return errDown }, retry.WithOverload(&retry.OverloadOptions{Breaker: b}), retry.WithBackoff(retry.Constant(0))),
 			gobreaker.ErrOpenState, 1)
 		time.Sleep(time.Second + time.Nanosecond)
 		cctx, cancel := context.WithCancel(ctx)
-		err := retry.Do(cctx, func(context.Context) error { cancel(); return context.Canceled }, retry.WithBreaker(b))
+		err := retry.Do(cctx, func(context.Context) error { cancel(); return context.Canceled }, retry.WithOverload(&retry.OverloadOptions{Breaker: b}))
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, gobreaker.StateHalfOpen, cb.State(), "neither closed nor open again")
-		require.NoError(t, retry.Do(ctx, func(context.Context) error { return nil }, retry.WithBreaker(b)), "the next trial is allowed")
+		require.NoError(t, retry.Do(ctx, func(context.Context) error { return nil }, retry.WithOverload(&retry.OverloadOptions{Breaker: b})), "the next trial is allowed")
 		assert.Equal(t, gobreaker.StateClosed, cb.State())
 	})
 }
@@ -437,9 +437,9 @@ func TestNewBreakerKeepsTheUsersExclusions(t *testing.T) {
 		IsExcluded: func(err error) bool { return errors.Is(err, errIgnored) }})
 	require.NoError(t, err)
 	ctx := context.Background()
-	_ = retry.Do(ctx, func(context.Context) error { return errIgnored }, retry.WithBreaker(b), retry.WithMaxAttempts(1))
+	_ = retry.Do(ctx, func(context.Context) error { return errIgnored }, retry.WithOverload(&retry.OverloadOptions{Breaker: b}), retry.WithMaxAttempts(1))
 	require.NoError(t, b.Refuses(), "the user's exclusion holds")
-	_ = retry.Do(ctx, func(context.Context) error { return errDown }, retry.WithBreaker(b), retry.WithMaxAttempts(1))
+	_ = retry.Do(ctx, func(context.Context) error { return errDown }, retry.WithOverload(&retry.OverloadOptions{Breaker: b}), retry.WithMaxAttempts(1))
 	require.ErrorIs(t, b.Refuses(), overload.ErrCircuitOpen)
 }
 
@@ -449,7 +449,7 @@ func TestNewBreakerKeepsTheUsersExclusions(t *testing.T) {
 // a breaker.
 func TestZeroBreakerRefusesEveryAttempt(t *testing.T) {
 	st := new(retrystats.Stats)
-	r, err := retry.New(retry.WithBreaker(&retrygobreaker.Breaker{}), retry.WithObserver(st))
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Breaker: &retrygobreaker.Breaker{}}), retry.WithObserver(st))
 	require.NoError(t, err)
 	err = r.Do(t.Context(), func(context.Context) error { return nil })
 	require.ErrorIs(t, err, retry.ErrInvalidOption)

@@ -42,7 +42,7 @@ func interceptors(t testing.TB, r *retry.Retrier, opts *retrygrpc.Options) (grpc
 // noWaits is a Retrier of n attempts without waits or budget.
 func noWaits(t testing.TB, n int, more ...retry.Option) *retry.Retrier {
 	t.Helper()
-	r, err := retry.New(append([]retry.Option{retry.WithMaxAttempts(n), retry.WithBackoff(retry.Constant(0)), retry.WithBudget(nil)}, more...)...)
+	r, err := retry.New(append([]retry.Option{retry.WithMaxAttempts(n), retry.WithBackoff(retry.Constant(0)), retry.WithOverload(&retry.OverloadOptions{NoBudget: true})}, more...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestConformanceUnary(t *testing.T) {
 // retry.After, instead of the backoff.
 func TestPushbackWait(t *testing.T) {
 	clk := retrytest.NewClock()
-	r, err := retry.New(retry.WithClock(clk), retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)))
+	r, err := retry.New(retry.WithClock(clk), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestBackoffAfterPushback(t *testing.T) {
 		for _, streaming := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/streaming=%v", tc.name, streaming), func(t *testing.T) {
 				clk := retrytest.NewClock()
-				r, err := retry.New(retry.WithClock(clk), retry.WithBudget(nil), retry.WithMaxAttempts(5),
+				r, err := retry.New(retry.WithClock(clk), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(5),
 					retry.WithBackoff(retry.Exponential(100*ms, 4, time.Minute)), retry.WithJitter(retry.NoJitter))
 				if err != nil {
 					t.Fatal(err)
@@ -276,7 +276,7 @@ func TestThrottling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := retry.New(retry.WithBudget(b), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Budget: b}), retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestDeadline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// No jitter: a full-jittered hour is under the minute's
 			// deadline once in 60 runs, and the call would wait it.
-			r, err := retry.New(append([]retry.Option{retry.WithBudget(nil), retry.WithJitter(retry.NoJitter)}, tc.r...)...)
+			r, err := retry.New(append([]retry.Option{retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithJitter(retry.NoJitter)}, tc.r...)...)
 			if err != nil {
 				t.Fatal(err)
 			}

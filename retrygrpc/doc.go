@@ -70,8 +70,8 @@
 //
 // # Budget and breaker
 //
-// The Retrier's budget ([retry.WithBudget]) and breaker
-// ([retry.WithBreaker]) are shared by every call through the
+// The Retrier's budget ([retry.OverloadOptions].Budget) and breaker
+// (OverloadOptions.Breaker) are shared by every call through the
 // interceptors built with it. A6 throttles retries per server name:
 // build one Retrier, and so one budget, per target, and give it to that
 // ClientConn's interceptors only.

@@ -21,7 +21,7 @@ import (
 func hedging(t testing.TB, n int) *retry.Retrier {
 	t.Helper()
 	r, err := retry.New(retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}), retry.WithMaxAttempts(n),
-		retry.WithBackoff(retry.Constant(0)), retry.WithBudget(nil))
+		retry.WithBackoff(retry.Constant(0)), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ const hedgeDelay = 150 * time.Millisecond
 func hedgingOn(t testing.TB, clk *retrytest.Clock, n int) *retry.Retrier {
 	t.Helper()
 	r, err := retry.New(retry.WithClock(clk), retry.WithHedge(&retry.HedgeOptions{Delay: hedgeDelay}),
-		retry.WithMaxAttempts(n), retry.WithBackoff(retry.Constant(0)), retry.WithBudget(nil))
+		retry.WithMaxAttempts(n), retry.WithBackoff(retry.Constant(0)), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestStatus_isTheServersAsGRPCGives(t *testing.T) {
 		t.Fatalf("%v does not match context.Canceled", err)
 	}
 
-	ub, sb := interceptors(t, noWaits(t, 3, retry.WithBreaker(refuseAll{})), nil)
+	ub, sb := interceptors(t, noWaits(t, 3, retry.WithOverload(&retry.OverloadOptions{Breaker: refuseAll{}})), nil)
 	refused, _ := start(t, &server{}, ub, sb)
 	_, err = refused.UnaryCall(context.Background(), &testpb.SimpleRequest{})
 	if st, _ := status.FromError(err); st.Code() != codes.Unavailable {

@@ -17,7 +17,7 @@ import (
 // TestStreamDeadline: a stream's retries end at once, with the last
 // status, when the next wait cannot end before the deadline.
 func TestStreamDeadline(t *testing.T) {
-	r, err := retry.New(retry.WithBudget(nil), retry.WithBackoff(retry.Constant(time.Hour)))
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestStreamDeadline(t *testing.T) {
 func TestStreamAttemptTimeout(t *testing.T) {
 	newRetrier := func(clk *retrytest.Clock) *retry.Retrier {
 		r, err := retry.New(retry.WithClock(clk), retry.WithAttemptTimeout(time.Second),
-			retry.WithBackoff(retry.Constant(0)), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(0)), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestStreamAttemptTimeout(t *testing.T) {
 // those before it, and SendMsg returns nil.
 func TestStreamSendDuringRetry(t *testing.T) {
 	clk := retrytest.NewClock()
-	r, err := retry.New(retry.WithClock(clk), retry.WithBackoff(retry.Constant(time.Second)), retry.WithBudget(nil))
+	r, err := retry.New(retry.WithClock(clk), retry.WithBackoff(retry.Constant(time.Second)), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1024,7 +1024,7 @@ func TestPermanentStatusDoesNotRefundTheBudget(t *testing.T) {
 		b.Attempted(1, true, false)
 	}
 	require.Equal(t, 6.0, b.Tokens())
-	c := e.client(fast(t, 3, retry.WithBudget(b)), &retryhttp.Options{PermanentStatuses: []int{http.StatusNotFound}})
+	c := e.client(fast(t, 3, retry.WithOverload(&retry.OverloadOptions{Budget: b})), &retryhttp.Options{PermanentStatuses: []int{http.StatusNotFound}})
 	resp, _, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)

@@ -64,7 +64,7 @@
 // 40003, leave the transaction committed or not, and nothing the client
 // has can tell: the call ends at once with [retry.OutcomeUnknown], its
 // error matching [retry.ErrOutcomeUnknown] and [ErrCommitOutcomeUnknown],
-// and fn is not run again, even with [retry.WithNestedRetries]. With
+// and fn is not run again, even with [retry.OverloadOptions].NestedRetries. With
 // [retry.WithIdempotency] the key's rules for unknown outcomes apply: by
 // default the outcome is kept and replayed for later calls with the key
 // (at most once); with AtLeastOnce a later call runs again.
@@ -94,6 +94,6 @@
 //
 // A Retrier from [retry.New] has a retry budget: under heavy contention
 // serialization failures can exceed it, and calls end with
-// [retry.OutcomeRefused]. Size it ([retry.WithBudget]) for the conflicts
-// the workload has, or remove it with WithBudget(nil).
+// [retry.OutcomeRefused]. Size it ([retry.OverloadOptions].Budget) for the conflicts
+// the workload has, or remove it with WithOverload(&OverloadOptions{NoBudget: true}).
 package retrypgx

@@ -83,7 +83,7 @@ func runner(t testing.TB, opts *retrypgx.Options, more ...retry.Option) *retrypg
 	base := []retry.Option{
 		retry.WithMaxAttempts(5),
 		retry.WithBackoff(retry.Constant(time.Millisecond)),
-		retry.WithBudget(nil),
+		retry.WithOverload(&retry.OverloadOptions{NoBudget: true}),
 	}
 	r, err := retry.New(append(base, more...)...)
 	if err != nil {

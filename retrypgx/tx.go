@@ -122,7 +122,7 @@ func (c *call[Tx, T]) run(ctx context.Context) (T, error) {
 func (c *call[Tx, T]) attempt(ctx context.Context) (v T, err error) {
 	var zero T
 	if c.ended != nil {
-		// Only a Retrier with WithNestedRetries calls again after an
+		// Only a Retrier with OverloadOptions.NestedRetries calls again after an
 		// unknown outcome; the transaction must not run twice.
 		return zero, retry.Permanent(c.ended)
 	}

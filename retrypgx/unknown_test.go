@@ -147,12 +147,12 @@ func TestIdempotencyRowMakesRerunSafe(t *testing.T) {
 	}
 }
 
-// A Retrier with WithNestedRetries would retry an inner unknown outcome;
+// A Retrier with OverloadOptions.NestedRetries would retry an inner unknown outcome;
 // the Runner refuses to run the transaction again and ends the call.
 func TestCommitLostWithNestedRetries(t *testing.T) {
 	p, db := newCutDB(t)
 	direct := db.direct
-	x := runner(t, nil, retry.WithNestedRetries())
+	x := runner(t, nil, retry.WithOverload(&retry.OverloadOptions{NestedRetries: true}))
 	p.armed.Store(true)
 	runs := 0
 	err := x.Tx(context.Background(), db.proxied, pgx.TxOptions{}, insertRow(db.table, &runs))

@@ -164,7 +164,7 @@ func runChaosProcess() error {
 	}
 	stopping, stop := context.WithCancel(ctx)
 	defer stop()
-	r, err := retry.New(retry.WithName("chaos-worker"), retry.WithMaxAttempts(chaosMaxAttempts), retry.WithBudget(nil),
+	r, err := retry.New(retry.WithName("chaos-worker"), retry.WithMaxAttempts(chaosMaxAttempts), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}),
 		retry.WithIdempotency(store, &retry.IdempotencyOptions{Lease: 5 * time.Second, StoreTimeout: time.Second}),
 		// A hand-off may take up to the job's timeout: on CI's 2 cores
 		// under -race an insert can outlast the default 2s while the

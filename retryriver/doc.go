@@ -19,8 +19,8 @@
 //     whose next wait is long, or whose process is stopping, becomes a
 //     job of [HandOffArgs] scheduled at the end of the wait, inserted in
 //     the caller's transaction when its context has one ([WithTx]); the
-//     call returns at once with an error matching [retry.ErrHandedOff]
-//     that holds the job's ID. A [HandOffWorker] runs the job's remaining
+//     call returns at once with an error holding a [*retry.HandedOff]
+//     with the job's ID. A [HandOffWorker] runs the job's remaining
 //     attempts when it is due, in any process, going on with the call's
 //     attempt count and under its idempotency key: nothing waits in
 //     memory, and nothing is lost when the process stops.

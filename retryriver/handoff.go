@@ -264,8 +264,9 @@ func (w *HandOffWorker) Work(ctx context.Context, job *river.Job[HandOffArgs]) e
 	}
 	err = rr.Do(retry.ContextWithIdempotencyKey(ctx, key), func(ctx context.Context) error { return fn(ctx, a.Payload) })
 	var e *retry.Error
+	_, handedOff := errors.AsType[*retry.HandedOff](err)
 	switch {
-	case err == nil, errors.Is(err, retry.ErrHandedOff):
+	case err == nil, handedOff:
 		return nil
 	case errors.As(err, &e) && (e.Outcome == retry.OutcomeCanceled || e.Outcome == retry.OutcomeDeadline):
 		return err // the job's context ended: River works the job again

@@ -186,7 +186,7 @@ func runHandOffProcess() error {
 	}
 	r, err := retry.New(retry.WithName(hoName), retry.WithPayload([]byte(hoPayload)), retry.WithIdempotency(store, nil),
 		retry.WithHandOff(h, &retry.HandOffOptions{Threshold: hoThreshold}),
-		retry.WithBackoff(retry.Constant(hoWait)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		retry.WithBackoff(retry.Constant(hoWait)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func runResumerProcess() error {
 	defer pool.Close()
 	var attempt atomic.Int64
 	r, err := retry.New(retry.WithIdempotency(store, nil), retry.WithObserver(attemptSeen{&attempt}),
-		retry.WithBackoff(retry.Constant(10*time.Millisecond)), retry.WithBudget(nil))
+		retry.WithBackoff(retry.Constant(10*time.Millisecond)), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func deadStore(t *testing.T) *pgstore.Store {
 func TestHandOffWorker_storeFailureGoesBackToRiver(t *testing.T) {
 	pool := testPool(t)
 	r, err := retry.New(retry.WithIdempotency(deadStore(t), &retry.IdempotencyOptions{StoreTimeout: 2 * time.Second}),
-		retry.WithBudget(nil))
+		retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	require.NoError(t, err)
 	ran := 0
 	w, err := retryriver.NewHandOffWorker(r, map[string]func(context.Context, []byte) error{
@@ -99,7 +99,7 @@ func TestWorker_storeFailureGoesBackToRiver(t *testing.T) {
 // call with no key) and cancel the job.
 func TestHandOffWorker_keyedAndKeylessCalls(t *testing.T) {
 	pool := testPool(t)
-	r, err := retry.New(retry.WithIdempotency(idemStore(t, pool), nil), retry.WithBudget(nil))
+	r, err := retry.New(retry.WithIdempotency(idemStore(t, pool), nil), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	require.NoError(t, err)
 	var (
 		mu   sync.Mutex
@@ -245,7 +245,7 @@ func TestHandOff_hungDatabaseEndsWithTheContext(t *testing.T) {
 
 	// Through Do: HandOffOptions.Timeout bounds the hand-off, and the
 	// call waits in memory, then succeeds.
-	r, err := retry.New(retry.WithName("ship"), retry.WithBudget(nil), retry.WithBackoff(retry.Constant(5*time.Millisecond)),
+	r, err := retry.New(retry.WithName("ship"), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(5*time.Millisecond)),
 		retry.WithHandOff(h, &retry.HandOffOptions{Threshold: time.Millisecond, Timeout: 200 * time.Millisecond}))
 	require.NoError(t, err)
 	calls := 0
@@ -298,7 +298,7 @@ func TestHandOffWorker_waitPastTheJobTimeoutIsHandedOff(t *testing.T) {
 	h, err := retryriver.NewHandOff(inserter, &retryriver.HandOffOptions{MaxAttempts: 4})
 	require.NoError(t, err)
 	const jobTimeout = time.Second
-	r, err := retry.New(retry.WithName("handoff-worker"), retry.WithDeadLetter(sink, nil), retry.WithBudget(nil), retry.WithMaxAttempts(10),
+	r, err := retry.New(retry.WithName("handoff-worker"), retry.WithDeadLetter(sink, nil), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(10),
 		retry.WithHandOff(h, &retry.HandOffOptions{Threshold: jobTimeout}),
 		retry.WithBackoff(retry.Constant(jobTimeout)), retry.WithJitter(retry.NoJitter))
 	require.NoError(t, err)
@@ -344,7 +344,7 @@ func TestHandOffWorker_stoppingHandsOffTheWaitInProgress(t *testing.T) {
 	stopping, stop := context.WithCancel(context.Background())
 	defer stop()
 	const wait = 30 * time.Second // under the threshold: waited in memory
-	r, err := retry.New(retry.WithName("handoff-worker"), retry.WithBudget(nil), retry.WithHandOff(h, &retry.HandOffOptions{Stopping: stopping}),
+	r, err := retry.New(retry.WithName("handoff-worker"), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithHandOff(h, &retry.HandOffOptions{Stopping: stopping}),
 		retry.WithBackoff(retry.Constant(wait)), retry.WithJitter(retry.NoJitter))
 	require.NoError(t, err)
 	failed := make(chan struct{}, 1)

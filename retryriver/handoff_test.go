@@ -32,7 +32,7 @@ func TestHandOff_insertsInTheCallersTransaction(t *testing.T) {
 	h, err := retryriver.NewHandOff(client, &retryriver.HandOffOptions{Queue: "handed-off", MaxAttempts: 5})
 	require.NoError(t, err)
 	r, err := retry.New(retry.WithName("ship"), retry.WithPayload([]byte(`{"order":7}`)), retry.WithHandOff(h, nil),
-		retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		retry.WithBackoff(retry.Constant(time.Hour)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	require.NoError(t, err)
 	fail := func(context.Context) error { return errors.New("downstream unavailable") }
 	handOff := func(ctx context.Context) int64 {
@@ -88,7 +88,7 @@ func TestHandOff_failedInsertWaitsInMemory(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `retryriver: handing off the attempts of "ship"`)
 	r, err := retry.New(retry.WithName("ship"), retry.WithHandOff(h, &retry.HandOffOptions{Threshold: time.Millisecond}),
-		retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithBudget(nil))
+		retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	require.NoError(t, err)
 	calls := 0
 	require.NoError(t, r.Do(t.Context(), func(context.Context) error {
@@ -105,7 +105,7 @@ func TestHandOff_failedInsertWaitsInMemory(t *testing.T) {
 // decides the job's.
 func TestHandOffWorker_continuesTheCall(t *testing.T) {
 	starts := &attemptLog{}
-	r, err := retry.New(retry.WithMaxAttempts(3), retry.WithObserver(starts), retry.WithBudget(nil),
+	r, err := retry.New(retry.WithMaxAttempts(3), retry.WithObserver(starts), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}),
 		retry.WithBackoff(retry.Constant(time.Millisecond)))
 	require.NoError(t, err)
 	var got []byte

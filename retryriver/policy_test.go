@@ -48,7 +48,7 @@ func TestPolicy_isDosSchedule(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { // Do's waits take no real time
 				rec := &waits{}
 				r, err := retry.New(append(opts, retry.WithRandom(rand.NewPCG(7, 11)), retry.WithMaxAttempts(attempts),
-					retry.WithObserver(rec), retry.WithBudget(nil))...)
+					retry.WithObserver(rec), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))...)
 				require.NoError(t, err)
 				err = r.Do(t.Context(), func(context.Context) error { return errors.New("transient") })
 				require.ErrorIs(t, err, retry.ErrExhausted)

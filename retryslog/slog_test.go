@@ -87,7 +87,7 @@ func TestSlogObserver_levels(t *testing.T) {
 		{name: "permanent", fn: metricstest.Failing(2, retry.Permanent(metricstest.ErrFlaky)), level: "WARN", outcome: "permanent"},
 		{name: "exhausted", fn: metricstest.Failing(9, nil), level: "ERROR", outcome: "exhausted"},
 		{name: "max_elapsed", fn: metricstest.Failing(9, nil), extra: []retry.Option{retry.WithMaxElapsed(1500 * time.Millisecond)}, level: "ERROR", outcome: "max-elapsed"},
-		{name: "refused", fn: metricstest.Failing(9, nil), extra: []retry.Option{retry.WithBudget(smallBudget(t))}, level: "ERROR", outcome: "refused"},
+		{name: "refused", fn: metricstest.Failing(9, nil), extra: []retry.Option{retry.WithOverload(&retry.OverloadOptions{Budget: smallBudget(t)})}, level: "ERROR", outcome: "refused"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

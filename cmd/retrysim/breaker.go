@@ -9,11 +9,10 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/overload"
 )
 
-// gate is a minimal retry.Breaker on sony/gobreaker's
+// gate is a minimal overload.Breaker on sony/gobreaker's
 // TwoStepCircuitBreaker, for scenario e. It can switch to the
 // retrygobreaker module once that lands, provided it lets the open period
 // be measured on an injected clock (see below).
@@ -32,7 +31,7 @@ type gate struct {
 	openAt  atomic.Int64 // clk's UnixNano when gobreaker last opened; 0: closed since
 }
 
-var _ retry.Breaker = (*gate)(nil)
+var _ overload.Breaker = (*gate)(nil)
 
 // errDownstream is what done reports to gobreaker for a failed attempt:
 // gobreaker counts any non-nil error as a failure.

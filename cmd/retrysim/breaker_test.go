@@ -96,7 +96,7 @@ func TestBreaker_refusalAfterAWaitEndsTheWait(t *testing.T) {
 	s := newSim()
 	stats := new(retrystats.Stats)
 	done := new(doneLog)
-	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithBudget(nil), retry.WithBreaker(&refuseAfter{n: 1}),
+	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithOverload(&retry.OverloadOptions{Breaker: &refuseAfter{n: 1}}),
 		retry.WithBackoff(retry.Constant(time.Second)), retry.WithObserver(stats), retry.WithObserver(done))
 	require.NoError(t, err)
 	var doErr error

@@ -130,7 +130,7 @@ func contend(p contentionParams, st strategy, run int) (contentionRun, error) {
 	var firstErr error
 	for i := range p.clients {
 		opts := append(st.opts(p),
-			retry.WithMaxAttempts(math.MaxInt), retry.WithBudget(nil), retry.WithClock(clk),
+			retry.WithMaxAttempts(math.MaxInt), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithClock(clk),
 			retry.WithRandom(rand.NewPCG(p.seed, stream(scenarioA, run, i+1))))
 		r, err := retry.New(opts...)
 		if err != nil {

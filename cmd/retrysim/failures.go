@@ -89,7 +89,7 @@ func (r *failuresRun) perCall() float64 { return float64(r.attempts) / float64(r
 // Scenario d: three Retriers nested, each of 3 attempts and no budget
 // (so that only the rule is measured), during an outage of the leaf: the
 // leaf calls that one user call makes, with the one-layer rule (the
-// default) and without it (every layer built with WithNestedRetries).
+// default) and without it (every layer built with OverloadOptions.NestedRetries).
 
 // nestedParams configures scenario d.
 type nestedParams struct {
@@ -117,11 +117,11 @@ func runNested(p nestedParams, nestedRetries bool) (*nestedRun, error) {
 	s := newSim()
 	layers := make([]*retry.Retrier, p.layers)
 	for i := range layers {
-		opts := []retry.Option{retry.WithMaxAttempts(p.attempts), retry.WithBudget(nil),
+		opts := []retry.Option{retry.WithMaxAttempts(p.attempts), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}),
 			retry.WithClock(s.Clock()), // a clock per layer: see vclock
 			retry.WithRandom(rand.NewPCG(p.seed, stream(scenarioD, 0, i)))}
 		if nestedRetries {
-			opts = append(opts, retry.WithNestedRetries())
+			opts = append(opts, retry.WithOverload(&retry.OverloadOptions{NestedRetries: true}))
 		}
 		r, err := retry.New(opts...)
 		if err != nil {
@@ -131,7 +131,7 @@ func runNested(p nestedParams, nestedRetries bool) (*nestedRun, error) {
 	}
 	name := "one-layer rule (default)"
 	if nestedRetries {
-		name = "WithNestedRetries at every layer"
+		name = "NestedRetries at every layer"
 	}
 	run := &nestedRun{name: name, leafCalls: make([]int, p.users), outer: make([]*retry.Error, p.users)}
 	var callErr error

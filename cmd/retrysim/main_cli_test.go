@@ -91,7 +91,7 @@ func TestRun_writesChartsAndTables(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(out, "results.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "\nWritten by `retrysim -seed 1 -scenario d -out "+shellArg(out)+"`; do not edit.\n", "the command that was run; no link without -doc")
-	assert.Contains(t, string(md), "| WithNestedRetries at every layer | 27.00 |")
+	assert.Contains(t, string(md), "| NestedRetries at every layer | 27.00 |")
 	assert.Contains(t, string(md), "| d | one-layer rule (default): 3 leaf calls per user call | 3.00 | met |")
 }
 
@@ -107,8 +107,8 @@ func TestRun_rewritesTheDocsBlocks(t *testing.T) {
 	text := string(got)
 	assert.True(t, strings.HasPrefix(text, "# Overload\n\nText.\n\n<!-- retrysim:d -->\nA user call reached the leaf 3 times with the one-layer rule and 27 times without it.\n\n3 layers of 3 attempts"), text)
 	assert.NotContains(t, text, "old table")
-	assert.Contains(t, text, "| one-layer rule (default) | 3.00 |\n| WithNestedRetries at every layer | 27.00 |\n<!-- /retrysim:d -->\n\nMore.")
-	assert.Contains(t, text, "| d | WithNestedRetries at every layer: 27 leaf calls per user call | 27.00 | met |\n<!-- /retrysim:checks -->\n")
+	assert.Contains(t, text, "| one-layer rule (default) | 3.00 |\n| NestedRetries at every layer | 27.00 |\n<!-- /retrysim:d -->\n\nMore.")
+	assert.Contains(t, text, "| d | NestedRetries at every layer: 27 leaf calls per user call | 27.00 | met |\n<!-- /retrysim:checks -->\n")
 	md, err := os.ReadFile(filepath.Join(dir, "out", "results.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "\nWritten by `retrysim -seed 1 -scenario d -out "+shellArg(filepath.Join(dir, "out"))+" -doc "+shellArg(doc)+"`; do not edit. See [../overload.md](../overload.md) for what the scenarios show.\n")

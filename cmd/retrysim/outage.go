@@ -59,21 +59,21 @@ type protection struct {
 
 var (
 	noBudget = protection{name: "no budget", opts: func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
-		return []retry.Option{retry.WithBudget(nil)}, nil, nil
+		return []retry.Option{retry.WithOverload(&retry.OverloadOptions{NoBudget: true})}, nil, nil
 	}}
 	tokenBucket = protection{name: "token bucket (100 tokens)", opts: func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
 		b, err := overload.NewTokenBucket(overload.TokenBucketOptions{})
 		if err != nil {
 			return nil, nil, err
 		}
-		return []retry.Option{retry.WithBudget(b)}, b.Tokens, nil
+		return []retry.Option{retry.WithOverload(&retry.OverloadOptions{Budget: b})}, b.Tokens, nil
 	}}
 	// ratio is New's default budget, on the Retrier's (the sim's) clock.
 	ratio = protection{name: "ratio budget (default)", opts: func(*sim, time.Duration) ([]retry.Option, func() float64, error) {
 		return nil, nil, nil
 	}}
 	breaker = protection{name: "gobreaker, no budget", opts: func(s *sim, timeout time.Duration) ([]retry.Option, func() float64, error) {
-		return []retry.Option{retry.WithBudget(nil), retry.WithBreaker(newGate(s.Clock(), 5, timeout))}, nil, nil
+		return []retry.Option{retry.WithOverload(&retry.OverloadOptions{NoBudget: true, Breaker: newGate(s.Clock(), 5, timeout)})}, nil, nil
 	}}
 )
 

@@ -42,7 +42,7 @@ func TestSim_runWithoutProcsReturns(t *testing.T) {
 func TestSim_retrierWaitsInVirtualTime(t *testing.T) {
 	s := newSim()
 	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithBackoff(retry.Constant(time.Hour)),
-		retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+		retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	require.NoError(t, err)
 	var at []time.Duration
 	var doErr error
@@ -68,7 +68,7 @@ func TestSim_nestedRetriersWaitOnTheirOwnClocks(t *testing.T) {
 	s := newSim()
 	build := func(wait time.Duration) *retry.Retrier {
 		r, err := retry.New(retry.WithClock(s.Clock()), retry.WithBackoff(retry.Constant(wait)),
-			retry.WithJitter(retry.NoJitter), retry.WithBudget(nil), retry.WithMaxAttempts(2), retry.WithNestedRetries())
+			retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(2), retry.WithOverload(&retry.OverloadOptions{NestedRetries: true}))
 		require.NoError(t, err)
 		return r
 	}
@@ -90,7 +90,7 @@ func TestSim_nestedRetriersWaitOnTheirOwnClocks(t *testing.T) {
 // jittered waits: each proc's wait ends when its own timer says.
 func TestSim_sharedRetrierServesManyProcs(t *testing.T) {
 	s := newSim()
-	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithRandom(rand.NewPCG(1, 2)), retry.WithBudget(nil))
+	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithRandom(rand.NewPCG(1, 2)), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 	require.NoError(t, err)
 	const procs = 200
 	done := 0
@@ -130,7 +130,7 @@ type hedgedAttempt struct {
 func hedgedRun(t *testing.T, took []time.Duration, fail []error) (attempts []hedgedAttempt, returned time.Duration, err error) {
 	t.Helper()
 	s := newSim()
-	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithBudget(nil), retry.WithRandom(rand.NewPCG(1, 2)),
+	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithRandom(rand.NewPCG(1, 2)),
 		retry.WithHedge(&retry.HedgeOptions{Delay: 10 * time.Millisecond}))
 	require.NoError(t, err)
 	s.Go(func(*proc) {

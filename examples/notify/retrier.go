@@ -37,8 +37,8 @@ type deps struct {
 	store     retry.IdempotencyStore
 	sink      retry.DeadLetterSink // nil: no dead letters (the -resend mode, under deadletters redrive)
 	observers []retry.Observer
-	budget    retry.Budget // nil: the push service's token bucket (see newRetrier)
-	noBudget  bool         // no budget at all
+	budget    overload.Budget // nil: the push service's token bucket (see newRetrier)
+	noBudget  bool            // no budget at all
 	// atLeastOnce lets a later call run a job whose outcome is unknown
 	// again, once its claim's lease has run out (IdempotencyOptions).
 	atLeastOnce bool
@@ -72,7 +72,7 @@ func newRetrier(d deps) (*retry.Retrier, error) {
 		// do not outpace half the successes, so an outage of the service
 		// gets little more than first attempts, and a 30 % failure rate
 		// (the default -fail-rate) never closes it.
-		retry.WithBudget(d.budget),
+		retry.WithOverload(&retry.OverloadOptions{Budget: d.budget, NoBudget: d.noBudget}),
 	}
 	if d.sink != nil {
 		// Every job that gives up (permanent or exhausted) is kept with

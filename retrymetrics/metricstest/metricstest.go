@@ -49,7 +49,7 @@ func Gauges(t *testing.T, obs retry.Observer, inFlight, waiting func() float64) 
 		// No budget: the gauges are what is checked, and 20 calls alone
 		// earn a ratio budget only 22 retries of the 40 they ask for.
 		r, err := retry.New(retry.WithName("op"), retry.WithObserver(obs), retry.WithMaxAttempts(3),
-			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithBudget(nil))
+			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
 		if err != nil {
 			t.Fatalf("retry.New: %v", err)
 		}
@@ -148,11 +148,11 @@ func Refusals(t *testing.T, obs retry.Observer, inFlight, waiting func() float64
 		}
 		common := []retry.Option{retry.WithName("op"), retry.WithObserver(obs),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter)}
-		err = retry.Do(t.Context(), Failing(9, nil), append(common, retry.WithBudget(empty))...)
+		err = retry.Do(t.Context(), Failing(9, nil), append(common, retry.WithOverload(&retry.OverloadOptions{Budget: empty}))...)
 		if !errors.Is(err, overload.ErrBudgetExhausted) {
 			t.Errorf("the budget's refusal: %v, want an error matching overload.ErrBudgetExhausted", err)
 		}
-		err = retry.Do(t.Context(), Failing(1, nil), append(common, retry.WithBreaker(openBreaker{}))...)
+		err = retry.Do(t.Context(), Failing(1, nil), append(common, retry.WithOverload(&retry.OverloadOptions{Breaker: openBreaker{}}))...)
 		if !errors.Is(err, overload.ErrCircuitOpen) {
 			t.Errorf("the breaker's refusal: %v, want an error matching overload.ErrCircuitOpen", err)
 		}
