@@ -26,7 +26,7 @@ func (h *deadLettering[T]) after(c *call, a *attemptState, v T, err error) (T, e
 		if h.log == nil {
 			h.log = newAttemptLog(c.cfg.dl)
 		}
-		h.log.add(a.attempt(c), c.prevWait, err)
+		h.log.add(a.attempt(c), c.wait.prev, err)
 	}
 	return v, err
 }

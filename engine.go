@@ -54,7 +54,7 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 			break
 		}
 		if !next.made {
-			next = c.nextStep(c.attempts, c.prevWait, err, c.cfg.maxAttempts)
+			next = c.nextStep(c.attempts, c.wait.prev, err, c.cfg.maxAttempts)
 			hs.ruled(c, next)
 		}
 		if next.verdict != waitAndRetry {
@@ -64,8 +64,8 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 		if err = hs.retrying(c, next.wait); err != nil {
 			break
 		}
-		c.prevWait, err = next.wait, nil
-		if ch := armWait(c.cfg, &c.timer, next.wait); ch != nil {
+		c.wait.prev, err = next.wait, nil
+		if ch := armWait(c.cfg, &c.wait.timer, next.wait); ch != nil {
 			select {
 			case <-ch:
 			case <-c.ctx.Done(): // the next look at ctx ends the call, unless waited hands the rest off
@@ -80,7 +80,7 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 // releases the timer and lets each hook have the last word, in order. A
 // failed call returns the zero value, unless a hook says otherwise.
 func finishCall[T any](c *call, hs *hooks[T], v T, err error) (T, error) {
-	c.timer.stop(c.cfg.clock)
+	c.wait.timer.stop(c.cfg.clock)
 	if err != nil {
 		v = *new(T)
 	}

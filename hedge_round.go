@@ -20,7 +20,7 @@ import (
 
 // hedgeRound is a hedged attempt and the hedges it started. A hedge reads
 // only what the loop leaves alone while the round runs, from a copy of
-// the call: its cfg, ctx, start and prevWait.
+// the call: its cfg, ctx, start and wait.prev.
 type hedgeRound[T any] struct {
 	c     call // a copy: Do's stays on its stack
 	fn    func(context.Context) (T, error)
@@ -207,7 +207,7 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	}
 	var rul ruling
 	if err != nil {
-		rul = c.ruleOn(h.k, c.prevWait, err, c.cfg.maxAttempts)
+		rul = c.ruleOn(h.k, c.wait.prev, err, c.cfg.maxAttempts)
 	}
 	lost := r.ended(h, v, err, rul)
 	if err == nil && lost {

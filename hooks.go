@@ -52,7 +52,7 @@ func (hs *hooks[T]) startHooked(c *call) (v T, err error, done bool) {
 		c.start = c.cfg.clockReading()
 	}
 	if r := c.cfg.resume; r != nil { // never with a first attempt of the entry point's: not plainFirst
-		c.attempts, c.prevWait = r.attempts, r.wait
+		c.attempts, c.wait.prev = r.attempts, r.wait
 	}
 	switch {
 	case c.last != nil:
@@ -98,7 +98,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 		}
 	}
 	if f&featObserver != 0 {
-		startAttempt(c, &a, c.prevWait)
+		startAttempt(c, &a, c.wait.prev)
 	}
 	if c.ran = act == runFn; c.ran {
 		ctx := c.ctx
@@ -143,7 +143,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 // tells the hooks, as the loop does: each error is classified once, for
 // the wait and for a budget and a breaker alike.
 func (hs *hooks[T]) ruleAttempt(c *call, err error) ruling {
-	next := c.nextStep(c.attempts, c.prevWait, err, c.cfg.maxAttempts)
+	next := c.nextStep(c.attempts, c.wait.prev, err, c.cfg.maxAttempts)
 	hs.ruled(c, next)
 	return next
 }
@@ -352,7 +352,7 @@ func (hs *hooks[T]) settle(c *call, a *attemptState, r *hedgeRound[T], v T, err 
 		if !endsRound(rul.verdict) {
 			// The hedge ruled with its own number; the loop goes on
 			// from the call's count. Its WithRetryIf has had its say.
-			next = c.nextStep(c.attempts, c.prevWait, ruledError{failure}, c.cfg.maxAttempts)
+			next = c.nextStep(c.attempts, c.wait.prev, ruledError{failure}, c.cfg.maxAttempts)
 		}
 		c.last = err
 	}

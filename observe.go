@@ -14,7 +14,7 @@ type observing[T any] struct {
 }
 
 func (o *observing[T]) before(c *call, a *attemptState) (v T, err error, act action) {
-	startAttempt(c, a, c.prevWait)
+	startAttempt(c, a, c.wait.prev)
 	return v, nil, runFn
 }
 

@@ -16,14 +16,20 @@ type call struct {
 	ctx      context.Context
 	start    time.Duration // a reading of the clock, taken only when a feature needs elapsed time (config.readsStart)
 	attempts int           // attempts made, the first included
-	prevWait time.Duration
-	last     error     // the last attempt's error
-	timer    waitTimer // the call's one wait timer
-	ran      bool      // the last attempt called fn: no hook answered it
+	last     error         // the last attempt's error
+	wait     callWait      // the wait before the last attempt, and the timer of the next
+	ran      bool          // the last attempt called fn: no hook answered it
 	// hedgeFn is the fn of a call of Hedge or HedgeValue (featHedge),
 	// whose hedges call it on their goroutines, so it is on the heap; nil
 	// for Do's, which does not hedge (so Do's fn need not escape).
 	hedgeFn any
+}
+
+// callWait is a call's wait between attempts: how long the last one was
+// (the policy's and the observers' prev), and the call's one timer.
+type callWait struct {
+	prev  time.Duration
+	timer waitTimer
 }
 
 // sinceStart is the time since the call started, on its clock.
@@ -34,7 +40,7 @@ func (c *call) sinceStart() time.Duration { return c.cfg.clockReading() - c.star
 // still calls the clock's WaitArmed hook, so that a test advancing a mock
 // clock once per wait sees every wait of any schedule.
 func (c *call) sleepOrDone(d time.Duration) bool {
-	ch := armWait(c.cfg, &c.timer, d)
+	ch := armWait(c.cfg, &c.wait.timer, d)
 	if ch == nil {
 		return true
 	}
