@@ -3,13 +3,15 @@ package retry
 import (
 	"context"
 	"time"
-	"unsafe"
 
-	"github.com/benbjohnson/clock"
+	"github.com/steadfast-go/retry/internal/clocks"
 )
 
 // The Retrier's clock: every reading of time and every timer of a call
-// goes through here, on the real clock or the one WithClock gave.
+// goes through here, on the real clock or the one WithClock gave. The
+// timers are internal/clocks'; the readings stay methods of config, as
+// their arguments (a clock and a time.Time) put a parked observed call
+// at 4 KB of stack from another package.
 
 // monoEpoch anchors the real clock's readings in now. It is set once, at
 // start-up.
@@ -65,7 +67,7 @@ func (cfg *config) clockUntil(t time.Time) time.Duration {
 // armWait arms a call's timer, t, for a wait of d and tells the clock's
 // WaitArmed hook; it returns nil for a zero wait, which arms nothing. The
 // loop selects on the channel itself (see engine.go).
-func armWait(cfg *config, t *waitTimer, d time.Duration) <-chan time.Time {
+func armWait(cfg *config, t *clocks.Timer, d time.Duration) <-chan time.Time {
 	if d <= 0 && cfg.waitArmed == nil {
 		return nil // inlined: a zero wait without a hook costs no call
 	}
@@ -74,91 +76,27 @@ func armWait(cfg *config, t *waitTimer, d time.Duration) <-chan time.Time {
 
 // armTimer is armWait's part for a non-zero wait or a hook, on t; the
 // waits of sleepDetached take it too.
-func armTimer(cfg *config, t *waitTimer, d time.Duration) <-chan time.Time {
+func armTimer(cfg *config, t *clocks.Timer, d time.Duration) <-chan time.Time {
 	if d <= 0 {
 		cfg.waitArmed(0)
 		return nil
 	}
-	ch := t.arm(cfg.clock, d)
+	ch := t.Arm(cfg.clock, d)
 	if cfg.waitArmed != nil {
 		cfg.waitArmed(d)
 	}
 	return ch
 }
 
-// waitTimer is the one timer of a call, made at the first non-zero wait
-// and reset for the later ones: a *time.Timer without an injected clock
-// (which saves the clock package's wrapper allocation), else the clock's
-// *clock.Timer, as the Retrier's clock says. One word for either: a parked
-// call's frame keeps it (see engine.go).
-type waitTimer struct{ p unsafe.Pointer }
-
-func (w *waitTimer) arm(clk clock.Clock, d time.Duration) <-chan time.Time {
-	if clk == nil {
-		t := (*time.Timer)(w.p)
-		if t == nil {
-			t = time.NewTimer(d)
-			w.p = unsafe.Pointer(t)
-		} else {
-			t.Reset(d) // Go 1.23 timers: no stale value can be left in C
-		}
-		return t.C
-	}
-	t := (*clock.Timer)(w.p)
-	if t == nil {
-		t = clk.Timer(d)
-		w.p = unsafe.Pointer(t)
-	} else {
-		t.Reset(d)
-	}
-	return t.C
-}
-
-// stop stops the timer, armed on clk.
-func (w *waitTimer) stop(clk clock.Clock) {
-	switch {
-	case w.p == nil:
-	case clk == nil:
-		(*time.Timer)(w.p).Stop()
-	default:
-		(*clock.Timer)(w.p).Stop()
-	}
-}
-
 // sleepDetached waits d on the Retrier's clock whatever the caller's
 // context says: the outcome must be recorded even if the caller left.
-func sleepDetached(cfg *config, t *waitTimer, d time.Duration) {
+func sleepDetached(cfg *config, t *clocks.Timer, d time.Duration) {
 	if ch := armTimer(cfg, t, d); ch != nil {
 		<-ch
 	}
 }
 
-// hedgeTimer is a hedged attempt's timer, which starts the next hedge on
-// its own goroutine: on the real clock or the Retrier's.
-type hedgeTimer struct {
-	t  *time.Timer
-	ct *clock.Timer
-}
-
-func (cfg *config) afterFunc(d time.Duration, f func()) hedgeTimer {
-	if cfg.clock == nil {
-		return hedgeTimer{t: time.AfterFunc(d, f)}
-	}
-	return hedgeTimer{ct: cfg.clock.AfterFunc(d, f)}
-}
-
-func (h hedgeTimer) reset(d time.Duration) {
-	if h.t != nil {
-		h.t.Reset(d)
-	} else {
-		h.ct.Reset(d)
-	}
-}
-
-func (h hedgeTimer) stop() {
-	if h.t != nil {
-		h.t.Stop()
-	} else {
-		h.ct.Stop()
-	}
+// afterFunc calls f after d on the Retrier's clock, on its own goroutine.
+func (cfg *config) afterFunc(d time.Duration, f func()) clocks.FuncTimer {
+	return clocks.AfterFunc(cfg.clock, d, f)
 }

@@ -80,7 +80,7 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 // releases the timer and lets each hook have the last word, in order. A
 // failed call returns the zero value, unless a hook says otherwise.
 func finishCall[T any](c *call, hs *hooks[T], v T, err error) (T, error) {
-	c.wait.timer.stop(c.cfg.clock)
+	c.wait.timer.Stop(c.cfg.clock)
 	if err != nil {
 		v = *new(T)
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/steadfast-go/retry/internal/clocks"
 )
 
 // A hedged attempt (WithHedge) is one turn of the loop: its first attempt
@@ -28,7 +30,7 @@ type hedgeRound[T any] struct {
 	delay time.Duration
 
 	mu       sync.Mutex
-	timer    hedgeTimer
+	timer    clocks.FuncTimer
 	next     int                        // the number of the next hedge's attempt
 	cancels  []context.CancelCauseFunc  // the first attempt's, then each hedge's
 	room     [3]context.CancelCauseFunc // cancels' first backing array: default attempts cost no allocation
@@ -105,7 +107,7 @@ func (ruledError) alwaysRetried()  {}
 func (r *hedgeRound[T]) closeLocked() {
 	r.closed = true
 	if r.armed {
-		r.timer.stop() // if it fires all the same, the hedge finds r closed
+		r.timer.Stop() // if it fires all the same, the hedge finds r closed
 		r.armed = false
 	}
 }
@@ -117,7 +119,7 @@ func (r *hedgeRound[T]) closeLocked() {
 // Called with r.mu held.
 func (r *hedgeRound[T]) hedgeNowLocked() {
 	if !r.closed && (r.firstIn || r.inFlight > 0) && r.next <= r.c.cfg.maxAttempts {
-		r.timer.reset(0)
+		r.timer.Reset(0)
 		r.armed = true
 	}
 }
@@ -172,7 +174,7 @@ func (r *hedgeRound[T]) fire() {
 			r.wake = make(chan struct{}, 1)
 		}
 		if r.next <= c.cfg.maxAttempts {
-			r.timer.reset(r.delay)
+			r.timer.Reset(r.delay)
 			r.armed = true
 		}
 	}

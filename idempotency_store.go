@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/steadfast-go/retry/internal/clocks"
 )
 
 // The store calls of an idempotent call (claim, renew, complete,
@@ -133,8 +135,8 @@ func (s *heldClaim) complete(rec StoredOutcome) error {
 	detached := context.WithoutCancel(s.ctx)
 	end := s.cfg.clockNow().Add(lease)
 	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
-	var timer waitTimer
-	defer timer.stop(s.cfg.clock)
+	var timer clocks.Timer
+	defer timer.Stop(s.cfg.clock)
 	var lastErr error
 	reclaimed := false
 	for backoff := minRecordBackoff; ; backoff = min(2*backoff, maxRecordBackoff) {
@@ -201,7 +203,7 @@ func minTime(a, b time.Time) time.Time {
 // lookup that fails is retried with backoff until bound, like the record
 // itself. A key the store lost altogether is claimed again (s.token is then
 // the new claim) so the outcome can still be recorded.
-func (s *heldClaim) recordedEarlier(parent context.Context, bound time.Time, timer *waitTimer) bool {
+func (s *heldClaim) recordedEarlier(parent context.Context, bound time.Time, timer *clocks.Timer) bool {
 	s.token = ""
 	for backoff := minRecordBackoff; s.cfg.clockNow().Before(bound); backoff = min(2*backoff, maxRecordBackoff) {
 		at := s.cfg.clockNow()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
+
+	"github.com/steadfast-go/retry/internal/clocks"
 )
 
 // call is the loop's own state in one call of Do, which the hooks may
@@ -29,7 +31,7 @@ type call struct {
 // (the policy's and the observers' prev), and the call's one timer.
 type callWait struct {
 	prev  time.Duration
-	timer waitTimer
+	timer clocks.Timer
 }
 
 // sinceStart is the time since the call started, on its clock.

@@ -1,4 +1,4 @@
-package retry
+package latency
 
 import (
 	"math/rand/v2"
@@ -24,27 +24,27 @@ func TestNth_isTheKthOfTheSorted(t *testing.T) {
 }
 
 func TestLatencies_delayIsThePercentileOfTheWindow(t *testing.T) {
-	l := newLatencies(80, 0.95, time.Millisecond) // recomputed every 10
+	l := New(80, 0.95, time.Millisecond) // recomputed every 10
 	for i := range 9 {
-		l.record(time.Duration(i+1) * time.Millisecond)
+		l.Record(time.Duration(i+1) * time.Millisecond)
 	}
 	if d := l.delay.Load(); d != 0 {
 		t.Fatalf("before 10 latencies: delay %v, want none", time.Duration(d))
 	}
 	for i := 9; i < 80; i++ {
-		l.record(time.Duration(i+1) * time.Millisecond) // 1..80ms
+		l.Record(time.Duration(i+1) * time.Millisecond) // 1..80ms
 	}
 	if d := time.Duration(l.delay.Load()); d != 76*time.Millisecond {
 		t.Fatalf("delay %v, want 76ms, the 76th of 80", d)
 	}
 	for range 80 { // the window moves on: 80 latencies of 2ms
-		l.record(2 * time.Millisecond)
+		l.Record(2 * time.Millisecond)
 	}
 	if d := time.Duration(l.delay.Load()); d != 2*time.Millisecond {
 		t.Fatalf("delay %v, want 2ms", d)
 	}
 	for range 80 {
-		l.record(time.Microsecond)
+		l.Record(time.Microsecond)
 	}
 	if d := time.Duration(l.delay.Load()); d != time.Millisecond {
 		t.Fatalf("delay %v, want the floor, 1ms", d)
