@@ -19,10 +19,8 @@ export GOWORK="$PWD/go.work"
 
 # The only skips allowed under CI=true, matched against "TestName: reason":
 # allocation guards under the race detector, the helper tests that run only
-# as a child process of another test, the tests of skipping itself, and
-# retryriver's chaos test while the loss it finds is open (it runs with
-# RETRY_TEST_CHAOS=1).
-ci_allowed_skips='race detector|runs only as a child process|^TestPoolSkipsWithoutServer/|^TestStartServerSkipsWithoutBinaries/|^TestHandOff_chaos: '
+# as a child process of another test, and the tests of skipping itself.
+ci_allowed_skips='race detector|runs only as a child process|^TestPoolSkipsWithoutServer/|^TestStartServerSkipsWithoutBinaries/'
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
