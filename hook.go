@@ -6,15 +6,15 @@ import (
 	"time"
 )
 
-// hook is one feature's part in one call of Do: observing, guarding (a
-// budget and a breaker), timingOut, idemCall, deadLettering and
-// handingOff each implement it. The loop, runCall, knows none of them by
-// name: it calls them through hooks (hooks.go), whose methods call each
-// at fixed points. A hook keeps its per-call state in itself (each call
-// has its own hooks) and its per-attempt state in the attempt. Hooks run
-// on Do's goroutine, in order, never under a lock; a hedge
-// (hedge_round.go) still does its attempt's part itself, on its own
-// goroutine. noHook gives the methods a feature does not need.
+// hook is one feature's part in one call of Do. There are two kinds.
+// Round hooks (idemCall, deadLettering, handingOff: the whole call) keep
+// per-call state in themselves and run on the caller's goroutine only.
+// Attempt hooks (the guard, the observer, the attempt timeout: one
+// attempt each) keep their state in the attempt and read only the
+// immutable config, so a hedge runs them on its own goroutine through the
+// same functions (attempt.go). runCall knows no hook by name: the
+// dispatcher (hooks.go) calls them at fixed points, in order, never under
+// a lock. noHook gives the methods a feature does not need.
 type hook[T any] interface {
 	// begin runs before the first attempt, while the context is live;
 	// endCall ends the call at once with v and err (a replayed outcome, or
