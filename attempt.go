@@ -81,7 +81,7 @@ func attemptContext(c *call, a *attemptState, ctx context.Context) context.Conte
 // is judged at once, as attempt n to the budget, before any hook after it
 // can panic: the downstream answered.
 func finishAttempt(c *call, a *attemptState, g *attemptGuard, n int, err error) {
-	a.release()
+	a.cancelContext()
 	if err == nil {
 		g.judge(c.cfg, n, nil, judgedAnswered, false)
 	}
@@ -158,8 +158,8 @@ func (e notCountedError) Error() string {
 }
 func (e notCountedError) Unwrap() []error { return []error{overload.ErrNotCounted, e.err} }
 
-// release releases the attempt's context, once.
-func (a *attemptState) release() {
+// cancelContext cancels the attempt's context, once.
+func (a *attemptState) cancelContext() {
 	if a.cancel != nil {
 		a.cancel()
 		a.cancel = nil

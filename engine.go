@@ -39,7 +39,7 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 	var hs hooks[T]
 	v, err, done := hs.begin(c)
 	for !done {
-		var next ruling // the policy's word on the failed attempt
+		var next decision // the policy's word on the failed attempt
 		switch {
 		case err != nil: // the entry point's first attempt failed
 		case c.ctx.Err() != nil:
@@ -54,8 +54,8 @@ func runCall[T any](c *call, fn func(context.Context) (T, error)) (T, error) {
 			break
 		}
 		if !next.made {
-			next = c.nextStep(c.attempts, c.wait.prev, err, c.cfg.maxAttempts)
-			hs.ruled(c, next)
+			next = c.decideNext(c.attempts, c.wait.prev, err, c.cfg.maxAttempts)
+			hs.decided(c, next)
 		}
 		if next.verdict != waitAndRetry {
 			err = c.stopFor(next.verdict)

@@ -21,8 +21,8 @@ func (g *guarding[T]) before(c *call, _ *attemptState) (v T, err error, act acti
 }
 
 // after tells of a success at once, before any hook after it can panic:
-// the downstream answered. A failure is told once the policy has ruled on
-// it (see ruled).
+// the downstream answered. A failure is told once the policy has decided
+// on it (see decided).
 func (g *guarding[T]) after(c *call, _ *attemptState, v T, err error) (T, error) {
 	if err == nil && c.ran {
 		g.tell(c, nil, judgedAnswered, false)
@@ -30,8 +30,8 @@ func (g *guarding[T]) after(c *call, _ *attemptState, v T, err error) (T, error)
 	return v, err
 }
 
-// ruled tells of a failed attempt on which the policy ruled.
-func (g *guarding[T]) ruled(c *call, err error, next ruling) {
+// decided tells of a failed attempt on which the policy decided.
+func (g *guarding[T]) decided(c *call, err error, next decision) {
 	if c.ran {
 		g.tell(c, err, judged(next.verdict), next.hinted)
 	}

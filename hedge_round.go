@@ -18,7 +18,7 @@ import (
 // A hedge runs its attempt's hooks itself, on its goroutine: the
 // observer's start and end, the breaker's and the budget's word, its own
 // attempt timeout. Do's goroutine, once its fn has returned, waits for
-// the round to be decided (settle), and the loop goes on with its result.
+// the round to be decided (awaitRound), and the loop goes on with its result.
 
 // hedgeRound is a hedged attempt and the hedges it started. A hedge reads
 // only what the loop leaves alone while the round runs, from a copy of
@@ -34,11 +34,11 @@ type hedgeRound[T any] struct {
 	next     int                        // the number of the next hedge's attempt
 	cancels  []context.CancelCauseFunc  // the first attempt's, then each hedge's
 	room     [3]context.CancelCauseFunc // cancels' first backing array: default attempts cost no allocation
-	wake     chan struct{}              // made with the first hedge: one ended, settle looks again
+	wake     chan struct{}              // made with the first hedge: one ended, awaitRound looks again
 	v        T                          // the winning hedge's value
 	winStart time.Duration              // and its start, since the call's: the caller tells the observer its end
 	err      error                      // the latest failure of a hedge
-	rul      ruling                     // the hedge's ruling on it
+	dec      decision                   // the policy's decision on it, for the hedge
 	// The flags and small counts share a word: a round a size class
 	// smaller is 64 bytes less per hedged call.
 	armed    bool  // the timer will start a hedge
@@ -76,7 +76,7 @@ func (r *hedgeRound[T]) waitDecided(ctx context.Context) (ctxEnded bool) {
 	return ctxEnded
 }
 
-// abandon ends a round that settle did not: the caller's goroutine is
+// abandon ends a round that awaitRound did not: the caller's goroutine is
 // unwinding a panic. The hedges still running are cancelled, and no new
 // one starts.
 func (r *hedgeRound[T]) abandon() {
@@ -94,12 +94,12 @@ func (r *hedgeRound[T]) abandon() {
 	}
 }
 
-// ruledError is an attempt's error that WithRetryIf has judged worth
-// another attempt already, ruled on again with the call's count.
-type ruledError struct{ error }
+// retryWorthyError is an attempt's error that WithRetryIf has judged worth
+// another attempt already, decided on again with the call's count.
+type retryWorthyError struct{ error }
 
-func (e ruledError) Unwrap() error { return e.error }
-func (ruledError) alwaysRetried()  {}
+func (e retryWorthyError) Unwrap() error { return e.error }
+func (retryWorthyError) alwaysRetried()  {}
 
 // closeLocked decides the round: no hedge starts after it, and the
 // attempts still running are cancelled by whoever called it, once r.mu is
@@ -127,12 +127,12 @@ func (r *hedgeRound[T]) hedgeNowLocked() {
 // hedge is one hedge's own state, on its goroutine: with its attempt
 // hooks' (attempt.go), as the loop's attempt has.
 type hedge struct {
-	k       int                     // its attempt's number
-	a       attemptState            // the attempt timeout's and the observer's
-	g       attemptGuard            // the breaker's and the budget's
-	counted bool                    // in r.inFlight
-	settled bool                    // out of it again
-	cancel  context.CancelCauseFunc // its context's
+	k         int                     // its attempt's number
+	a         attemptState            // the attempt timeout's and the observer's
+	g         attemptGuard            // the breaker's and the budget's
+	counted   bool                    // in r.inFlight
+	uncounted bool                    // out of it again
+	cancel    context.CancelCauseFunc // its context's
 }
 
 // fire starts a hedge, on the timer's goroutine, if the round is open and
@@ -181,7 +181,7 @@ func (r *hedgeRound[T]) fire() {
 	r.mu.Unlock()
 	if closed {
 		h.cancel(nil)
-		h.a.release()
+		h.a.cancelContext()
 		h.g.judge(c.cfg, h.k, ErrHedgeLost, judgedNotCounted, false)
 		return
 	}
@@ -207,11 +207,11 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	if panicked != nil {
 		panic(panicked) // fire's recover hands it on, fn's end told
 	}
-	var rul ruling
+	var dec decision
 	if err != nil {
-		rul = c.ruleOn(h.k, c.wait.prev, err, c.cfg.maxAttempts)
+		dec = c.decideFor(h.k, c.wait.prev, err, c.cfg.maxAttempts)
 	}
-	lost := r.ended(h, v, err, rul)
+	lost := r.ended(h, v, err, dec)
 	if err == nil && lost {
 		// A winner's end is told by the caller, once idempotency has
 		// recorded the outcome, as a plain attempt's is.
@@ -224,7 +224,7 @@ func (r *hedgeRound[T]) run(h *hedge, ctx context.Context) {
 	case lost:
 		h.g.judge(c.cfg, h.k, err, judgedNotCounted, false)
 	case err != nil:
-		h.g.judge(c.cfg, h.k, err, judged(rul.verdict), rul.hinted)
+		h.g.judge(c.cfg, h.k, err, judged(dec.verdict), dec.hinted)
 	}
 }
 
@@ -243,13 +243,13 @@ func callFn[T any](fn func(context.Context) (T, error), ctx context.Context) (v 
 }
 
 // ended tells the round that hedge h's attempt ended with v and err, on
-// which the policy ruled rul: a success wins, a fatal failure ends the
+// on which the policy decided dec: a success wins, a fatal failure ends the
 // round, another sends the next hedge at once; the others are cancelled
 // if the round is decided. lost says it was decided already.
-func (r *hedgeRound[T]) ended(h *hedge, v T, err error, rul ruling) (lost bool) {
+func (r *hedgeRound[T]) ended(h *hedge, v T, err error, dec decision) (lost bool) {
 	r.mu.Lock()
 	r.inFlight--
-	h.settled = true
+	h.uncounted = true
 	lost = r.closed
 	var cancels []context.CancelCauseFunc
 	if !lost {
@@ -258,8 +258,8 @@ func (r *hedgeRound[T]) ended(h *hedge, v T, err error, rul ruling) (lost bool) 
 			r.won, r.v, r.from, r.winStart = true, v, attemptNumber(h.k), h.a.start
 			r.closeLocked()
 		default:
-			r.failed, r.err, r.rul, r.from = true, err, rul, attemptNumber(h.k)
-			if r.fatal = endsRound(rul.verdict); r.fatal {
+			r.failed, r.err, r.dec, r.from = true, err, dec, attemptNumber(h.k)
+			if r.fatal = endsRound(dec.verdict); r.fatal {
 				r.closeLocked()
 			} else {
 				r.hedgeNowLocked()
@@ -274,19 +274,19 @@ func (r *hedgeRound[T]) ended(h *hedge, v T, err error, rul ruling) (lost bool) 
 	for _, f := range cancels {
 		f(ErrHedgeLost)
 	}
-	r.wakeSettle()
+	r.wakeDecider()
 	return lost
 }
 
 // panickedOut ends hedge h, whose fn or a hook on its goroutine panicked
 // with p: the breaker hears a failure, as Do's unwind tells it (the budget
-// hears nothing of a panic), and the round ends with p, which settle
+// hears nothing of a panic), and the round ends with p, which awaitRound
 // raises on the caller's goroutine. A hedge that lost raises p on its
 // own: nobody waits for it any more.
 func (r *hedgeRound[T]) panickedOut(h *hedge, p any) {
 	h.g.abort()
 	r.mu.Lock()
-	if h.counted && !h.settled {
+	if h.counted && !h.uncounted {
 		r.inFlight--
 	}
 	lost := r.closed
@@ -303,18 +303,18 @@ func (r *hedgeRound[T]) panickedOut(h *hedge, p any) {
 	if h.cancel != nil {
 		h.cancel(nil)
 	}
-	h.a.release()
-	r.wakeSettle()
+	h.a.cancelContext()
+	r.wakeDecider()
 	if lost {
 		panic(p)
 	}
 }
 
-// wakeSettle tells settle, if it waits, that a hedge ended.
-func (r *hedgeRound[T]) wakeSettle() {
+// wakeDecider tells awaitRound, if it waits, that a hedge ended.
+func (r *hedgeRound[T]) wakeDecider() {
 	select {
 	case r.wake <- struct{}{}: // made before r.inFlight counted a hedge; nil before: no one waits
-	default: // settle will look anyway
+	default: // awaitRound will look anyway
 	}
 }
 

@@ -507,7 +507,7 @@ func TestHedge_doDoesNotHedge(t *testing.T) {
 // TestHedge_firstAttemptWinsAfterAHedgeFailed: the hedge (attempt 2 of 2)
 // fails with a retryable error while the first attempt runs; the first
 // then succeeds, and the call returns its value, not the hedge's failure
-// (found by retryhttp's hedging, on the first version of settle).
+// (found by retryhttp's hedging, on the first version of awaitRound).
 func TestHedge_firstAttemptWinsAfterAHedgeFailed(t *testing.T) {
 	r, err := retry.New(retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)),
 		retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}))
@@ -562,7 +562,7 @@ func TestHedge_timerIsArmedUnderTheRoundsLock(t *testing.T) {
 
 // The latest failure to arrive need not be the highest-numbered attempt:
 // hedge 2 fails after hedge 3, and the loop goes on from the call's count
-// (3 of 3), not from the ruling hedge 2 made with its own number.
+// (3 of 3), not from the decision hedge 2 made with its own number.
 func TestHedge_theLatestFailureIsRuledWithTheCallsCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := hedged(t, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0)))
@@ -653,7 +653,7 @@ func TestHedge_panicInRetryIfEndsTheRound(t *testing.T) {
 
 // WithIdempotency: a renewal that fails cuts fn off, and a hedged call
 // ends as Do's does, OutcomeUnknown with the claim kept, though its
-// attempt was ruled on before the cut was known.
+// attempt was decided on before the cut was known.
 func TestHedge_renewalCutIsUnknownAsInDo(t *testing.T) {
 	for _, hedge := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Do", true: "Hedge"}[hedge], func(t *testing.T) {

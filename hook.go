@@ -31,9 +31,9 @@ type hook[T any] interface {
 	// attempt's result, which it may replace (a success whose outcome
 	// could not be recorded).
 	after(c *call, a *attemptState, v T, err error) (T, error)
-	// ruled runs when the policy ruled on the last attempt's error err: a
+	// decided runs when the policy decided on the last attempt's error err: a
 	// budget and a breaker hear of it.
-	ruled(c *call, err error, next ruling)
+	decided(c *call, err error, next decision)
 	// retrying runs before a wait of d for another attempt; an error
 	// refuses it and ends the call.
 	retrying(c *call, d time.Duration) error
@@ -89,7 +89,7 @@ func (noHook[T]) before(*call, *attemptState) (v T, err error, act action) {
 }
 func (noHook[T]) fnContext(_ *call, _ *attemptState, ctx context.Context) context.Context { return ctx }
 func (noHook[T]) after(_ *call, _ *attemptState, v T, err error) (T, error)               { return v, err }
-func (noHook[T]) ruled(*call, error, ruling)                                              {}
+func (noHook[T]) decided(*call, error, decision)                                          {}
 func (noHook[T]) retrying(*call, time.Duration) error                                     { return nil }
 func (noHook[T]) waited(*call, time.Duration) error                                       { return nil }
 func (noHook[T]) end(_ *call, v T, err error, _ *Done) (T, error)                         { return v, err }

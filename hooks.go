@@ -81,7 +81,7 @@ func (hs *hooks[T]) startHooked(c *call) (v T, err error, done bool) {
 // before and after are called from here, not from methods of hooks: a
 // parked observed call's stack keeps its frames (see the notes at the
 // top).
-func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v T, err error, next ruling, done bool) {
+func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v T, err error, next decision, done bool) {
 	var a attemptState
 	returned := false
 	defer hs.unwindUnless(c, &a, &returned)
@@ -123,7 +123,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 	if hs.idem != nil {
 		v, err = hs.idem.after(c, &a, v, err)
 		if _, cut := err.(*cutAttempt); cut {
-			next = ruling{} // a hedged attempt's ruling did not know: the outcome is unknown
+			next = decision{} // a hedged attempt's decision did not know: the outcome is unknown
 		}
 	}
 	if f&featDeadLetter != 0 {
@@ -133,7 +133,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 		endAttempt(c, &a, err, &hs.obs.lastEnd)
 	}
 	if err != nil && !next.made && f&(featBreaker|featIdempotency) != 0 {
-		next = hs.ruleAttempt(c, err)
+		next = hs.decideAttempt(c, err)
 	}
 	returned = true
 	return v, err, next, err == nil
@@ -142,16 +142,16 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 // ruleAttempt asks the policy what follows an attempt that failed with err, and
 // tells the hooks, as the loop does: each error is classified once, for
 // the wait and for a budget and a breaker alike.
-func (hs *hooks[T]) ruleAttempt(c *call, err error) ruling {
-	next := c.nextStep(c.attempts, c.wait.prev, err, c.cfg.maxAttempts)
-	hs.ruled(c, next)
+func (hs *hooks[T]) decideAttempt(c *call, err error) decision {
+	next := c.decideNext(c.attempts, c.wait.prev, err, c.cfg.maxAttempts)
+	hs.decided(c, next)
 	return next
 }
 
-// ruled tells the hooks of the policy's word on the last attempt.
-func (hs *hooks[T]) ruled(c *call, next ruling) {
+// decided tells the hooks of the policy's decision on the last attempt.
+func (hs *hooks[T]) decided(c *call, next decision) {
 	if c.cfg.features&(featBudget|featBreaker) != 0 {
-		hs.guard.ruled(c, c.last, next)
+		hs.guard.decided(c, c.last, next)
 	}
 }
 
@@ -263,7 +263,7 @@ func (hs *hooks[T]) unwind(c *call, a *attemptState) {
 // observer hears the end of the attempt whose result the round returns
 // from the loop, after idempotency's part, as for a plain attempt; a is
 // left describing that attempt.
-func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn func(context.Context) (T, error)) (v T, err error, next ruling) {
+func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn func(context.Context) (T, error)) (v T, err error, next decision) {
 	cfg := c.cfg
 	base := ctx
 	d, hedge := cfg.hedge.nextDelay()
@@ -298,14 +298,14 @@ func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn fu
 	if r == nil {
 		return v, err, next
 	}
-	return hs.settle(c, a, r, v, err)
+	return hs.awaitRound(c, a, r, v, err)
 }
 
-// settle decides the round r once the first attempt, a, returned v and
+// awaitRound decides the round r once the first attempt, a, returned v and
 // err: a success of any attempt, a failure that ends the call, or the
 // latest failure once all have failed; or the call's context ended.
-func (hs *hooks[T]) settle(c *call, a *attemptState, r *hedgeRound[T], v T, err error) (T, error, ruling) {
-	var next ruling
+func (hs *hooks[T]) awaitRound(c *call, a *attemptState, r *hedgeRound[T], v T, err error) (T, error, decision) {
+	var next decision
 	r.mu.Lock()
 	lostFirst := r.closed
 	r.firstIn = false
@@ -319,7 +319,7 @@ func (hs *hooks[T]) settle(c *call, a *attemptState, r *hedgeRound[T], v T, err 
 		c.attempts = r.next - 1
 		r.failed = false // this failure is the latest now
 		r.mu.Unlock()
-		next = hs.ruleAttempt(c, err)
+		next = hs.decideAttempt(c, err)
 		r.mu.Lock()
 		if endsRound(next.verdict) {
 			r.closeLocked()
@@ -328,11 +328,11 @@ func (hs *hooks[T]) settle(c *call, a *attemptState, r *hedgeRound[T], v T, err 
 		}
 	}
 	if r.waitDecided(c.ctx) {
-		next = ruling{} // the loop finds the context ended
+		next = decision{} // the loop finds the context ended
 	}
 	c.attempts = r.next - 1
 	cancels, won, panicked := r.cancels, r.won, r.panicked
-	winner, failed, failure, rul := r.v, r.failed, r.err, r.rul
+	winner, failed, failure, dec := r.v, r.failed, r.err, r.dec
 	r.cancels = nil
 	r.mu.Unlock() // what follows calls out: no hook runs under the lock
 	for _, cancel := range cancels {
@@ -343,16 +343,16 @@ func (hs *hooks[T]) settle(c *call, a *attemptState, r *hedgeRound[T], v T, err 
 	case panicked != nil:
 		panic(panicked)
 	case won:
-		v, err, next = winner, nil, ruling{}
+		v, err, next = winner, nil, decision{}
 		a.number, a.start, a.observed = r.from, r.winStart, c.cfg.features&featObserver != 0
 	case err == nil && !lostFirst: // fn's own success won
 	case failed:
-		v, err, next = *new(T), failure, rul
+		v, err, next = *new(T), failure, dec
 		a.number = r.from
-		if !endsRound(rul.verdict) {
-			// The hedge ruled with its own number; the loop goes on
+		if !endsRound(dec.verdict) {
+			// The hedge decided with its own number; the loop goes on
 			// from the call's count. Its WithRetryIf has had its say.
-			next = c.nextStep(c.attempts, c.wait.prev, ruledError{failure}, c.cfg.maxAttempts)
+			next = c.decideNext(c.attempts, c.wait.prev, retryWorthyError{failure}, c.cfg.maxAttempts)
 		}
 		c.last = err
 	}

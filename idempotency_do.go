@@ -166,7 +166,7 @@ func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
 	c.last = errHeld
 	prev := time.Duration(0)
 	for n := 1; ; n++ {
-		next := c.nextStep(n, prev, errHeld, math.MaxInt)
+		next := c.decideNext(n, prev, errHeld, math.MaxInt)
 		if next.verdict != waitAndRetry {
 			return cl, c.stopFor(next.verdict), true
 		}

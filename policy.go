@@ -158,7 +158,7 @@ const (
 	judgedFailure                     // an error the policy would retry, attempts left or not
 )
 
-// judged says what a failed attempt on which decide ruled v says of the
+// judged says what a failed attempt on which decide decided v says of the
 // downstream.
 func judged(v verdict) judgement {
 	switch v {
@@ -217,19 +217,19 @@ func (cfg *config) uniformSample(rnd func() float64) float64 {
 	return rand.Float64()
 }
 
-// nextStep asks the policy what follows attempt, which failed with err after
+// decideNext asks the policy what follows attempt, which failed with err after
 // a wait of prev, with an attempt limit of maxAttempts (an idempotent call
 // waiting for another holder has none), and keeps err as the call's last. It reads the clock only for what
 // the Retrier needs (the time budget, the context's deadline) and asks the
 // context for its deadline each time rather than keep it in the call.
-func (c *call) nextStep(attempt int, prev time.Duration, err error, maxAttempts int) ruling {
+func (c *call) decideNext(attempt int, prev time.Duration, err error, maxAttempts int) decision {
 	c.last = err
-	return c.ruleOn(attempt, prev, err, maxAttempts)
+	return c.decideFor(attempt, prev, err, maxAttempts)
 }
 
-// ruleOn is nextStep without keeping err: a hedge, on its own goroutine,
-// rules on its attempt while the loop's state is Do's.
-func (c *call) ruleOn(attempt int, prev time.Duration, err error, maxAttempts int) ruling {
+// decideFor is decideNext without keeping err: a hedge, on its own goroutine,
+// decides on its attempt while the loop's state is Do's.
+func (c *call) decideFor(attempt int, prev time.Duration, err error, maxAttempts int) decision {
 	var elapsed, left time.Duration
 	if c.cfg.maxElapsed > 0 {
 		elapsed = c.sinceStart()
@@ -244,13 +244,13 @@ func (c *call) ruleOn(attempt int, prev time.Duration, err error, maxAttempts in
 	if v == stopDeadline && c.cfg.handOff.takes(d) {
 		v = waitAndRetry // a call handed off returns at once: its deadline need not cover the wait
 	}
-	return ruling{wait: d, verdict: v, hinted: hinted, made: true}
+	return decision{wait: d, verdict: v, hinted: hinted, made: true}
 }
 
-// ruling is the policy's word on a failed attempt: wait, or stop for
+// decision is the policy's word on a failed attempt: wait, or stop for
 // verdict; hinted says the server asked for the wait, made that the
 // policy was asked.
-type ruling struct {
+type decision struct {
 	wait    time.Duration
 	verdict verdict
 	hinted  bool
@@ -308,7 +308,7 @@ func (c *call) stopForContext() *Error {
 	cause := context.Cause(c.ctx)
 	if ctxErr == nil {
 		// The deadline passed before the context's timer said so (see
-		// nextStep): it ends the call as the deadline.
+		// decideNext): it ends the call as the deadline.
 		ctxErr, cause = context.DeadlineExceeded, context.DeadlineExceeded
 	}
 	o := OutcomeCanceled

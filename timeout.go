@@ -11,8 +11,8 @@ func (timingOut[T]) fnContext(c *call, a *attemptState, ctx context.Context) con
 }
 
 func (timingOut[T]) after(_ *call, a *attemptState, v T, err error) (T, error) {
-	a.release()
+	a.cancelContext()
 	return v, err
 }
 
-func (timingOut[T]) unwind(_ *call, a *attemptState) { a.release() }
+func (timingOut[T]) unwind(_ *call, a *attemptState) { a.cancelContext() }
