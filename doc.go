@@ -33,7 +33,7 @@
 // Beyond that, each concern has its place:
 //
 //   - exactly-once side effects: [WithIdempotency] with an
-//     [IdempotencyStore] (in memory, Redis or PostgreSQL);
+//     [idempotency.Store] (in memory, Redis or PostgreSQL);
 //   - work that gave up: [WithDeadLetter] with a [DeadLetterSink], and the
 //     deadletter package to keep and redrive them;
 //   - metrics, logs and traces: an [Observer] ([WithObserver]);
@@ -151,7 +151,7 @@
 // Whatever DeadLetterOptions.On says, these are not dead-lettered, since
 // a redrive would repeat work that did not fail: a failure replayed by
 // [WithIdempotency] (except in [Retrier.ForRedrive]), a call that lost to
-// another holder of its key (found held, or [ErrLeaseLost]), and a
+// another holder of its key (found held, or [idempotency.ErrLeaseLost]), and a
 // success the store could not record, also when an inner idempotent Do in
 // fn returned them.
 //

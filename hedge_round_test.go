@@ -17,6 +17,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/overload"
 )
@@ -303,18 +304,18 @@ func TestHedge_breakerIsAskedBeforeEachHedge(t *testing.T) {
 
 // completionCounter counts the outcomes a store records.
 type completionCounter struct {
-	retry.IdempotencyStore
+	idempotency.Store
 	completed atomic.Int32
 }
 
-func (s *completionCounter) Complete(ctx context.Context, key, token string, out retry.StoredOutcome, retention time.Duration) error {
+func (s *completionCounter) Complete(ctx context.Context, key, token string, out idempotency.StoredOutcome, retention time.Duration) error {
 	s.completed.Add(1)
-	return s.IdempotencyStore.Complete(ctx, key, token, out, retention)
+	return s.Store.Complete(ctx, key, token, out, retention)
 }
 
 func TestHedge_idempotentCallRecordsOneOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &completionCounter{IdempotencyStore: memstore.New(nil)}
+		store := &completionCounter{Store: memstore.New(nil)}
 		r := hedged(t, retry.WithIdempotency(store, nil))
 		ctx := retry.ContextWithIdempotencyKey(t.Context(), "order-1")
 		var a attempts
@@ -891,7 +892,7 @@ func TestHedge_noGoroutineOutlivesItsCallAtHighGOMAXPROCS(t *testing.T) {
 // hookLog records, in order, what a breaker, a budget, an observer and a
 // store hear of a call's attempts, and what fn does.
 type hookLog struct {
-	retry.IdempotencyStore
+	idempotency.Store
 	mu     sync.Mutex
 	events []string
 }
@@ -925,9 +926,9 @@ func (l *hookLog) OnAttemptEnd(_ context.Context, e retry.AttemptEnd) { l.add("e
 func (l *hookLog) OnRetry(context.Context, retry.Scheduled)           {}
 func (l *hookLog) OnWaitEnd(context.Context, retry.WaitEnd)           {}
 func (l *hookLog) OnDone(context.Context, retry.Done)                 {}
-func (l *hookLog) Complete(ctx context.Context, key, token string, out retry.StoredOutcome, retention time.Duration) error {
+func (l *hookLog) Complete(ctx context.Context, key, token string, out idempotency.StoredOutcome, retention time.Duration) error {
 	l.add("complete")
-	return l.IdempotencyStore.Complete(ctx, key, token, out, retention)
+	return l.Store.Complete(ctx, key, token, out, retention)
 }
 
 // without returns events less those in drop, each dropped once.
@@ -955,7 +956,7 @@ func TestHedge_attemptsRunTheLoopsHooksInItsOrder(t *testing.T) {
 	// The loop: attempt 1 fails, attempt 2 succeeds after a wait.
 	var plain []string
 	synctest.Test(t, func(t *testing.T) {
-		l := &hookLog{IdempotencyStore: memstore.New(nil)}
+		l := &hookLog{Store: memstore.New(nil)}
 		r := mustNew(t, opts(l)...)
 		k := 0
 		require.NoError(t, r.Do(t.Context(), func(context.Context) error {
@@ -971,7 +972,7 @@ func TestHedge_attemptsRunTheLoopsHooksInItsOrder(t *testing.T) {
 	// A hedged call: attempt 1 hangs until the hedge, attempt 2, wins.
 	var hedgedEvents []string
 	synctest.Test(t, func(t *testing.T) {
-		l := &hookLog{IdempotencyStore: memstore.New(nil)}
+		l := &hookLog{Store: memstore.New(nil)}
 		r := mustNew(t, append(opts(l), retry.WithHedge(&retry.HedgeOptions{Delay: 10 * time.Millisecond}))...)
 		var a attempts
 		require.NoError(t, r.Hedge(t.Context(), func(ctx context.Context) error {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // minHolderPoll keeps a waiting caller from spinning on the store when
@@ -57,8 +59,8 @@ func newIdemCall[T any](ctx context.Context, cfg *config) (*idemCall[T], error) 
 	return &idemCall[T]{heldClaim: heldClaim{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key, fp: fingerprint(cfg.payload)}, state: settled}, nil
 }
 
-func (s *idemCall[T]) heldKey() (IdempotencyStore, string) { return s.ic.store, s.key }
-func (s *idemCall[T]) outerCtx() context.Context           { return s.ctx }
+func (s *idemCall[T]) heldKey() (idempotency.Store, string) { return s.ic.store, s.key }
+func (s *idemCall[T]) outerCtx() context.Context            { return s.ctx }
 
 // context marks fn's context as one in which this call holds its key, so
 // that an idempotent call inside fn does not take the key as its own.
@@ -107,7 +109,7 @@ func (s *idemCall[T]) leaseCovers() bool {
 // reused with another payload, or a store that failed (fail closed).
 func (s *idemCall[T]) begin(c *call) (v T, err error, act action) {
 	cl, err := s.claim()
-	if !s.ic.noWait && err == nil && cl.Status == ClaimHeld && cl.Fingerprint == s.fp {
+	if !s.ic.noWait && err == nil && cl.Status == idempotency.ClaimHeld && cl.Fingerprint == s.fp {
 		var done bool
 		if cl, err, done = s.waitForHolder(c); done {
 			return v, err, endCall
@@ -135,7 +137,7 @@ func (s *idemCall[T]) begin(c *call) (v T, err error, act action) {
 // Otherwise why says why not, with v: nil for a replayed success, a
 // replayed permanent failure, ErrKeyReuse, errHeld, the store's failure,
 // or the context's error when the store failed because the caller left.
-func (s *idemCall[T]) take(cl Claim, err error, claimed idemState) (v T, why error, mayRun bool) {
+func (s *idemCall[T]) take(cl idempotency.Claim, err error, claimed idemState) (v T, why error, mayRun bool) {
 	switch {
 	case err != nil && s.ctx.Err() != nil:
 		return v, s.ctx.Err(), false
@@ -144,13 +146,13 @@ func (s *idemCall[T]) take(cl Claim, err error, claimed idemState) (v T, why err
 	case err != nil:
 		s.state = unguarded
 		return v, nil, true
-	case cl.Status != ClaimAcquired && cl.Fingerprint != s.fp:
+	case cl.Status != idempotency.ClaimAcquired && cl.Fingerprint != s.fp:
 		return v, ErrKeyReuse, false
-	case cl.Status == ClaimCompleted:
+	case cl.Status == idempotency.ClaimCompleted:
 		s.state = settled
 		v, err = s.replay(cl.Outcome)
 		return v, err, false
-	case cl.Status == ClaimHeld:
+	case cl.Status == idempotency.ClaimHeld:
 		return v, errHeld, false
 	}
 	s.state, s.token, s.held = claimed, cl.Token, s.looked
@@ -162,7 +164,7 @@ func (s *idemCall[T]) take(cl Claim, err error, claimed idemState) (v T, why err
 // spending no attempts. The policy decides each wait as in the loop, with
 // no attempt limit; done ends the call (its context, its deadline, or the
 // time budget, which counts from the call's start).
-func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
+func (s *idemCall[T]) waitForHolder(c *call) (cl idempotency.Claim, err error, done bool) {
 	c.last = errHeld
 	prev := time.Duration(0)
 	for n := 1; ; n++ {
@@ -184,7 +186,7 @@ func (s *idemCall[T]) waitForHolder(c *call) (cl Claim, err error, done bool) {
 			// while another holds the key (c.last stays errHeld).
 			return cl, c.stopForContext(), true
 		}
-		if err != nil || cl.Status != ClaimHeld || cl.Fingerprint != s.fp {
+		if err != nil || cl.Status != idempotency.ClaimHeld || cl.Fingerprint != s.fp {
 			c.last = nil
 			return cl, err, false
 		}
@@ -226,7 +228,7 @@ func (s *idemCall[T]) before(*call, *attemptState) (v T, err error, act action) 
 		s.stale = false
 		if err := s.renew(); err != nil {
 			switch {
-			case errors.Is(err, ErrLeaseLost):
+			case errors.Is(err, idempotency.ErrLeaseLost):
 				s.state, s.token = settled, "" // nothing left to release
 				return v, Permanent(errTakenOver), skipFn
 			case s.ctx.Err() != nil:
@@ -280,7 +282,7 @@ func (s *idemCall[T]) end(_ *call, v T, err error, d *Done) (T, error) {
 	case s.state == holding && errors.As(err, &e) && e.Outcome == OutcomeUnknown:
 		s.settleUnknown(e, d.DeadLetterFailed)
 	case s.state == holding && errors.As(err, &e) && s.final(e) && !d.DeadLetterFailed:
-		s.recordFailure(StoredOutcome{Permanent: true, Error: errorText(e.Last)})
+		s.recordFailure(idempotency.StoredOutcome{Permanent: true, Error: errorText(e.Last)})
 	default:
 		s.release()
 	}
@@ -299,7 +301,7 @@ func (s *idemCall[T]) abandon() {
 	case s.token == "":
 	case s.state == encoding:
 		s.state = recording
-		_ = s.complete(StoredOutcome{Permanent: true, Error: errorText(errEncodePanicked)})
+		_ = s.complete(idempotency.StoredOutcome{Permanent: true, Error: errorText(errEncodePanicked)})
 	case s.state == recording:
 		s.token = ""
 	default:
@@ -317,12 +319,12 @@ func (s *idemCall[T]) recordSuccess(v T) error {
 	s.state = recording
 	if err != nil {
 		encErr := &codecError{op: "encoded", err: err}
-		if err := s.complete(StoredOutcome{Permanent: true, Error: errorText(encErr)}); err != nil {
+		if err := s.complete(idempotency.StoredOutcome{Permanent: true, Error: errorText(encErr)}); err != nil {
 			return err
 		}
 		return encErr
 	}
-	return s.complete(StoredOutcome{Value: b})
+	return s.complete(idempotency.StoredOutcome{Value: b})
 }
 
 // final says whether a failure is stored rather than released.
@@ -340,7 +342,7 @@ func (s *idemCall[T]) final(e *Error) bool {
 
 // replay turns a stored outcome into what an attempt returns: the value,
 // or a permanent error.
-func (s *idemCall[T]) replay(rec StoredOutcome) (T, error) {
+func (s *idemCall[T]) replay(rec idempotency.StoredOutcome) (T, error) {
 	var v T
 	if rec.Permanent {
 		noDeadLetter := string(rec.Value) == unknownUnrecordedValue

@@ -20,6 +20,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retrystats"
 	"github.com/steadfast-go/retry/storetest"
@@ -193,16 +194,16 @@ func TestIdempotentWaitModeRunsFnWhenTheHolderReleases(t *testing.T) {
 // caller polling without any wait (which freezes the bubble's clock)
 // ends with an error instead of hanging the test.
 type claimCounter struct {
-	retry.IdempotencyStore
+	idempotency.Store
 	limit int64
 	n     atomic.Int64
 }
 
-func (c *claimCounter) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+func (c *claimCounter) Claim(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, error) {
 	if c.n.Add(1) > c.limit {
-		return retry.Claim{}, errors.New("claimCounter: too many claims, polling in a busy loop")
+		return idempotency.Claim{}, errors.New("claimCounter: too many claims, polling in a busy loop")
 	}
-	return c.IdempotencyStore.Claim(ctx, key, fp, lease)
+	return c.Store.Claim(ctx, key, fp, lease)
 }
 
 func TestIdempotentWaitModePollsAtMostEveryMillisecond(t *testing.T) {
@@ -211,7 +212,7 @@ func TestIdempotentWaitModePollsAtMostEveryMillisecond(t *testing.T) {
 		// Another caller holds the key until 100.5ms, between two looks.
 		_, err := mem.Claim(context.Background(), "k", "", 100*time.Millisecond+500*time.Microsecond)
 		require.NoError(t, err)
-		store := &claimCounter{IdempotencyStore: mem, limit: 1000}
+		store := &claimCounter{Store: mem, limit: 1000}
 
 		start := time.Now()
 		calls := 0
@@ -402,7 +403,7 @@ func TestIdempotentKeyReuseWhileHeld(t *testing.T) {
 	store := memstore.New(nil)
 	cl, err := store.Claim(context.Background(), "k", "another fingerprint", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, cl.Status)
+	require.Equal(t, idempotency.ClaimAcquired, cl.Status)
 	for _, wait := range []bool{false, true} {
 		err = retry.Do(context.Background(), func(context.Context) error {
 			t.Error("fn called on key reuse")
@@ -482,13 +483,13 @@ func TestIdempotentObserverSeesInProgressAttempts(t *testing.T) {
 // cancelOnLook cancels the caller during its nth Claim, which then fails
 // with the context's error.
 type cancelOnLook struct {
-	retry.IdempotencyStore
+	idempotency.Store
 	mu     sync.Mutex
 	n, at  int
 	cancel context.CancelFunc
 }
 
-func (s *cancelOnLook) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+func (s *cancelOnLook) Claim(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, error) {
 	s.mu.Lock()
 	s.n++
 	hit := s.n == s.at
@@ -496,9 +497,9 @@ func (s *cancelOnLook) Claim(ctx context.Context, key, fp string, lease time.Dur
 	if hit {
 		s.cancel()
 		<-ctx.Done()
-		return retry.Claim{}, ctx.Err()
+		return idempotency.Claim{}, ctx.Err()
 	}
-	return s.IdempotencyStore.Claim(ctx, key, fp, lease)
+	return s.Store.Claim(ctx, key, fp, lease)
 }
 
 // A cancel that lands during a waiter's look at a held key ends the call
@@ -509,7 +510,7 @@ func TestIdempotentCancelDuringALookAtAHeldKey(t *testing.T) {
 		t.Run(fmt.Sprint("FailWhileHeld=", failWhileHeld), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
-				store := &cancelOnLook{IdempotencyStore: memstore.New(nil), at: 3, cancel: cancel}
+				store := &cancelOnLook{Store: memstore.New(nil), at: 3, cancel: cancel}
 				release := make(chan struct{})
 				holderDone := make(chan error)
 				go func() {
@@ -616,7 +617,7 @@ func TestIdempotentFailOpenRunsFn(t *testing.T) {
 func TestIdempotentWaitModeFailsClosedWhenTheStoreFailsWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newFaulty()
-		_, err := store.IdempotencyStore.Claim(context.Background(), "k", "", time.Hour)
+		_, err := store.Store.Claim(context.Background(), "k", "", time.Hour)
 		require.NoError(t, err)
 		go func() {
 			time.Sleep(2500 * time.Millisecond) // between two looks
@@ -637,7 +638,7 @@ func TestIdempotentWaitModeFailsClosedWhenTheStoreFailsWhileWaiting(t *testing.T
 func TestIdempotentFailWhileHeldFailsClosedWhenALaterLookFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newFaulty()
-		_, err := store.IdempotencyStore.Claim(context.Background(), "k", "", time.Hour)
+		_, err := store.Store.Claim(context.Background(), "k", "", time.Hour)
 		require.NoError(t, err)
 		go func() {
 			time.Sleep(1500 * time.Millisecond) // after the second look
@@ -738,7 +739,7 @@ func TestIdempotentPermanentFailureIsStoredAndReplayedAsPermanent(t *testing.T) 
 	}
 	first := retry.Do(context.Background(), fn, opts...)
 	require.Error(t, first)
-	assert.Equal(t, retry.StoredOutcome{Permanent: true, Error: "card declined"}, store.lastRecord)
+	assert.Equal(t, idempotency.StoredOutcome{Permanent: true, Error: "card declined"}, store.lastRecord)
 
 	err := retry.Do(context.Background(), fn, opts...)
 	assert.Equal(t, 1, calls, "fn must not run for a completed key")
@@ -1022,7 +1023,7 @@ func TestIdempotentLostLeaseStopsWithoutCallingFn(t *testing.T) {
 		err := <-done
 		var e *retry.Error
 		require.ErrorAs(t, err, &e)
-		assert.ErrorIs(t, err, retry.ErrLeaseLost)
+		assert.ErrorIs(t, err, idempotency.ErrLeaseLost)
 		assert.Equal(t, retry.OutcomePermanent, e.Outcome)
 		assert.Equal(t, 1, calls, "no attempt after the lease was lost")
 	})
@@ -1034,7 +1035,7 @@ func TestIdempotentAbandonedClaimIsTakenOverAfterItsLease(t *testing.T) {
 		// A worker claims the key and crashes: nobody releases it.
 		cl, err := store.Claim(context.Background(), "k", "", 5*time.Minute)
 		require.NoError(t, err)
-		require.Equal(t, retry.ClaimAcquired, cl.Status)
+		require.Equal(t, idempotency.ClaimAcquired, cl.Status)
 
 		calls := 0
 		fn := func(context.Context) (int, error) { calls++; return 7, nil }
@@ -1050,7 +1051,7 @@ func TestIdempotentAbandonedClaimIsTakenOverAfterItsLease(t *testing.T) {
 		require.NoError(t, err, "the expired lease is taken over")
 		assert.Equal(t, 7, v)
 		assert.Equal(t, 1, calls)
-		assert.ErrorIs(t, store.Complete(context.Background(), "k", cl.Token, retry.StoredOutcome{}, time.Hour), retry.ErrLeaseLost,
+		assert.ErrorIs(t, store.Complete(context.Background(), "k", cl.Token, idempotency.StoredOutcome{}, time.Hour), idempotency.ErrLeaseLost,
 			"the crashed worker cannot overwrite the outcome")
 
 		time.Sleep(24*time.Hour - time.Nanosecond)
@@ -1071,7 +1072,7 @@ func TestIdempotentAbandonedClaimIsTakenOverAfterItsLease(t *testing.T) {
 func TestIdempotentCompleteLeaseLostAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newFaulty()
-		store.set(func(f *faultyStore) { f.completeErr = retry.ErrLeaseLost })
+		store.set(func(f *faultyStore) { f.completeErr = idempotency.ErrLeaseLost })
 		done := make(chan error, 1)
 		go func() {
 			done <- retry.Do(context.Background(), succeed, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
@@ -1084,7 +1085,7 @@ func TestIdempotentCompleteLeaseLostAtOnce(t *testing.T) {
 			t.Fatal("Do is still trying to record an outcome its lease no longer covers")
 		}
 		require.ErrorIs(t, err, retry.ErrOutcomeNotRecorded)
-		require.ErrorIs(t, err, retry.ErrLeaseLost)
+		require.ErrorIs(t, err, idempotency.ErrLeaseLost)
 		assert.Equal(t, 1, store.counts()[2], "one Complete")
 	})
 }
@@ -1092,24 +1093,24 @@ func TestIdempotentCompleteLeaseLostAtOnce(t *testing.T) {
 // leaseLosingStore fails the first Complete with a transient error and
 // every later one with ErrLeaseLost, though Claim keeps granting the key.
 type leaseLosingStore struct {
-	retry.IdempotencyStore
+	idempotency.Store
 	completes atomic.Int64
 }
 
-func (s *leaseLosingStore) Claim(context.Context, string, string, time.Duration) (retry.Claim, error) {
-	return retry.Claim{Status: retry.ClaimAcquired, Token: "t"}, nil
+func (s *leaseLosingStore) Claim(context.Context, string, string, time.Duration) (idempotency.Claim, error) {
+	return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: "t"}, nil
 }
 
-func (s *leaseLosingStore) Complete(context.Context, string, string, retry.StoredOutcome, time.Duration) error {
+func (s *leaseLosingStore) Complete(context.Context, string, string, idempotency.StoredOutcome, time.Duration) error {
 	if s.completes.Add(1) == 1 {
 		return errors.New("connection reset")
 	}
-	return retry.ErrLeaseLost
+	return idempotency.ErrLeaseLost
 }
 
 func TestIdempotentCompleteStoreThatLosesEveryLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &leaseLosingStore{IdempotencyStore: memstore.New(nil)}
+		store := &leaseLosingStore{Store: memstore.New(nil)}
 		done := make(chan error, 1)
 		go func() {
 			done <- retry.Do(context.Background(), succeed, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
@@ -1138,13 +1139,13 @@ func (c lateDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // slowClaims answers each Claim after a delay.
 type slowClaims struct {
-	retry.IdempotencyStore
+	idempotency.Store
 	delay time.Duration
 }
 
-func (s slowClaims) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+func (s slowClaims) Claim(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, error) {
 	time.Sleep(s.delay)
-	return s.IdempotencyStore.Claim(ctx, key, fp, lease)
+	return s.Store.Claim(ctx, key, fp, lease)
 }
 
 // A call stopped because its deadline has passed (before the context's
@@ -1159,7 +1160,7 @@ func TestIdempotentDeadlinePassedBeforeTheContextSaidSo(t *testing.T) {
 				store := memstore.New(nil)
 				cl, err := store.Claim(context.Background(), "k", "", time.Hour) // another caller holds the key
 				require.NoError(t, err)
-				require.Equal(t, retry.ClaimAcquired, cl.Status)
+				require.Equal(t, idempotency.ClaimAcquired, cl.Status)
 				ctx := lateDeadline{context.Background(), time.Now().Add(time.Second)}
 				err = retry.Do(ctx, func(context.Context) error { t.Error("fn ran"); return nil },
 					retry.WithIdempotency(slowClaims{store, 1500 * time.Millisecond}, &retry.IdempotencyOptions{Key: "k", FailWhileHeld: failWhileHeld}),
@@ -1193,7 +1194,7 @@ func TestIdempotentLostLeaseIsNotDeadLettered(t *testing.T) {
 		require.NoError(t, retry.Do(context.Background(), func(context.Context) error { return nil }, retry.WithIdempotency(store, opts)),
 			"the waiter takes over after the lease and does the work")
 		err := <-holder
-		require.ErrorIs(t, err, retry.ErrLeaseLost)
+		require.ErrorIs(t, err, idempotency.ErrLeaseLost)
 		assert.Zero(t, sink.Len(), "not dead-lettered")
 	})
 }

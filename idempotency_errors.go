@@ -3,6 +3,8 @@ package retry
 import (
 	"errors"
 	"fmt"
+
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // The errors of idempotent calls that stay inside the package: what an
@@ -61,7 +63,7 @@ func (e *outcomeNotRecordedError) Unwrap() error { return e.err }
 // errTakenOver is the error of a call whose claim was lost while it waited
 // between attempts: another caller may have taken the key over and run
 // the work.
-var errTakenOver = fmt.Errorf("%w; another caller may have taken the key over", ErrLeaseLost)
+var errTakenOver = fmt.Errorf("%w; another caller may have taken the key over", idempotency.ErrLeaseLost)
 
 // notFailedWork says whether a call whose last attempt ended with err
 // failed without its work failing: it found another caller holding the

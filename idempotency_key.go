@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/internal/idemctx"
 )
 
@@ -42,14 +43,14 @@ type heldKeyType struct{}
 
 // keyHolder is an idempotent call as the contexts of its fn know it.
 type keyHolder interface {
-	heldKey() (IdempotencyStore, string)
+	heldKey() (idempotency.Store, string)
 	outerCtx() context.Context // the context the call was given
 }
 
 // chainHolds says whether an idempotent call enclosing ctx (one whose fn
 // was given ctx or a context derived from it) uses key in store: keys are
 // global within a store, so the same key in another store is another key.
-func chainHolds(ctx context.Context, store IdempotencyStore, key string) bool {
+func chainHolds(ctx context.Context, store idempotency.Store, key string) bool {
 	for depth := 0; ctx != nil && depth < maxInnerDepth; depth++ {
 		h, ok := ctx.Value(heldKeyType{}).(keyHolder)
 		if !ok {
@@ -69,7 +70,7 @@ const maxInnerDepth = 64
 
 // sameStore compares two stores as interface values, without panicking
 // on a store type that is not comparable (one such is never the same).
-func sameStore(a, b IdempotencyStore) (same bool) {
+func sameStore(a, b idempotency.Store) (same bool) {
 	defer func() {
 		if recover() != nil {
 			same = false

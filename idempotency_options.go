@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // Defaults of idempotent calls, used for zero fields of
@@ -37,7 +39,7 @@ type IdempotencyOptions struct {
 	// every third of a lease while fn runs; if a renewal fails, fn's
 	// context is cancelled a tenth of a lease before the end, and the
 	// outcome is unknown. It should cover the longest wait: if another
-	// caller takes over during one, Do stops with [ErrLeaseLost], without
+	// caller takes over during one, Do stops with [idempotency.ErrLeaseLost], without
 	// calling fn or dead-lettering. Keep the store's slowest round trip
 	// under a tenth of it: a renewal must be answered well within the
 	// third of a lease before the next. It must be at least 100ms and
@@ -85,7 +87,7 @@ type IdempotencyOptions struct {
 // idemConfig holds the idempotency settings with their defaults resolved.
 // It is made once, by WithIdempotency, and never changed.
 type idemConfig struct {
-	store        IdempotencyStore
+	store        idempotency.Store
 	key          string
 	lease        time.Duration
 	retention    time.Duration
@@ -104,7 +106,7 @@ type idemConfig struct {
 // the defaults ([IdempotencyOptions]); store must not be nil, nor hold a
 // nil pointer. Default: none. Idempotent calls and Keys in the package doc
 // give the rules, and when a side effect can still happen twice.
-func WithIdempotency(store IdempotencyStore, opts *IdempotencyOptions) Option {
+func WithIdempotency(store idempotency.Store, opts *IdempotencyOptions) Option {
 	var o IdempotencyOptions
 	if opts != nil {
 		o = *opts

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // heldClaim is an idempotent call's key and the claim it holds on it:
@@ -110,7 +111,7 @@ func (r *renewer) renew() {
 		}
 	case s.ic.failOpen:
 		s.stale = true
-	case !errors.Is(err, ErrLeaseLost) && s.leaseEnd().Sub(s.cfg.clockNow()) > retryIn:
+	case !errors.Is(err, idempotency.ErrLeaseLost) && s.leaseEnd().Sub(s.cfg.clockNow()) > retryIn:
 		if !r.stopped {
 			r.arm(retryIn)
 		}

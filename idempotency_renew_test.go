@@ -14,13 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/memstore"
 )
 
 // countingStore counts Renew calls; hangRenew makes every Renew wait for
 // its context.
 type countingStore struct {
-	retry.IdempotencyStore
+	idempotency.Store
 	renews    atomic.Int32
 	hangRenew atomic.Bool
 }
@@ -31,7 +32,7 @@ func (s *countingStore) Renew(ctx context.Context, key, token string, lease time
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return s.IdempotencyStore.Renew(ctx, key, token, lease)
+	return s.Store.Renew(ctx, key, token, lease)
 }
 
 // A panic in fn releases the claim and unwinds Do: nothing of the call
@@ -40,7 +41,7 @@ func (s *countingStore) Renew(ctx context.Context, key, token string, lease time
 // caller's, alive until then).
 func TestIdempotentPanicInFnStopsTheRenewals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &countingStore{IdempotencyStore: memstore.New(nil)}
+		store := &countingStore{Store: memstore.New(nil)}
 		func() {
 			defer func() { require.Equal(t, "boom", recover()) }()
 			_ = retry.Do(context.Background(), func(context.Context) error { panic("boom") },
@@ -56,7 +57,7 @@ func TestIdempotentPanicInFnStopsTheRenewals(t *testing.T) {
 // is stored and replayed as that failure, not as an unknown outcome.
 func TestIdempotentRenewalFailingAfterFnReturnedDoesNotMakeItUnknown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &countingStore{IdempotencyStore: memstore.New(nil)}
+		store := &countingStore{Store: memstore.New(nil)}
 		store.hangRenew.Store(true)
 		errDeclined := errors.New("card declined")
 		opts := []retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: 3 * time.Second})}
@@ -151,7 +152,7 @@ func TestIdempotentFailedRenewalCutsFnBeforeTheLeaseEnds(t *testing.T) {
 }
 
 // renewDown accepts the claim, then fails every renewal.
-type renewDown struct{ retry.IdempotencyStore }
+type renewDown struct{ idempotency.Store }
 
 func (renewDown) Renew(context.Context, string, string, time.Duration) error {
 	return errors.New("store down")
@@ -187,23 +188,23 @@ func TestIdempotent_failOpenAfterAFailedRenewKeepsTheAttemptTimeout(t *testing.T
 
 // slowClaimReply gets the reply of each Claim 200ms after the store
 // applied it.
-type slowClaimReply struct{ retry.IdempotencyStore }
+type slowClaimReply struct{ idempotency.Store }
 
-func (s slowClaimReply) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
-	cl, err := s.IdempotencyStore.Claim(ctx, key, fp, lease)
+func (s slowClaimReply) Claim(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, error) {
+	cl, err := s.Store.Claim(ctx, key, fp, lease)
 	time.Sleep(200 * time.Millisecond)
 	return cl, err
 }
 
 // slowReplies slows the replies of Renew as well as Claim.
-type slowReplies struct{ retry.IdempotencyStore }
+type slowReplies struct{ idempotency.Store }
 
-func (s slowReplies) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+func (s slowReplies) Claim(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, error) {
 	return slowClaimReply(s).Claim(ctx, key, fp, lease)
 }
 
 func (s slowReplies) Renew(ctx context.Context, key, token string, lease time.Duration) error {
-	err := s.IdempotencyStore.Renew(ctx, key, token, lease)
+	err := s.Store.Renew(ctx, key, token, lease)
 	time.Sleep(200 * time.Millisecond)
 	return err
 }
@@ -216,7 +217,7 @@ func (s slowReplies) Renew(ctx context.Context, key, token string, lease time.Du
 func TestIdempotentSlowClaimReplyDoesNotEatTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New(nil)
-		newR := func(s retry.IdempotencyStore) *retry.Retrier {
+		newR := func(s idempotency.Store) *retry.Retrier {
 			return mustNew(t, retry.WithIdempotency(s, &retry.IdempotencyOptions{Key: "k", Lease: 1100 * time.Millisecond}),
 				retry.WithAttemptTimeout(time.Second), retry.WithBackoff(retry.Constant(10*time.Millisecond)), retry.WithJitter(retry.NoJitter))
 		}

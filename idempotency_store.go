@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/internal/clocks"
 )
 
@@ -19,11 +20,11 @@ import (
 // released (a try whose reply was lost stored the outcome, and the store
 // then ignores the release), so the next call runs fn again: after a
 // failure that is a retry, not a duplicate side effect.
-func (s *heldClaim) recordFailure(rec StoredOutcome) {
+func (s *heldClaim) recordFailure(rec idempotency.StoredOutcome) {
 	ctx, cancel := s.storeCtx(false)
 	err := s.ic.store.Complete(ctx, s.key, s.token, rec, s.ic.retention)
 	cancel()
-	if err == nil || errors.Is(err, ErrLeaseLost) {
+	if err == nil || errors.Is(err, idempotency.ErrLeaseLost) {
 		s.token = ""
 		return
 	}
@@ -44,7 +45,7 @@ func (s *heldClaim) settleUnknown(e *Error, noDeadLetter bool) {
 			value = unknownUnrecordedValue
 		}
 		ctx, cancel := s.storeCtxUntil(context.WithoutCancel(s.ctx), s.leaseEnd())
-		err := s.ic.store.Complete(ctx, s.key, s.token, StoredOutcome{Permanent: true, Value: []byte(value), Error: errorText(e)}, s.ic.retention)
+		err := s.ic.store.Complete(ctx, s.key, s.token, idempotency.StoredOutcome{Permanent: true, Value: []byte(value), Error: errorText(e)}, s.ic.retention)
 		cancel()
 		_ = err // stored, lost lease, or failed: the claim is the store's either way
 	}
@@ -72,7 +73,7 @@ func (s *heldClaim) unavailable(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrIdempotencyUnavailable, op, err)
 }
 
-func (s *heldClaim) claim() (Claim, error) {
+func (s *heldClaim) claim() (idempotency.Claim, error) {
 	s.looked = s.cfg.clockNow()
 	ctx, cancel := s.storeCtx(false)
 	defer cancel()
@@ -81,15 +82,15 @@ func (s *heldClaim) claim() (Claim, error) {
 		return cl, s.unavailable("claim", err)
 	}
 	switch {
-	case cl.Status == ClaimAcquired && cl.Token == "":
+	case cl.Status == idempotency.ClaimAcquired && cl.Token == "":
 		return cl, s.unavailable("claim", errors.New("the store acquired the key without a token"))
-	case cl.Status == ClaimAcquired, cl.Status == ClaimHeld, cl.Status == ClaimCompleted:
+	case cl.Status == idempotency.ClaimAcquired, cl.Status == idempotency.ClaimHeld, cl.Status == idempotency.ClaimCompleted:
 		return cl, nil
 	}
 	return cl, s.unavailable("claim", fmt.Errorf("the store returned claim status %d", cl.Status))
 }
 
-// renew keeps ErrLeaseLost matchable apart from other store failures.
+// renew keeps idempotency.ErrLeaseLost matchable apart from other store failures.
 func (s *heldClaim) renew() error {
 	ctx, cancel := s.storeCtx(false)
 	defer cancel()
@@ -104,7 +105,7 @@ func (s *heldClaim) renewIn(ctx context.Context) error {
 		s.held = at
 		return nil
 	}
-	if !errors.Is(err, ErrLeaseLost) {
+	if !errors.Is(err, idempotency.ErrLeaseLost) {
 		return s.unavailable("renew", err)
 	}
 	return err
@@ -129,7 +130,7 @@ const (
 // ErrOutcomeNotRecorded. The claim is the store's again afterwards either
 // way: it is not released, so that no other caller runs the work before
 // the lease ends.
-func (s *heldClaim) complete(rec StoredOutcome) error {
+func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
 	retention := s.ic.retention
 	lease := s.ic.lease
 	detached := context.WithoutCancel(s.ctx)
@@ -150,7 +151,7 @@ func (s *heldClaim) complete(rec StoredOutcome) error {
 			s.token = ""
 			return nil
 		}
-		if errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, idempotency.ErrLeaseLost) {
 			if lastErr == nil {
 				// No earlier try could have been stored: another caller
 				// holds the key now, and nothing of ours is in it.
@@ -173,7 +174,7 @@ func (s *heldClaim) complete(rec StoredOutcome) error {
 		ctx, cancel = s.storeCtxUntil(detached, bound())
 		err = s.renewIn(ctx)
 		cancel()
-		if errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, idempotency.ErrLeaseLost) {
 			if s.recordedEarlier(detached, bound(), &timer) {
 				return nil
 			}
@@ -211,9 +212,9 @@ func (s *heldClaim) recordedEarlier(parent context.Context, bound time.Time, tim
 		cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
 		cancel()
 		switch {
-		case err == nil && cl.Status == ClaimCompleted:
+		case err == nil && cl.Status == idempotency.ClaimCompleted:
 			return cl.Fingerprint == s.fp
-		case err == nil && cl.Status == ClaimAcquired && cl.Token != "":
+		case err == nil && cl.Status == idempotency.ClaimAcquired && cl.Token != "":
 			s.token, s.held = cl.Token, at
 			return false
 		case err == nil:

@@ -15,26 +15,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/retryslog"
 )
 
 // faultyStore wraps a store, counts calls, and injects failures.
 type faultyStore struct {
-	retry.IdempotencyStore
+	idempotency.Store
 	mu                                  sync.Mutex
 	claimErr, renewErr, completeErr     error
 	hang                                bool // block every call until its context is done
 	claims, renews, completes, releases int
-	lastRecord                          retry.StoredOutcome
-	claimStatus                         retry.ClaimStatus // returned instead of the real one when set
-	completeFails                       int               // fail this many Completes with completeErr, then succeed
-	completeLosesReply                  bool              // store the outcome, then report completeErr all the same
-	thenFailClaims                      int               // after a lost reply, fail this many Claims
+	lastRecord                          idempotency.StoredOutcome
+	claimStatus                         idempotency.ClaimStatus // returned instead of the real one when set
+	completeFails                       int                     // fail this many Completes with completeErr, then succeed
+	completeLosesReply                  bool                    // store the outcome, then report completeErr all the same
+	thenFailClaims                      int                     // after a lost reply, fail this many Claims
 }
 
 func newFaulty() *faultyStore {
-	return &faultyStore{IdempotencyStore: memstore.New(nil)}
+	return &faultyStore{Store: memstore.New(nil)}
 }
 
 func (f *faultyStore) enter(ctx context.Context, n *int, inject error) error {
@@ -49,7 +50,7 @@ func (f *faultyStore) enter(ctx context.Context, n *int, inject error) error {
 	return inject
 }
 
-func (f *faultyStore) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+func (f *faultyStore) Claim(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, error) {
 	inject := f.get(&f.claimErr)
 	f.mu.Lock()
 	if f.thenFailClaims > 0 && !f.completeLosesReply && f.completes > 0 {
@@ -58,9 +59,9 @@ func (f *faultyStore) Claim(ctx context.Context, key, fp string, lease time.Dura
 	}
 	f.mu.Unlock()
 	if err := f.enter(ctx, &f.claims, inject); err != nil {
-		return retry.Claim{}, err
+		return idempotency.Claim{}, err
 	}
-	cl, err := f.IdempotencyStore.Claim(ctx, key, fp, lease)
+	cl, err := f.Store.Claim(ctx, key, fp, lease)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.claimStatus != 0 {
@@ -73,10 +74,10 @@ func (f *faultyStore) Renew(ctx context.Context, key, token string, lease time.D
 	if err := f.enter(ctx, &f.renews, f.get(&f.renewErr)); err != nil {
 		return err
 	}
-	return f.IdempotencyStore.Renew(ctx, key, token, lease)
+	return f.Store.Renew(ctx, key, token, lease)
 }
 
-func (f *faultyStore) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
+func (f *faultyStore) Complete(ctx context.Context, key, token string, rec idempotency.StoredOutcome, retention time.Duration) error {
 	f.mu.Lock()
 	inject := f.completeErr
 	if f.completeFails > 0 {
@@ -89,7 +90,7 @@ func (f *faultyStore) Complete(ctx context.Context, key, token string, rec retry
 	f.completeLosesReply = false
 	f.mu.Unlock()
 	if loses {
-		if err := f.IdempotencyStore.Complete(ctx, key, token, rec, retention); err != nil {
+		if err := f.Store.Complete(ctx, key, token, rec, retention); err != nil {
 			return err
 		}
 	}
@@ -99,14 +100,14 @@ func (f *faultyStore) Complete(ctx context.Context, key, token string, rec retry
 	f.mu.Lock()
 	f.lastRecord = rec
 	f.mu.Unlock()
-	return f.IdempotencyStore.Complete(ctx, key, token, rec, retention)
+	return f.Store.Complete(ctx, key, token, rec, retention)
 }
 
 func (f *faultyStore) Release(ctx context.Context, key, token string) error {
 	if err := f.enter(ctx, &f.releases, nil); err != nil {
 		return err
 	}
-	return f.IdempotencyStore.Release(ctx, key, token)
+	return f.Store.Release(ctx, key, token)
 }
 
 func (f *faultyStore) get(p *error) error {
@@ -128,11 +129,11 @@ func (f *faultyStore) counts() [4]int {
 }
 
 // claimFree says whether key can be claimed at once, and releases it.
-func claimFree(t *testing.T, s retry.IdempotencyStore, key string) bool {
+func claimFree(t *testing.T, s idempotency.Store, key string) bool {
 	t.Helper()
 	cl, err := s.Claim(context.Background(), key, "", time.Minute)
 	require.NoError(t, err)
-	if cl.Status == retry.ClaimAcquired {
+	if cl.Status == idempotency.ClaimAcquired {
 		require.NoError(t, s.Release(context.Background(), key, cl.Token))
 		return true
 	}
@@ -154,7 +155,7 @@ func TestIdempotencyKeysStayOutOfErrorsAndLogs(t *testing.T) {
 		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		obs := retryslog.New(logger, nil)
 		var errs []error
-		do := func(store retry.IdempotencyStore, opts ...retry.Option) {
+		do := func(store idempotency.Store, opts ...retry.Option) {
 			_, err := retry.DoValue(context.Background(), func(context.Context) (string, error) { return "ok", nil },
 				append([]retry.Option{retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: key, Lease: time.Second}), retry.WithObserver(obs)}, opts...)...)
 			errs = append(errs, err)

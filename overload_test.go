@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrystats"
@@ -560,7 +561,7 @@ func TestBudget_notAskedToLookAgainAtAHeldKey(t *testing.T) {
 			})
 		}
 		time.Sleep(time.Second)
-		require.NoError(t, store.Complete(t.Context(), "k", cl.Token, retry.StoredOutcome{}, time.Hour))
+		require.NoError(t, store.Complete(t.Context(), "k", cl.Token, idempotency.StoredOutcome{}, time.Hour))
 		wg.Wait()
 		assert.Zero(t, calls.Load(), "every caller replays the holder's success")
 	})

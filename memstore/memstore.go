@@ -1,4 +1,4 @@
-// Package memstore is a [retry.IdempotencyStore] in process memory, for
+// Package memstore is an [idempotency.Store] in process memory, for
 // one process and for tests.
 //
 // # Cost
@@ -24,10 +24,11 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/internal/isnil"
 )
 
-// Store is a [retry.IdempotencyStore] in process memory, shared by the
+// Store is an [idempotency.Store] in process memory, shared by the
 // goroutines of one process; its records do not survive a restart (use a
 // Redis or PostgreSQL store for that). It is safe for concurrent use.
 // Build one with [New]: the zero Store's methods return an error matching
@@ -49,7 +50,7 @@ type memEntry struct {
 	fingerprint string
 	token       string
 	expires     time.Time
-	rec         retry.StoredOutcome
+	rec         idempotency.StoredOutcome
 }
 
 // Options configures [New]. The zero value, like a nil *Options, gives
@@ -102,23 +103,23 @@ func (m *Store) unusable() error {
 	return errZeroStore
 }
 
-// Claim implements [retry.IdempotencyStore]. Tokens are increasing decimal
+// Claim implements [idempotency.Store]. Tokens are increasing decimal
 // numbers, unique within the store.
-func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (retry.Claim, error) {
+func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
 	if err := m.unusable(); err != nil {
-		return retry.Claim{}, err
+		return idempotency.Claim{}, err
 	}
 	if err := checkStoreArgs(ctx, key, lease); err != nil {
-		return retry.Claim{}, err
+		return idempotency.Claim{}, err
 	}
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.entries[key]; ok && now.Before(e.expires) {
 		if e.token != "" {
-			return retry.Claim{Status: retry.ClaimHeld, Fingerprint: e.fingerprint}, nil
+			return idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: e.fingerprint}, nil
 		}
-		return retry.Claim{Status: retry.ClaimCompleted, Fingerprint: e.fingerprint, Outcome: copyOutcome(e.rec)}, nil
+		return idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: e.fingerprint, Outcome: copyOutcome(e.rec)}, nil
 	}
 	if len(m.entries) >= m.sweepAt {
 		m.sweep(now)
@@ -126,10 +127,10 @@ func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 	m.tokens++
 	token := strconv.FormatUint(m.tokens, 10)
 	m.entries[key] = memEntry{fingerprint: fingerprint, token: token, expires: now.Add(lease)}
-	return retry.Claim{Status: retry.ClaimAcquired, Token: token}, nil
+	return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: token}, nil
 }
 
-// Renew implements [retry.IdempotencyStore]. An expired lease is honoured
+// Renew implements [idempotency.Store]. An expired lease is honoured
 // until another Claim takes the key or a sweep drops it; then Renew
 // returns ErrLeaseLost, as the contract allows.
 func (m *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
@@ -139,8 +140,8 @@ func (m *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 	})
 }
 
-// Complete implements [retry.IdempotencyStore]. It keeps a copy of rec.Value.
-func (m *Store) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
+// Complete implements [idempotency.Store]. It keeps a copy of rec.Value.
+func (m *Store) Complete(ctx context.Context, key, token string, rec idempotency.StoredOutcome, retention time.Duration) error {
 	rec = copyOutcome(rec)
 	return m.update(ctx, key, token, retention, func(e memEntry, until time.Time) memEntry {
 		return memEntry{fingerprint: e.fingerprint, expires: until, rec: rec}
@@ -148,7 +149,7 @@ func (m *Store) Complete(ctx context.Context, key, token string, rec retry.Store
 }
 
 // update replaces the entry that token holds with f(entry, now+d), or
-// returns retry.ErrLeaseLost.
+// returns idempotency.ErrLeaseLost.
 func (m *Store) update(ctx context.Context, key, token string, d time.Duration, f func(memEntry, time.Time) memEntry) error {
 	if err := m.unusable(); err != nil {
 		return err
@@ -161,13 +162,13 @@ func (m *Store) update(ctx context.Context, key, token string, d time.Duration, 
 	defer m.mu.Unlock()
 	e, ok := m.heldBy(key, token)
 	if !ok {
-		return retry.ErrLeaseLost
+		return idempotency.ErrLeaseLost
 	}
 	m.entries[key] = f(e, now.Add(d))
 	return nil
 }
 
-// Release implements [retry.IdempotencyStore].
+// Release implements [idempotency.Store].
 func (m *Store) Release(ctx context.Context, key, token string) error {
 	if err := m.unusable(); err != nil {
 		return err
@@ -233,7 +234,7 @@ func checkStoreArgs(ctx context.Context, key string, d time.Duration) error {
 	return nil
 }
 
-func copyOutcome(r retry.StoredOutcome) retry.StoredOutcome {
+func copyOutcome(r idempotency.StoredOutcome) idempotency.StoredOutcome {
 	if r.Value != nil {
 		r.Value = append([]byte(nil), r.Value...)
 	}

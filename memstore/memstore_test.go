@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/storetest"
 )
@@ -22,7 +23,7 @@ import (
 func TestStoreContract(t *testing.T) {
 	mock := clock.NewMock()
 	storetest.TestIdempotencyStore(t, storetest.Harness{
-		New: func(*testing.T) retry.IdempotencyStore {
+		New: func(*testing.T) idempotency.Store {
 			return memstore.New(&memstore.Options{Clock: mock})
 		},
 		Advance: func(_ *testing.T, d time.Duration) { mock.Add(d) },
@@ -37,7 +38,7 @@ func TestStoreSweepsExpiredKeys(t *testing.T) {
 	for i := range 1000 {
 		cl, err := s.Claim(ctx, fmt.Sprint("old-", i), "", time.Second)
 		require.NoError(t, err)
-		require.Equal(t, retry.ClaimAcquired, cl.Status)
+		require.Equal(t, idempotency.ClaimAcquired, cl.Status)
 	}
 	require.Equal(t, 1000, s.Len())
 	mock.Add(2 * time.Second)
@@ -76,7 +77,7 @@ func TestStoreGivesMemoryBackAfterAPeak(t *testing.T) {
 	peak := heapInuse() - base
 	mock.Add(2 * time.Minute)
 	// New keys until the sweep that drops the burst: about 11,000.
-	var live []retry.Claim
+	var live []idempotency.Claim
 	for i := 0; s.Len() >= burst; i++ {
 		require.Less(t, i, 20_000, "no sweep")
 		cl, err := s.Claim(ctx, "new-"+strconv.Itoa(i), "", time.Hour)
@@ -90,7 +91,7 @@ func TestStoreGivesMemoryBackAfterAPeak(t *testing.T) {
 	assert.Less(t, after, peak/4, "the map kept the memory of the expired keys")
 	// The rebuilt map still holds every live claim.
 	for i, cl := range live {
-		require.NoError(t, s.Complete(ctx, "new-"+strconv.Itoa(i), cl.Token, retry.StoredOutcome{}, time.Hour))
+		require.NoError(t, s.Complete(ctx, "new-"+strconv.Itoa(i), cl.Token, idempotency.StoredOutcome{}, time.Hour))
 	}
 	runtime.KeepAlive(s)
 }
@@ -104,7 +105,7 @@ func TestStoreRejectsBadArguments(t *testing.T) {
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
 	cl, err := s.Claim(ctx, "k", "", time.Second)
 	require.NoError(t, err)
-	assert.ErrorIs(t, s.Complete(ctx, "k", cl.Token, retry.StoredOutcome{}, -time.Second), retry.ErrInvalidOption)
+	assert.ErrorIs(t, s.Complete(ctx, "k", cl.Token, idempotency.StoredOutcome{}, -time.Second), retry.ErrInvalidOption)
 	assert.ErrorIs(t, s.Renew(ctx, "k", cl.Token, 0), retry.ErrInvalidOption)
 }
 
@@ -114,12 +115,12 @@ func TestStoreCompleteKeepsItsOwnCopy(t *testing.T) {
 	cl, err := s.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
 	value := []byte(`{"receipt":"r-1"}`)
-	require.NoError(t, s.Complete(ctx, "k", cl.Token, retry.StoredOutcome{Value: value}, time.Minute))
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, idempotency.StoredOutcome{Value: value}, time.Minute))
 	copy(value, "XXXX") // the caller reuses its buffer after Complete
 
 	got, err := s.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	want := retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp", Outcome: retry.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}}
+	want := idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: "fp", Outcome: idempotency.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}}
 	assert.Equal(t, want, got)
 }
 
@@ -134,12 +135,12 @@ func BenchmarkStore(b *testing.B) {
 	}
 	s := memstore.New(nil)
 	ctx := context.Background()
-	rec := retry.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}
+	rec := idempotency.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		key := keys[i%nKeys]
 		cl, err := s.Claim(ctx, key, "fp", time.Minute)
-		if err != nil || cl.Status != retry.ClaimAcquired {
+		if err != nil || cl.Status != idempotency.ClaimAcquired {
 			b.Fatalf("Claim: %v %v", cl.Status, err)
 		}
 		if err := s.Complete(ctx, key, cl.Token, rec, time.Nanosecond); err != nil {
@@ -174,7 +175,7 @@ func BenchmarkIdempotentDo(b *testing.B) {
 func BenchmarkStoreParallel(b *testing.B) {
 	const nKeys = 1 << 14
 	s := memstore.New(nil)
-	rec := retry.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}
+	rec := idempotency.StoredOutcome{Value: []byte(`{"receipt":"r-1"}`)}
 	var worker atomic.Int32
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -187,7 +188,7 @@ func BenchmarkStoreParallel(b *testing.B) {
 		for i := 0; pb.Next(); i++ {
 			key := keys[i%nKeys]
 			cl, err := s.Claim(ctx, key, "fp", time.Minute)
-			if err != nil || cl.Status != retry.ClaimAcquired {
+			if err != nil || cl.Status != idempotency.ClaimAcquired {
 				b.Errorf("Claim: %v %v", cl.Status, err)
 				return
 			}
@@ -211,7 +212,7 @@ func checkUnusable(t *testing.T, s *memstore.Store, want string) {
 		assert.Contains(t, err.Error(), want)
 		for name, err := range map[string]error{
 			"Renew":    s.Renew(ctx, "k", "1", time.Minute),
-			"Complete": s.Complete(ctx, "k", "1", retry.StoredOutcome{}, time.Minute),
+			"Complete": s.Complete(ctx, "k", "1", idempotency.StoredOutcome{}, time.Minute),
 			"Release":  s.Release(ctx, "k", "1"),
 		} {
 			require.ErrorIs(t, err, retry.ErrInvalidOption, name)
@@ -251,7 +252,7 @@ func TestStoreZeroValue(t *testing.T) {
 // The lease is the issue's 1s, fn runs 5s, on synctest's clock.
 func TestUnknownOutcome(t *testing.T) {
 	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{
-		New:   func(*testing.T) retry.IdempotencyStore { return memstore.New(nil) },
+		New:   func(*testing.T) idempotency.Store { return memstore.New(nil) },
 		Run:   func(t *testing.T, f func(*testing.T)) { synctest.Test(t, f) },
 		Lease: time.Second,
 	})

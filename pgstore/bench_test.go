@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // BenchmarkClaimComplete measures one idempotent call's store traffic on
@@ -17,7 +17,7 @@ import (
 func BenchmarkClaimComplete(b *testing.B) {
 	store, _, _ := newStore(b, nil)
 	ctx := context.Background()
-	rec := retry.StoredOutcome{Value: []byte(`{"id":12345,"status":"ok"}`)}
+	rec := idempotency.StoredOutcome{Value: []byte(`{"id":12345,"status":"ok"}`)}
 	var n atomic.Int64 // keys stay fresh across the runs of each sub-benchmark
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
@@ -39,11 +39,11 @@ func BenchmarkClaimComplete(b *testing.B) {
 }
 
 func claimComplete(b *testing.B, ctx context.Context, store interface {
-	Claim(context.Context, string, string, time.Duration) (retry.Claim, error)
-	Complete(context.Context, string, string, retry.StoredOutcome, time.Duration) error
-}, key string, rec retry.StoredOutcome) {
+	Claim(context.Context, string, string, time.Duration) (idempotency.Claim, error)
+	Complete(context.Context, string, string, idempotency.StoredOutcome, time.Duration) error
+}, key string, rec idempotency.StoredOutcome) {
 	c, err := store.Claim(ctx, key, "fp", time.Minute)
-	if err != nil || c.Status != retry.ClaimAcquired {
+	if err != nil || c.Status != idempotency.ClaimAcquired {
 		b.Fatalf("claim %s: %v %v", key, c.Status, err)
 	}
 	if err := store.Complete(ctx, key, c.Token, rec, time.Hour); err != nil {
@@ -60,14 +60,14 @@ func BenchmarkClaimCompleted(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := store.Complete(ctx, "k", c.Token, retry.StoredOutcome{Value: []byte("v")}, time.Hour); err != nil {
+	if err := store.Complete(ctx, "k", c.Token, idempotency.StoredOutcome{Value: []byte("v")}, time.Hour); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			c, err := store.Claim(ctx, "k", "fp", time.Minute)
-			if err != nil || c.Status != retry.ClaimCompleted {
+			if err != nil || c.Status != idempotency.ClaimCompleted {
 				b.Fatalf("claim: %v %v", c.Status, err)
 			}
 		}

@@ -11,7 +11,7 @@ const cleanupBatch = 1000
 
 // Cleanup deletes the rows whose lease or retention has expired and
 // returns how many. The holder of a deleted claim then gets
-// [retry.ErrLeaseLost] from Renew or Complete, as after a takeover. The
+// [idempotency.ErrLeaseLost] from Renew or Complete, as after a takeover. The
 // store never runs it by itself; the package doc's Cost section says how.
 func (s *Store) Cleanup(ctx context.Context) (int64, error) {
 	now, _ := s.times(0)

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/pgstore"
 	"github.com/steadfast-go/retry/storetest"
 )
@@ -16,7 +16,7 @@ func TestContract(t *testing.T) {
 	mock.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	store, _, _ := newStore(t, &pgstore.Options{Clock: mock})
 	storetest.TestIdempotencyStore(t, storetest.Harness{
-		New:     func(*testing.T) retry.IdempotencyStore { return store },
+		New:     func(*testing.T) idempotency.Store { return store },
 		Advance: func(_ *testing.T, d time.Duration) { mock.Add(d) },
 	})
 }
@@ -26,7 +26,7 @@ func TestContract(t *testing.T) {
 func TestContractServerClock(t *testing.T) {
 	store, _, _ := newStore(t, nil)
 	storetest.TestIdempotencyStore(t, storetest.Harness{
-		New:     func(*testing.T) retry.IdempotencyStore { return store },
+		New:     func(*testing.T) idempotency.Store { return store },
 		Advance: func(_ *testing.T, d time.Duration) { time.Sleep(d) },
 		Short:   5 * time.Millisecond,
 	})
@@ -38,5 +38,5 @@ func TestContractServerClock(t *testing.T) {
 // seconds.
 func TestUnknownOutcome(t *testing.T) {
 	store, _, _ := newStore(t, nil)
-	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) retry.IdempotencyStore { return store }, Lease: 500 * time.Millisecond})
+	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) idempotency.Store { return store }, Lease: 500 * time.Millisecond})
 }

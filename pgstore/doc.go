@@ -1,4 +1,4 @@
-// Package pgstore is a PostgreSQL [retry.IdempotencyStore], built on
+// Package pgstore is a PostgreSQL [idempotency.Store], built on
 // github.com/jackc/pgx/v5/pgxpool, for idempotent calls shared by many
 // goroutines and processes.
 //

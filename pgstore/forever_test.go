@@ -10,6 +10,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/jackc/pgx/v5"
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/pgstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,19 +31,19 @@ func TestForeverLeaseAndRetention(t *testing.T) {
 		key := "k" + d.String()
 		a, err := store.Claim(ctx, key, "fp", d)
 		require.NoError(t, err)
-		require.Equal(t, retry.ClaimAcquired, a.Status)
+		require.Equal(t, idempotency.ClaimAcquired, a.Status)
 		b, err := store.Claim(ctx, key, "fp", d)
 		require.NoError(t, err)
-		assert.Equal(t, retry.ClaimHeld, b.Status, "lease %v", d)
+		assert.Equal(t, idempotency.ClaimHeld, b.Status, "lease %v", d)
 		require.NoError(t, store.Renew(ctx, key, a.Token, d))
 		b, err = store.Claim(ctx, key, "fp", time.Minute)
 		require.NoError(t, err)
-		assert.Equal(t, retry.ClaimHeld, b.Status, "renewed for %v", d)
+		assert.Equal(t, idempotency.ClaimHeld, b.Status, "renewed for %v", d)
 
-		require.NoError(t, store.Complete(ctx, key, a.Token, retry.StoredOutcome{Value: []byte("v")}, d))
+		require.NoError(t, store.Complete(ctx, key, a.Token, idempotency.StoredOutcome{Value: []byte("v")}, d))
 		c, err := store.Claim(ctx, key, "fp", time.Minute)
 		require.NoError(t, err)
-		assert.Equal(t, retry.ClaimCompleted, c.Status, "retention %v", d)
+		assert.Equal(t, idempotency.ClaimCompleted, c.Status, "retention %v", d)
 		var far bool
 		require.NoError(t, pool.QueryRow(ctx, "SELECT expires_at > now() + interval '292 years' FROM "+
 			pgx.Identifier{table}.Sanitize()+" WHERE key = $1", []byte(key)).Scan(&far))
@@ -80,22 +81,22 @@ func TestForeverOnInjectedClock(t *testing.T) {
 
 	a, err := store.Claim(ctx, "k", "fp", forever)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, a.Status)
+	require.Equal(t, idempotency.ClaimAcquired, a.Status)
 	assert.Equal(t, start.Add(forever).Truncate(time.Microsecond).Add(time.Microsecond), expiry("k"))
 	mock.Add(200 * 365 * 24 * time.Hour)
 	b, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimHeld, b.Status, "200 years into a forever lease")
+	assert.Equal(t, idempotency.ClaimHeld, b.Status, "200 years into a forever lease")
 
 	latest := time.Date(294276, time.December, 31, 23, 59, 59, 999999000, time.UTC)
 	mock.Set(latest.Add(-time.Hour))
 	c, err := store.Claim(ctx, "late", "fp", forever)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, c.Status)
+	require.Equal(t, idempotency.ClaimAcquired, c.Status)
 	assert.Equal(t, latest, expiry("late"))
-	require.NoError(t, store.Complete(ctx, "late", c.Token, retry.StoredOutcome{Value: []byte("v")}, forever))
+	require.NoError(t, store.Complete(ctx, "late", c.Token, idempotency.StoredOutcome{Value: []byte("v")}, forever))
 	assert.Equal(t, latest, expiry("late"))
 	d, err := store.Claim(ctx, "late", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimCompleted, d.Status)
+	assert.Equal(t, idempotency.ClaimCompleted, d.Status)
 }

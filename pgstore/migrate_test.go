@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/pgstore"
 	"github.com/steadfast-go/retry/pgstore/pgschema/pgschematest"
 	"github.com/stretchr/testify/assert"
@@ -53,10 +53,10 @@ func TestMigrateSerializesEverySpelling(t *testing.T) {
 	}
 	c, err := qualified.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimAcquired, c.Status)
+	assert.Equal(t, idempotency.ClaimAcquired, c.Status)
 	held, err := plain.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimHeld, held.Status, "both spellings are one table")
+	assert.Equal(t, idempotency.ClaimHeld, held.Status, "both spellings are one table")
 }
 
 // TestMigrateConcurrentSpellings races Migrates of both spellings of

@@ -10,6 +10,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/pgstore"
 	"github.com/steadfast-go/retry/pgstore/pgschema"
 	"github.com/steadfast-go/retry/pgstore/pgschema/pgschematest"
@@ -134,11 +135,11 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	wg.Wait()
 	c, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, c.Status)
+	require.Equal(t, idempotency.ClaimAcquired, c.Status)
 	require.NoError(t, store.Migrate(ctx))
 	held, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimHeld, held.Status, "migrating again keeps the rows")
+	assert.Equal(t, idempotency.ClaimHeld, held.Status, "migrating again keeps the rows")
 
 	var indexes int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_indexes WHERE tablename = $1", table).Scan(&indexes))
@@ -164,8 +165,8 @@ func TestSchemaNamespacing(t *testing.T) {
 
 	a, err := scoped.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimAcquired, a.Status)
+	assert.Equal(t, idempotency.ClaimAcquired, a.Status)
 	b, err := other.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimAcquired, b.Status, "the same key in another table is another key")
+	assert.Equal(t, idempotency.ClaimAcquired, b.Status, "the same key in another table is another key")
 }

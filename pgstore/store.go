@@ -14,10 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/pgstore/pgschema"
 )
 
-// Store is a [retry.IdempotencyStore] on a PostgreSQL table. Build it with
+// Store is an [idempotency.Store] on a PostgreSQL table. Build it with
 // [New] (the zero value is not usable); create its table with
 // [Store.Migrate]. It is safe for concurrent use, and stores in other
 // processes that share the table coordinate through it. Closing the pool
@@ -30,7 +31,7 @@ type Store struct {
 	q     queries
 }
 
-var _ retry.IdempotencyStore = (*Store)(nil)
+var _ idempotency.Store = (*Store)(nil)
 
 // New returns a Store that keeps its records in pool's database, which
 // it does not touch. pool must not be nil; a nil opts gives the defaults.
@@ -64,15 +65,15 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 func (s *Store) Table() string { return s.name }
 
 // Claim claims key for lease when the key is free, and otherwise reports
-// who holds it or the stored outcome; see [retry.IdempotencyStore]. lease
+// who holds it or the stored outcome; see [idempotency.Store]. lease
 // must be positive.
-func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (retry.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
 	if lease <= 0 {
-		return retry.Claim{}, fmt.Errorf("%w: pgstore: claim: the lease is %v; it must be positive", retry.ErrInvalidOption, lease)
+		return idempotency.Claim{}, fmt.Errorf("%w: pgstore: claim: the lease is %v; it must be positive", retry.ErrInvalidOption, lease)
 	}
 	token, err := newToken()
 	if err != nil {
-		return retry.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+		return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	now, until := s.times(lease)
 	for range maxClaimReads {
@@ -88,23 +89,23 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 			// The row was inserted after the statement's snapshot was
 			// taken, so the read could not see it: look again.
 			if err := ctx.Err(); err != nil {
-				return retry.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+				return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 			}
 			continue
 		case err != nil:
-			return retry.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+			return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 		case acquired:
-			return retry.Claim{Status: retry.ClaimAcquired, Token: token, Fingerprint: fingerprint}, nil
+			return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: token, Fingerprint: fingerprint}, nil
 		case !completed:
-			return retry.Claim{Status: retry.ClaimHeld, Fingerprint: string(fp)}, nil
+			return idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: string(fp)}, nil
 		}
-		rec := retry.StoredOutcome{Permanent: permanent, Value: value}
+		rec := idempotency.StoredOutcome{Permanent: permanent, Value: value}
 		if msg != nil {
 			rec.Error = *msg
 		}
-		return retry.Claim{Status: retry.ClaimCompleted, Fingerprint: string(fp), Outcome: rec}, nil
+		return idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: string(fp), Outcome: rec}, nil
 	}
-	return retry.Claim{}, fmt.Errorf("pgstore: claim: the row changed under %d reads in a row; try again", maxClaimReads)
+	return idempotency.Claim{}, fmt.Errorf("pgstore: claim: the row changed under %d reads in a row; try again", maxClaimReads)
 }
 
 // maxClaimReads bounds Claim's statements. A second one always sees the
@@ -114,7 +115,7 @@ const maxClaimReads = 8
 
 // Renew extends the lease held under token to lease from now, also one
 // that expired but was not taken over. It returns an error matching
-// [retry.ErrLeaseLost] when token no longer holds key (taken over,
+// [idempotency.ErrLeaseLost] when token no longer holds key (taken over,
 // completed, released, or deleted by [Store.Cleanup]). lease must be
 // positive.
 func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
@@ -127,9 +128,9 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 
 // Complete stores rec as key's outcome for retention (0: it expires at
 // once; negative is refused) and ends the lease. It returns an error
-// matching [retry.ErrLeaseLost], storing nothing, when token no longer
+// matching [idempotency.ErrLeaseLost], storing nothing, when token no longer
 // holds key. The package doc says how rec.Error's bytes are stored.
-func (s *Store) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
+func (s *Store) Complete(ctx context.Context, key, token string, rec idempotency.StoredOutcome, retention time.Duration) error {
 	if retention < 0 {
 		return fmt.Errorf("%w: pgstore: complete: the retention is %v; it must not be negative", retry.ErrInvalidOption, retention)
 	}
@@ -155,7 +156,7 @@ func (s *Store) fenced(ctx context.Context, op, sql string, args ...any) error {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("pgstore: %s: %w", op, retry.ErrLeaseLost)
+		return fmt.Errorf("pgstore: %s: %w", op, idempotency.ErrLeaseLost)
 	}
 	return nil
 }

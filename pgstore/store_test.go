@@ -8,6 +8,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/pgstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,24 +20,24 @@ func TestClaimCompleteReplay(t *testing.T) {
 
 	c, err := store.Claim(ctx, "k", "fp1", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, c.Status)
+	require.Equal(t, idempotency.ClaimAcquired, c.Status)
 	assert.Len(t, c.Token, 32)
 
 	held, err := store.Claim(ctx, "k", "fp2", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimHeld, Fingerprint: "fp1"}, held)
+	assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: "fp1"}, held)
 
 	require.NoError(t, store.Renew(ctx, "k", c.Token, time.Minute))
-	rec := retry.StoredOutcome{Value: []byte(`{"id":7}`)}
+	rec := idempotency.StoredOutcome{Value: []byte(`{"id":7}`)}
 	require.NoError(t, store.Complete(ctx, "k", c.Token, rec, time.Hour))
 
 	done, err := store.Claim(ctx, "k", "fp2", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp1", Outcome: rec}, done)
+	assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: "fp1", Outcome: rec}, done)
 
 	// The token ended with the outcome.
-	assert.ErrorIs(t, store.Renew(ctx, "k", c.Token, time.Minute), retry.ErrLeaseLost)
-	assert.ErrorIs(t, store.Complete(ctx, "k", c.Token, retry.StoredOutcome{Value: []byte("other")}, time.Hour), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Renew(ctx, "k", c.Token, time.Minute), idempotency.ErrLeaseLost)
+	assert.ErrorIs(t, store.Complete(ctx, "k", c.Token, idempotency.StoredOutcome{Value: []byte("other")}, time.Hour), idempotency.ErrLeaseLost)
 	require.NoError(t, store.Release(ctx, "k", c.Token))
 	again, err := store.Claim(ctx, "k", "fp1", time.Minute)
 	require.NoError(t, err)
@@ -48,12 +49,12 @@ func TestPermanentFailureRecord(t *testing.T) {
 	ctx := context.Background()
 	c, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	rec := retry.StoredOutcome{Permanent: true, Error: "card declined"}
+	rec := idempotency.StoredOutcome{Permanent: true, Error: "card declined"}
 	require.NoError(t, store.Complete(ctx, "k", c.Token, rec, time.Hour))
 
 	got, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp", Outcome: rec}, got)
+	assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: "fp", Outcome: rec}, got)
 }
 
 func TestFencing(t *testing.T) {
@@ -63,14 +64,14 @@ func TestFencing(t *testing.T) {
 	require.NoError(t, err)
 	const forged = "00000000000000000000000000000000"
 
-	assert.ErrorIs(t, store.Renew(ctx, "k", forged, time.Minute), retry.ErrLeaseLost)
-	assert.ErrorIs(t, store.Complete(ctx, "k", forged, retry.StoredOutcome{Value: []byte("x")}, time.Hour), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Renew(ctx, "k", forged, time.Minute), idempotency.ErrLeaseLost)
+	assert.ErrorIs(t, store.Complete(ctx, "k", forged, idempotency.StoredOutcome{Value: []byte("x")}, time.Hour), idempotency.ErrLeaseLost)
 	require.NoError(t, store.Release(ctx, "k", forged))
-	assert.ErrorIs(t, store.Renew(ctx, "other", c.Token, time.Minute), retry.ErrLeaseLost, "a token holds only its own key")
+	assert.ErrorIs(t, store.Renew(ctx, "other", c.Token, time.Minute), idempotency.ErrLeaseLost, "a token holds only its own key")
 
 	got, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimHeld, Fingerprint: "fp"}, got, "forged tokens changed nothing")
+	assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: "fp"}, got, "forged tokens changed nothing")
 }
 
 func TestReleaseFreesKey(t *testing.T) {
@@ -82,9 +83,9 @@ func TestReleaseFreesKey(t *testing.T) {
 
 	next, err := store.Claim(ctx, "k", "fp2", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, next.Status)
+	require.Equal(t, idempotency.ClaimAcquired, next.Status)
 	assert.NotEqual(t, c.Token, next.Token)
-	assert.ErrorIs(t, store.Renew(ctx, "k", c.Token, time.Minute), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Renew(ctx, "k", c.Token, time.Minute), idempotency.ErrLeaseLost)
 	require.NoError(t, store.Release(ctx, "k", c.Token), "releasing a lost claim is not an error")
 	require.NoError(t, store.Renew(ctx, "k", next.Token, time.Minute), "and does not touch the new holder")
 }
@@ -99,27 +100,27 @@ func TestLeaseExpiryTakeover(t *testing.T) {
 
 	a, err := store.Claim(ctx, "k", "fp-a", 5*time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, a.Status)
+	require.Equal(t, idempotency.ClaimAcquired, a.Status)
 
 	mock.Add(5*time.Minute - time.Microsecond)
 	held, err := store.Claim(ctx, "k", "fp-b", 5*time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimHeld, Fingerprint: "fp-a"}, held, "just before the lease ends")
+	assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: "fp-a"}, held, "just before the lease ends")
 
 	mock.Add(time.Microsecond)
 	b, err := store.Claim(ctx, "k", "fp-b", 5*time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, b.Status, "at the end of the lease")
+	require.Equal(t, idempotency.ClaimAcquired, b.Status, "at the end of the lease")
 
 	// The first holder woke up late: it is fenced off.
-	assert.ErrorIs(t, store.Renew(ctx, "k", a.Token, time.Minute), retry.ErrLeaseLost)
-	assert.ErrorIs(t, store.Complete(ctx, "k", a.Token, retry.StoredOutcome{Value: []byte("a")}, time.Hour), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Renew(ctx, "k", a.Token, time.Minute), idempotency.ErrLeaseLost)
+	assert.ErrorIs(t, store.Complete(ctx, "k", a.Token, idempotency.StoredOutcome{Value: []byte("a")}, time.Hour), idempotency.ErrLeaseLost)
 	require.NoError(t, store.Release(ctx, "k", a.Token))
 
-	require.NoError(t, store.Complete(ctx, "k", b.Token, retry.StoredOutcome{Value: []byte("b")}, time.Hour))
+	require.NoError(t, store.Complete(ctx, "k", b.Token, idempotency.StoredOutcome{Value: []byte("b")}, time.Hour))
 	got, err := store.Claim(ctx, "k", "fp-b", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp-b", Outcome: retry.StoredOutcome{Value: []byte("b")}}, got)
+	assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: "fp-b", Outcome: idempotency.StoredOutcome{Value: []byte("b")}}, got)
 }
 
 func TestRenewExtendsLease(t *testing.T) {
@@ -134,14 +135,14 @@ func TestRenewExtendsLease(t *testing.T) {
 	mock.Add(59 * time.Second) // 109s after the claim, 59s after the renewal
 	held, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimHeld, held.Status)
+	assert.Equal(t, idempotency.ClaimHeld, held.Status)
 
 	// Expired but not taken over: the holder still holds the key.
 	mock.Add(time.Hour)
 	require.NoError(t, store.Renew(ctx, "k", a.Token, time.Minute))
 	held, err = store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimHeld, held.Status)
+	assert.Equal(t, idempotency.ClaimHeld, held.Status)
 }
 
 func TestRetentionExpiry(t *testing.T) {
@@ -151,21 +152,21 @@ func TestRetentionExpiry(t *testing.T) {
 
 	a, err := store.Claim(ctx, "k", "fp-a", time.Minute)
 	require.NoError(t, err)
-	rec := retry.StoredOutcome{Value: []byte("v")}
+	rec := idempotency.StoredOutcome{Value: []byte("v")}
 	require.NoError(t, store.Complete(ctx, "k", a.Token, rec, 24*time.Hour))
 
 	mock.Add(24*time.Hour - time.Microsecond)
 	got, err := store.Claim(ctx, "k", "fp-b", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp-a", Outcome: rec}, got)
+	assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: "fp-a", Outcome: rec}, got)
 
 	mock.Add(time.Microsecond)
 	b, err := store.Claim(ctx, "k", "fp-b", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, b.Status, "the key counts as new once the retention ends")
+	require.Equal(t, idempotency.ClaimAcquired, b.Status, "the key counts as new once the retention ends")
 	held, err := store.Claim(ctx, "k", "fp-c", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimHeld, Fingerprint: "fp-b"}, held, "the new claim stored its own fingerprint")
+	assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: "fp-b"}, held, "the new claim stored its own fingerprint")
 }
 
 // TestServerClock checks expiry on PostgreSQL's now(), with leases so
@@ -178,32 +179,32 @@ func TestServerClock(t *testing.T) {
 	require.NoError(t, err)
 	held, err := store.Claim(ctx, "lease", "fp", time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimHeld, held.Status)
+	require.Equal(t, idempotency.ClaimHeld, held.Status)
 	require.NoError(t, store.Renew(ctx, "lease", a.Token, time.Millisecond))
 	b := pollAcquired(t, store, "lease")
-	assert.ErrorIs(t, store.Complete(ctx, "lease", a.Token, retry.StoredOutcome{}, time.Hour), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Complete(ctx, "lease", a.Token, idempotency.StoredOutcome{}, time.Hour), idempotency.ErrLeaseLost)
 
-	require.NoError(t, store.Complete(ctx, "lease", b.Token, retry.StoredOutcome{Value: []byte("v")}, time.Hour))
+	require.NoError(t, store.Complete(ctx, "lease", b.Token, idempotency.StoredOutcome{Value: []byte("v")}, time.Hour))
 	done, err := store.Claim(ctx, "lease", "fp", time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimCompleted, done.Status)
+	require.Equal(t, idempotency.ClaimCompleted, done.Status)
 
 	c, err := store.Claim(ctx, "retention", "fp", time.Hour)
 	require.NoError(t, err)
-	require.NoError(t, store.Complete(ctx, "retention", c.Token, retry.StoredOutcome{Value: []byte("v")}, time.Millisecond))
+	require.NoError(t, store.Complete(ctx, "retention", c.Token, idempotency.StoredOutcome{Value: []byte("v")}, time.Millisecond))
 	pollAcquired(t, store, "retention")
 }
 
 // pollAcquired claims key until it is acquired, for at most a second. It
 // polls on the test's goroutine (not require.Eventually's), so that a
 // failed Claim can stop the test.
-func pollAcquired(t *testing.T, store *pgstore.Store, key string) retry.Claim {
+func pollAcquired(t *testing.T, store *pgstore.Store, key string) idempotency.Claim {
 	t.Helper()
 	deadline := time.Now().Add(time.Second)
 	for {
 		c, err := store.Claim(context.Background(), key, "fp", time.Hour)
 		require.NoError(t, err)
-		if c.Status == retry.ClaimAcquired {
+		if c.Status == idempotency.ClaimAcquired {
 			return c
 		}
 		require.True(t, time.Now().Before(deadline), "key %q still %v after a second", key, c.Status)
@@ -218,19 +219,19 @@ func TestAnyBytesInKeyAndFingerprint(t *testing.T) {
 
 	c, err := store.Claim(ctx, key, fp, time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, c.Status)
+	require.Equal(t, idempotency.ClaimAcquired, c.Status)
 	other, err := store.Claim(ctx, "tenant\x00order", fp, time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimAcquired, other.Status, "a key is not confused with its prefix")
+	assert.Equal(t, idempotency.ClaimAcquired, other.Status, "a key is not confused with its prefix")
 
 	held, err := store.Claim(ctx, key, "x", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, fp, held.Fingerprint)
-	rec := retry.StoredOutcome{Value: []byte{0, 1, 2, 255}}
+	rec := idempotency.StoredOutcome{Value: []byte{0, 1, 2, 255}}
 	require.NoError(t, store.Complete(ctx, key, c.Token, rec, time.Hour))
 	done, err := store.Claim(ctx, key, "x", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Outcome: rec}, done)
+	assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: fp, Outcome: rec}, done)
 }
 
 // TestConcurrentClaims races goroutines for the same keys: exactly one
@@ -254,18 +255,18 @@ func TestConcurrentClaims(t *testing.T) {
 					return
 				}
 				switch c.Status {
-				case retry.ClaimAcquired:
+				case idempotency.ClaimAcquired:
 					mu.Lock()
 					acquired[key]++
 					mu.Unlock()
 					if g%2 == 0 {
-						assert.NoError(t, store.Complete(ctx, key, c.Token, retry.StoredOutcome{Value: []byte(key)}, time.Hour))
+						assert.NoError(t, store.Complete(ctx, key, c.Token, idempotency.StoredOutcome{Value: []byte(key)}, time.Hour))
 					}
-				case retry.ClaimCompleted:
+				case idempotency.ClaimCompleted:
 					assert.Equal(t, []byte(key), c.Outcome.Value)
 					assert.Equal(t, "fp", c.Fingerprint)
 				default:
-					assert.Equal(t, retry.ClaimHeld, c.Status)
+					assert.Equal(t, idempotency.ClaimHeld, c.Status)
 					assert.Equal(t, "fp", c.Fingerprint)
 				}
 			}
@@ -282,18 +283,18 @@ func TestCleanupDeletesExpiredRows(t *testing.T) {
 	mock := clock.NewMock()
 	store, pool, _ := newStore(t, &pgstore.Options{Clock: mock})
 	ctx := context.Background()
-	claim := func(key string, lease time.Duration) retry.Claim {
+	claim := func(key string, lease time.Duration) idempotency.Claim {
 		c, err := store.Claim(ctx, key, "fp", lease)
 		require.NoError(t, err)
-		require.Equal(t, retry.ClaimAcquired, c.Status)
+		require.Equal(t, idempotency.ClaimAcquired, c.Status)
 		return c
 	}
 	abandoned := claim("abandoned", time.Minute)
 	claim("running", time.Hour)
 	old := claim("old", time.Minute)
-	require.NoError(t, store.Complete(ctx, "old", old.Token, retry.StoredOutcome{}, time.Minute))
+	require.NoError(t, store.Complete(ctx, "old", old.Token, idempotency.StoredOutcome{}, time.Minute))
 	kept := claim("kept", time.Minute)
-	require.NoError(t, store.Complete(ctx, "kept", kept.Token, retry.StoredOutcome{Value: []byte("v")}, time.Hour))
+	require.NoError(t, store.Complete(ctx, "kept", kept.Token, idempotency.StoredOutcome{Value: []byte("v")}, time.Hour))
 
 	mock.Add(time.Minute)
 	n, err := store.Cleanup(ctx)
@@ -310,7 +311,7 @@ func TestCleanupDeletesExpiredRows(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	assert.Equal(t, []string{"kept", "running"}, left)
-	assert.ErrorIs(t, store.Complete(ctx, "abandoned", abandoned.Token, retry.StoredOutcome{}, time.Hour), retry.ErrLeaseLost)
+	assert.ErrorIs(t, store.Complete(ctx, "abandoned", abandoned.Token, idempotency.StoredOutcome{}, time.Hour), idempotency.ErrLeaseLost)
 
 	n, err = store.Cleanup(ctx)
 	require.NoError(t, err)
@@ -335,7 +336,7 @@ func TestInvalidDurations(t *testing.T) {
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.ErrorContains(t, err, "lease")
 	assert.ErrorIs(t, store.Renew(ctx, "k", "t", -time.Second), retry.ErrInvalidOption)
-	err = store.Complete(ctx, "k", "t", retry.StoredOutcome{}, -time.Second)
+	err = store.Complete(ctx, "k", "t", idempotency.StoredOutcome{}, -time.Second)
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.ErrorContains(t, err, "retention")
 }
@@ -347,10 +348,10 @@ func TestStoreDown(t *testing.T) {
 	ctx := context.Background()
 	_, err = store.Claim(ctx, "k", "fp", time.Minute)
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, retry.ErrLeaseLost)
+	assert.NotErrorIs(t, err, idempotency.ErrLeaseLost)
 	assert.ErrorContains(t, err, "pgstore: claim")
 	assert.Error(t, store.Renew(ctx, "k", "t", time.Minute))
-	assert.Error(t, store.Complete(ctx, "k", "t", retry.StoredOutcome{}, time.Minute))
+	assert.Error(t, store.Complete(ctx, "k", "t", idempotency.StoredOutcome{}, time.Minute))
 	assert.Error(t, store.Release(ctx, "k", "t"))
 	assert.Error(t, store.Migrate(ctx))
 	_, err = store.Cleanup(ctx)
@@ -370,9 +371,9 @@ func TestLeaseNeverCutShort(t *testing.T) {
 	mock.Add(time.Minute - time.Nanosecond)
 	held, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimHeld, held.Status, "1ns before the lease ends")
+	assert.Equal(t, idempotency.ClaimHeld, held.Status, "1ns before the lease ends")
 	mock.Add(time.Microsecond + time.Nanosecond)
 	next, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimAcquired, next.Status, "at most 1µs after it ends")
+	assert.Equal(t, idempotency.ClaimAcquired, next.Status, "at most 1µs after it ends")
 }

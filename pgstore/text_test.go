@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,11 +26,11 @@ func TestCompleteUnstorableErrorText(t *testing.T) {
 	} {
 		c, err := store.Claim(ctx, msg, "fp", time.Minute)
 		require.NoError(t, err)
-		require.NoError(t, store.Complete(ctx, msg, c.Token, retry.StoredOutcome{Permanent: true, Error: msg}, time.Hour), "%q", msg)
+		require.NoError(t, store.Complete(ctx, msg, c.Token, idempotency.StoredOutcome{Permanent: true, Error: msg}, time.Hour), "%q", msg)
 		got, err := store.Claim(ctx, msg, "fp", time.Minute)
 		require.NoError(t, err)
-		assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp",
-			Outcome: retry.StoredOutcome{Permanent: true, Error: want}}, got, "%q", msg)
+		assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: "fp",
+			Outcome: idempotency.StoredOutcome{Permanent: true, Error: want}}, got, "%q", msg)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // BenchmarkClaimComplete measures a first-time key, claimed and completed,
@@ -15,14 +16,14 @@ import (
 func BenchmarkClaimComplete(b *testing.B) {
 	s, rt := newCountedStore(b, 1)
 	ctx := context.Background()
-	rec := retry.StoredOutcome{Value: []byte(`{"id":42,"status":"ok"}`)}
+	rec := idempotency.StoredOutcome{Value: []byte(`{"id":42,"status":"ok"}`)}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		key := strconv.Itoa(i)
 		i++
 		cl, err := s.Claim(ctx, key, "fingerprint", time.Minute)
-		if err != nil || cl.Status != retry.ClaimAcquired {
+		if err != nil || cl.Status != idempotency.ClaimAcquired {
 			b.Fatal(cl.Status, err)
 		}
 		if err := s.Complete(ctx, key, cl.Token, rec, time.Minute); err != nil {
@@ -38,14 +39,14 @@ func BenchmarkClaimComplete(b *testing.B) {
 func BenchmarkClaimCompleteParallel(b *testing.B) {
 	s, rt := newCountedStore(b, 0)
 	ctx := context.Background()
-	rec := retry.StoredOutcome{Value: []byte(`{"id":42,"status":"ok"}`)}
+	rec := idempotency.StoredOutcome{Value: []byte(`{"id":42,"status":"ok"}`)}
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			key := strconv.FormatInt(next.Add(1), 10)
 			cl, err := s.Claim(ctx, key, "fingerprint", time.Minute)
-			if err != nil || cl.Status != retry.ClaimAcquired {
+			if err != nil || cl.Status != idempotency.ClaimAcquired {
 				b.Error(cl.Status, err)
 				return
 			}

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/redisstore"
 )
 
@@ -103,7 +103,7 @@ func newClusterStore(t *testing.T) (*redisstore.Store, *redis.ClusterClient, str
 
 func TestClusterContract(t *testing.T) {
 	needCluster(t)
-	runContract(t, func(t *testing.T) retry.IdempotencyStore {
+	runContract(t, func(t *testing.T) idempotency.Store {
 		s, _, _ := newClusterStore(t)
 		return s
 	})

@@ -13,13 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/redisstore"
 	"github.com/steadfast-go/retry/storetest"
 )
 
 // TestContract runs the store contract suite on the real server.
 func TestContract(t *testing.T) {
-	runContract(t, func(t *testing.T) retry.IdempotencyStore {
+	runContract(t, func(t *testing.T) idempotency.Store {
 		s, _, _ := newStore(t)
 		return s
 	})
@@ -27,7 +28,7 @@ func TestContract(t *testing.T) {
 
 // runContract runs the contract suite on the stores newStore makes. Time
 // is the server's, so Advance sleeps: 6 waits of 2*Short in all.
-func runContract(t *testing.T, newStore func(t *testing.T) retry.IdempotencyStore) {
+func runContract(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 	storetest.TestIdempotencyStore(t, storetest.Harness{
 		New:     newStore,
 		Advance: func(t *testing.T, d time.Duration) { time.Sleep(d) },
@@ -45,7 +46,7 @@ func TestExactlyOnceThroughDo(t *testing.T) {
 
 // runExactlyOnce runs the exactly-once check on s, counting side effects
 // with INCR on c under prefix.
-func runExactlyOnce(t *testing.T, s retry.IdempotencyStore, c redis.Cmdable, prefix string) {
+func runExactlyOnce(t *testing.T, s idempotency.Store, c redis.Cmdable, prefix string) {
 	counter := func(key string) string { return prefix + "sideeffect:" + key }
 	storetest.TestExactlyOnce(t, storetest.ExactlyOnce{
 		Store: s,
@@ -59,7 +60,7 @@ func runExactlyOnce(t *testing.T, s retry.IdempotencyStore, c redis.Cmdable, pre
 }
 
 // doOptions are the options of the Do tests: no waits between attempts.
-func doOptions(s retry.IdempotencyStore, extra ...retry.Option) []retry.Option {
+func doOptions(s idempotency.Store, extra ...retry.Option) []retry.Option {
 	return append([]retry.Option{
 		retry.WithIdempotency(s, nil),
 		retry.WithBackoff(retry.Constant(0)),
@@ -159,5 +160,5 @@ func TestDoFailsClosedWhenRedisIsDown(t *testing.T) {
 // seconds.
 func TestUnknownOutcome(t *testing.T) {
 	s, _, _ := newStore(t)
-	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) retry.IdempotencyStore { return s }, Lease: 500 * time.Millisecond})
+	storetest.TestUnknownOutcome(t, storetest.UnknownOutcome{New: func(*testing.T) idempotency.Store { return s }, Lease: 500 * time.Millisecond})
 }

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // A key's value is one Redis string, so that a claim is a single SET with
@@ -48,7 +48,7 @@ func encodeClaim(token, fingerprint string) string {
 
 // encodeOutcome returns the state byte and the suffix that complete
 // appends to a claimed value.
-func encodeOutcome(rec retry.StoredOutcome) (state string, suffix string) {
+func encodeOutcome(rec idempotency.StoredOutcome) (state string, suffix string) {
 	state = stateSucceeded
 	if rec.Permanent {
 		state = statePermanent
@@ -71,7 +71,7 @@ type decoded struct {
 	state       string
 	token       string // the completion id for a completed value
 	fingerprint string
-	record      retry.StoredOutcome // completed values only
+	record      idempotency.StoredOutcome // completed values only
 }
 
 func decode(v string) (decoded, error) {

@@ -6,10 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/steadfast-go/retry"
 )
 
 func TestTokenLengthMatchesScripts(t *testing.T) {
@@ -22,7 +21,7 @@ func TestTokenLengthMatchesScripts(t *testing.T) {
 }
 
 // completed is what completeSrc makes of a claimed value.
-func completed(claimed, id string, rec retry.StoredOutcome) string {
+func completed(claimed, id string, rec idempotency.StoredOutcome) string {
 	state, suffix := encodeOutcome(rec)
 	return state + id + claimed[1+tokenLen:] + suffix
 }
@@ -34,7 +33,7 @@ func TestEncodingRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, decoded{state: stateClaimed, token: token, fingerprint: f}, c)
 
-		for _, rec := range []retry.StoredOutcome{
+		for _, rec := range []idempotency.StoredOutcome{
 			{}, {Value: []byte{}}, {Value: []byte("-")}, {Value: []byte("5:abc")},
 			{Permanent: true, Error: "boom"}, {Permanent: true, Value: []byte("1:"), Error: "-"},
 		} {
@@ -66,8 +65,8 @@ func TestDecodeRejectsForeignValues(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	token := rand.Text()
 	f.Add(encodeClaim(token, "fp"))
-	f.Add(completed(encodeClaim(token, "fp"), rand.Text(), retry.StoredOutcome{Value: []byte("v")}))
-	f.Add(completed(encodeClaim(token, ""), rand.Text(), retry.StoredOutcome{Permanent: true, Error: "e"}))
+	f.Add(completed(encodeClaim(token, "fp"), rand.Text(), idempotency.StoredOutcome{Value: []byte("v")}))
+	f.Add(completed(encodeClaim(token, ""), rand.Text(), idempotency.StoredOutcome{Permanent: true, Error: "e"}))
 	f.Fuzz(func(t *testing.T, v string) {
 		d, err := decode(v)
 		if err != nil {

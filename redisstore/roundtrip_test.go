@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/redisstore"
 )
 
@@ -86,7 +87,7 @@ func newCountedStore(tb testing.TB, poolSize int) (*redisstore.Store, *roundTrip
 	require.NoError(tb, s.Release(ctx, "warm", cl.Token))
 	cl, err = s.Claim(ctx, "warm", fp, time.Minute)
 	require.NoError(tb, err)
-	require.NoError(tb, s.Complete(ctx, "warm", cl.Token, retry.StoredOutcome{}, time.Minute))
+	require.NoError(tb, s.Complete(ctx, "warm", cl.Token, idempotency.StoredOutcome{}, time.Minute))
 	rt.reset()
 	return s, rt
 }
@@ -101,8 +102,8 @@ func TestRoundTrips(t *testing.T) {
 		key := "k" + strconv.Itoa(i)
 		cl, err := s.Claim(ctx, key, fp, time.Minute)
 		require.NoError(t, err)
-		require.Equal(t, retry.ClaimAcquired, cl.Status)
-		require.NoError(t, s.Complete(ctx, key, cl.Token, retry.StoredOutcome{Value: []byte("v")}, time.Minute))
+		require.Equal(t, idempotency.ClaimAcquired, cl.Status)
+		require.NoError(t, s.Complete(ctx, key, cl.Token, idempotency.StoredOutcome{Value: []byte("v")}, time.Minute))
 	}
 	assert.Equal(t, int64(2*keys), rt.writes.Load(), "round trips for %d first-time keys", keys)
 	assert.Equal(t, int64(2*keys), rt.commands.Load())
@@ -113,7 +114,7 @@ func TestRoundTrips(t *testing.T) {
 	for i := range keys {
 		cl, err := s.Claim(ctx, "k"+strconv.Itoa(i), fp, time.Minute)
 		require.NoError(t, err)
-		require.Equal(t, retry.ClaimCompleted, cl.Status)
+		require.Equal(t, idempotency.ClaimCompleted, cl.Status)
 	}
 	assert.Equal(t, int64(keys), rt.writes.Load(), "round trips for %d replays", keys)
 	t.Logf("completed key: %.1f round trips (claim returns the record)", float64(rt.writes.Load())/keys)

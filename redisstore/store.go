@@ -1,4 +1,4 @@
-// Package redisstore is a Redis-backed [retry.IdempotencyStore], so that
+// Package redisstore is a Redis-backed [idempotency.Store], so that
 // idempotent calls made with github.com/steadfast-go/retry run their work
 // once across every process sharing a Redis server or cluster.
 //
@@ -33,9 +33,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 )
 
-// Store is a [retry.IdempotencyStore] on Redis. Build one with [New]; the
+// Store is an [idempotency.Store] on Redis. Build one with [New]; the
 // zero value is not usable. It is safe for concurrent use by goroutines
 // and processes, and safe against go-redis re-sending a command (see
 // Errors in the package doc).
@@ -45,7 +46,7 @@ type Store struct {
 	scripts scripts
 }
 
-var _ retry.IdempotencyStore = (*Store)(nil)
+var _ idempotency.Store = (*Store)(nil)
 
 // New returns a Store that keeps its keys on client (a *redis.Client,
 // *redis.ClusterClient or *redis.Ring), without calling Redis; a nil opts
@@ -78,39 +79,39 @@ func isNil(client redis.UniversalClient) bool {
 	return false
 }
 
-// Claim implements [retry.IdempotencyStore]: one script call that claims
+// Claim implements [idempotency.Store]: one script call that claims
 // a free key with SET NX PX or returns what the key holds.
-func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (retry.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
 	ms, err := millis("claim", "lease", lease)
 	if err != nil {
-		return retry.Claim{}, err
+		return idempotency.Claim{}, err
 	}
 	token := rand.Text()
 	v, err := s.scripts.claim.Run(ctx, s.client, []string{s.prefix + key}, encodeClaim(token, fingerprint), ms).Text()
 	if err != nil {
-		return retry.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	if v == "" {
-		return retry.Claim{Status: retry.ClaimAcquired, Token: token}, nil
+		return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: token}, nil
 	}
 	d, err := decode(v)
 	if err != nil {
-		return retry.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	switch {
 	case d.state != stateClaimed:
-		return retry.Claim{Status: retry.ClaimCompleted, Fingerprint: d.fingerprint, Outcome: d.record}, nil
+		return idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: d.fingerprint, Outcome: d.record}, nil
 	case d.token == token:
 		// Our own claim: the client re-sent the script after losing the
 		// reply to the first send, which had claimed the key.
-		return retry.Claim{Status: retry.ClaimAcquired, Token: token}, nil
+		return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: token}, nil
 	default:
-		return retry.Claim{Status: retry.ClaimHeld, Fingerprint: d.fingerprint}, nil
+		return idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: d.fingerprint}, nil
 	}
 }
 
-// Renew implements [retry.IdempotencyStore]: it sets the key's PX to lease
-// if token still holds the claim, and returns retry.ErrLeaseLost if not.
+// Renew implements [idempotency.Store]: it sets the key's PX to lease
+// if token still holds the claim, and returns idempotency.ErrLeaseLost if not.
 func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
 	ms, err := millis("renew", "lease", lease)
 	if err != nil {
@@ -121,15 +122,15 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 		return fmt.Errorf("redisstore: renew: %w", err)
 	}
 	if !ok {
-		return retry.ErrLeaseLost
+		return idempotency.ErrLeaseLost
 	}
 	return nil
 }
 
-// Complete implements [retry.IdempotencyStore]: it replaces the claim by
+// Complete implements [idempotency.Store]: it replaces the claim by
 // rec, kept for retention (the key's new PX), if token still holds the
-// claim, and returns retry.ErrLeaseLost if not.
-func (s *Store) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
+// claim, and returns idempotency.ErrLeaseLost if not.
+func (s *Store) Complete(ctx context.Context, key, token string, rec idempotency.StoredOutcome, retention time.Duration) error {
 	ms, err := millis("complete", "retention", retention)
 	if err != nil {
 		return err
@@ -141,12 +142,12 @@ func (s *Store) Complete(ctx context.Context, key, token string, rec retry.Store
 		return fmt.Errorf("redisstore: complete: %w", err)
 	}
 	if !ok {
-		return retry.ErrLeaseLost
+		return idempotency.ErrLeaseLost
 	}
 	return nil
 }
 
-// Release implements [retry.IdempotencyStore]: it deletes the key if
+// Release implements [idempotency.Store]: it deletes the key if
 // token still holds the claim, and does nothing otherwise.
 func (s *Store) Release(ctx context.Context, key, token string) error {
 	if err := s.scripts.release.Run(ctx, s.client, []string{s.prefix + key}, token).Err(); err != nil {

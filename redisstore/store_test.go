@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/redisstore"
 )
 
@@ -65,11 +66,11 @@ func TestBadDurationsAreRejectedWithoutWriting(t *testing.T) {
 	err = s.Renew(ctx, "k", cl.Token, 0)
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "renew: the lease must be positive")
-	err = s.Complete(ctx, "k", cl.Token, retry.StoredOutcome{Value: []byte("v")}, -1)
+	err = s.Complete(ctx, "k", cl.Token, idempotency.StoredOutcome{Value: []byte("v")}, -1)
 	require.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "complete: the retention must be positive")
 	// Still claimed by cl: nothing was written.
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: fp})
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: fp})
 }
 
 // pxHook records the PX values, in whole milliseconds, that the store
@@ -131,7 +132,7 @@ func TestSubMillisecondDurationsRoundUpToOneMillisecond(t *testing.T) {
 
 			cl, err := s.Claim(ctx, "claim", fp, d)
 			require.NoError(t, err)
-			require.Equal(t, retry.ClaimAcquired, cl.Status)
+			require.Equal(t, idempotency.ClaimAcquired, cl.Status)
 			requirePX1(t, h, "claim")
 
 			cl, err = s.Claim(ctx, "renew", fp, long)
@@ -143,7 +144,7 @@ func TestSubMillisecondDurationsRoundUpToOneMillisecond(t *testing.T) {
 			cl, err = s.Claim(ctx, "complete", fp, long)
 			require.NoError(t, err)
 			h.take()
-			require.NoError(t, s.Complete(ctx, "complete", cl.Token, retry.StoredOutcome{Value: []byte("v")}, d))
+			require.NoError(t, s.Complete(ctx, "complete", cl.Token, idempotency.StoredOutcome{Value: []byte("v")}, d))
 			requirePX1(t, h, "complete")
 
 			// Redis holds each key for that millisecond, then drops it.
@@ -163,7 +164,7 @@ func TestClaimAcquiresFreshKeyWithLeaseAsTTL(t *testing.T) {
 
 	cl, err := s.Claim(ctx, "k", fp, lease)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimAcquired, cl.Status)
+	assert.Equal(t, idempotency.ClaimAcquired, cl.Status)
 	assert.Len(t, cl.Token, 26)
 	assert.Empty(t, cl.Fingerprint)
 
@@ -181,16 +182,16 @@ func TestClaimOfHeldKeyReturnsStoredFingerprint(t *testing.T) {
 	ctx := context.Background()
 	first, err := s.Claim(ctx, "k", fp, long)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, first.Status)
+	require.Equal(t, idempotency.ClaimAcquired, first.Status)
 
 	got, err := s.Claim(ctx, "k", "another payload", long)
 	require.NoError(t, err)
-	assert.Equal(t, retry.Claim{Status: retry.ClaimHeld, Fingerprint: fp}, got)
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: fp})
+	assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: fp}, got)
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: fp})
 }
 
 func TestCompleteStoresRecordForRetention(t *testing.T) {
-	cases := map[string]retry.StoredOutcome{
+	cases := map[string]idempotency.StoredOutcome{
 		"value":             {Value: []byte(`{"id":42}`)},
 		"empty value":       {Value: []byte{}},
 		"nil value":         {},
@@ -212,7 +213,7 @@ func TestCompleteStoresRecordForRetention(t *testing.T) {
 			assert.Greater(t, ttl, time.Hour, "retention replaced the lease")
 			got, err := s.Claim(ctx, "k", "other", time.Minute)
 			require.NoError(t, err)
-			assert.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fingerprint, Outcome: rec}, got)
+			assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: fingerprint, Outcome: rec}, got)
 		})
 	}
 }
@@ -248,15 +249,15 @@ func TestWrongTokenIsFenced(t *testing.T) {
 		last = "Y"
 	}
 	for _, token := range []string{"", "short", cl.Token[:25] + last, cl.Token + "X"} {
-		assert.ErrorIs(t, s.Renew(ctx, "k", token, long), retry.ErrLeaseLost, "renew %q", token)
-		assert.ErrorIs(t, s.Complete(ctx, "k", token, retry.StoredOutcome{Value: []byte("stale")}, long), retry.ErrLeaseLost, "complete %q", token)
+		assert.ErrorIs(t, s.Renew(ctx, "k", token, long), idempotency.ErrLeaseLost, "renew %q", token)
+		assert.ErrorIs(t, s.Complete(ctx, "k", token, idempotency.StoredOutcome{Value: []byte("stale")}, long), idempotency.ErrLeaseLost, "complete %q", token)
 		assert.NoError(t, s.Release(ctx, "k", token), "release %q", token)
 	}
 	after, err := c.Get(ctx, prefix+"k").Result()
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "nothing changed")
-	assert.ErrorIs(t, s.Renew(ctx, "absent", cl.Token, long), retry.ErrLeaseLost)
-	assert.ErrorIs(t, s.Complete(ctx, "absent", cl.Token, retry.StoredOutcome{}, long), retry.ErrLeaseLost)
+	assert.ErrorIs(t, s.Renew(ctx, "absent", cl.Token, long), idempotency.ErrLeaseLost)
+	assert.ErrorIs(t, s.Complete(ctx, "absent", cl.Token, idempotency.StoredOutcome{}, long), idempotency.ErrLeaseLost)
 	assert.NoError(t, s.Release(ctx, "absent", cl.Token))
 	n, err := c.Exists(ctx, prefix+"absent").Result()
 	require.NoError(t, err)
@@ -272,48 +273,48 @@ func TestReleaseFreesKeyAtOnce(t *testing.T) {
 
 	again, err := s.Claim(ctx, "k", "second payload", long)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimAcquired, again.Status)
+	assert.Equal(t, idempotency.ClaimAcquired, again.Status)
 	assert.NotEqual(t, cl.Token, again.Token)
 	// The first token is stale now: its release must not free the new claim.
 	require.NoError(t, s.Release(ctx, "k", cl.Token))
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: "second payload"})
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: "second payload"})
 }
 
 func TestReleaseAfterCompleteKeepsRecord(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := context.Background()
-	rec := retry.StoredOutcome{Value: []byte("done")}
+	rec := idempotency.StoredOutcome{Value: []byte("done")}
 	token := completeKey(t, s, "k", rec)
 	require.NoError(t, s.Release(ctx, "k", token))
-	assert.ErrorIs(t, s.Renew(ctx, "k", token, long), retry.ErrLeaseLost, "a completed key has no lease")
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Outcome: rec})
+	assert.ErrorIs(t, s.Renew(ctx, "k", token, long), idempotency.ErrLeaseLost, "a completed key has no lease")
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: fp, Outcome: rec})
 }
 
 // A second Complete under the same token is refused: the claim ended
 // with the first.
 func TestCompleteTwiceIsRefused(t *testing.T) {
 	s, _, _ := newStore(t)
-	rec := retry.StoredOutcome{Value: []byte("first")}
+	rec := idempotency.StoredOutcome{Value: []byte("first")}
 	token := completeKey(t, s, "k", rec)
-	err := s.Complete(context.Background(), "k", token, retry.StoredOutcome{Value: []byte("second")}, long)
-	assert.ErrorIs(t, err, retry.ErrLeaseLost)
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Outcome: rec})
+	err := s.Complete(context.Background(), "k", token, idempotency.StoredOutcome{Value: []byte("second")}, long)
+	assert.ErrorIs(t, err, idempotency.ErrLeaseLost)
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: fp, Outcome: rec})
 }
 
 // completeKey claims key under fp, completes it with rec and returns the
 // claim's token.
-func completeKey(t *testing.T, s *redisstore.Store, key string, rec retry.StoredOutcome) string {
+func completeKey(t *testing.T, s *redisstore.Store, key string, rec idempotency.StoredOutcome) string {
 	t.Helper()
 	ctx := context.Background()
 	cl, err := s.Claim(ctx, key, fp, long)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, cl.Status)
+	require.Equal(t, idempotency.ClaimAcquired, cl.Status)
 	require.NoError(t, s.Complete(ctx, key, cl.Token, rec, long))
 	return cl.Token
 }
 
 // assertClaim claims key under fp and checks what the store found.
-func assertClaim(t *testing.T, s *redisstore.Store, key string, want retry.Claim) {
+func assertClaim(t *testing.T, s *redisstore.Store, key string, want idempotency.Claim) {
 	t.Helper()
 	got, err := s.Claim(context.Background(), key, fp, long)
 	require.NoError(t, err)
@@ -347,17 +348,17 @@ func TestResentCommandsKeepTheirMeaning(t *testing.T) {
 	warm, err := s.Claim(ctx, "warm", fp, long)
 	require.NoError(t, err)
 	require.NoError(t, s.Renew(ctx, "warm", warm.Token, long))
-	require.NoError(t, s.Complete(ctx, "warm", warm.Token, retry.StoredOutcome{}, long))
+	require.NoError(t, s.Complete(ctx, "warm", warm.Token, idempotency.StoredOutcome{}, long))
 	require.NoError(t, s.Release(ctx, "warm", warm.Token))
 
 	c.AddHook(resendHook{})
 	cl, err := s.Claim(ctx, "k", fp, long)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, cl.Status, "the re-sent claim finds its own token")
+	require.Equal(t, idempotency.ClaimAcquired, cl.Status, "the re-sent claim finds its own token")
 	require.NoError(t, s.Renew(ctx, "k", cl.Token, long))
-	rec := retry.StoredOutcome{Value: []byte("v")}
+	rec := idempotency.StoredOutcome{Value: []byte("v")}
 	require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, long))
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Outcome: rec})
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: fp, Outcome: rec})
 
 	other, err := s.Claim(ctx, "k2", fp, long)
 	require.NoError(t, err)
@@ -372,28 +373,28 @@ func TestLeaseExpiryLetsAnotherCallerTakeOver(t *testing.T) {
 	ctx := context.Background()
 	stale, err := s.Claim(ctx, "k", fp, 5*time.Millisecond)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, stale.Status)
+	require.Equal(t, idempotency.ClaimAcquired, stale.Status)
 
-	var fresh retry.Claim
+	var fresh idempotency.Claim
 	eventually(t, "the 5ms lease to expire", func() bool {
 		fresh, err = s.Claim(ctx, "k", "fp-2", long)
 		require.NoError(t, err)
-		if fresh.Status != retry.ClaimAcquired {
-			require.Equal(t, retry.Claim{Status: retry.ClaimHeld, Fingerprint: fp}, fresh)
+		if fresh.Status != idempotency.ClaimAcquired {
+			require.Equal(t, idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: fp}, fresh)
 		}
-		return fresh.Status == retry.ClaimAcquired
+		return fresh.Status == idempotency.ClaimAcquired
 	})
 
 	// The stale holder is fenced off: it can neither renew, complete nor
 	// release the new holder's claim.
-	assert.ErrorIs(t, s.Renew(ctx, "k", stale.Token, long), retry.ErrLeaseLost)
-	assert.ErrorIs(t, s.Complete(ctx, "k", stale.Token, retry.StoredOutcome{Value: []byte("stale")}, long), retry.ErrLeaseLost)
+	assert.ErrorIs(t, s.Renew(ctx, "k", stale.Token, long), idempotency.ErrLeaseLost)
+	assert.ErrorIs(t, s.Complete(ctx, "k", stale.Token, idempotency.StoredOutcome{Value: []byte("stale")}, long), idempotency.ErrLeaseLost)
 	require.NoError(t, s.Release(ctx, "k", stale.Token))
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimHeld, Fingerprint: "fp-2"})
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: "fp-2"})
 
-	rec := retry.StoredOutcome{Value: []byte("fresh")}
+	rec := idempotency.StoredOutcome{Value: []byte("fresh")}
 	require.NoError(t, s.Complete(ctx, "k", fresh.Token, rec, long))
-	assertClaim(t, s, "k", retry.Claim{Status: retry.ClaimCompleted, Fingerprint: "fp-2", Outcome: rec})
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: "fp-2", Outcome: rec})
 }
 
 func TestRetentionExpiryFreesKey(t *testing.T) {
@@ -401,16 +402,16 @@ func TestRetentionExpiryFreesKey(t *testing.T) {
 	ctx := context.Background()
 	cl, err := s.Claim(ctx, "k", fp, long)
 	require.NoError(t, err)
-	rec := retry.StoredOutcome{Value: []byte("v")}
+	rec := idempotency.StoredOutcome{Value: []byte("v")}
 	require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, 5*time.Millisecond))
 
 	eventually(t, "the 5ms retention to expire", func() bool {
 		got, err := s.Claim(ctx, "k", "fp-2", long)
 		require.NoError(t, err)
-		if got.Status != retry.ClaimAcquired {
-			require.Equal(t, retry.Claim{Status: retry.ClaimCompleted, Fingerprint: fp, Outcome: rec}, got)
+		if got.Status != idempotency.ClaimAcquired {
+			require.Equal(t, idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: fp, Outcome: rec}, got)
 		}
-		return got.Status == retry.ClaimAcquired
+		return got.Status == idempotency.ClaimAcquired
 	})
 }
 
@@ -421,7 +422,7 @@ func TestConcurrentClaimsAcquireOnce(t *testing.T) {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
-		statuses = map[retry.ClaimStatus]int{}
+		statuses = map[idempotency.ClaimStatus]int{}
 		errs     []error
 	)
 	start := make(chan struct{})
@@ -441,7 +442,7 @@ func TestConcurrentClaimsAcquireOnce(t *testing.T) {
 	close(start)
 	wg.Wait()
 	require.Empty(t, errs)
-	assert.Equal(t, map[retry.ClaimStatus]int{retry.ClaimAcquired: 1, retry.ClaimHeld: callers - 1}, statuses)
+	assert.Equal(t, map[idempotency.ClaimStatus]int{idempotency.ClaimAcquired: 1, idempotency.ClaimHeld: callers - 1}, statuses)
 }
 
 func TestPrefixesKeepStoresApart(t *testing.T) {
@@ -457,8 +458,8 @@ func TestPrefixesKeepStoresApart(t *testing.T) {
 	require.NoError(t, err)
 	cb, err := b.Claim(ctx, "k", fp, long)
 	require.NoError(t, err)
-	assert.Equal(t, retry.ClaimAcquired, ca.Status)
-	assert.Equal(t, retry.ClaimAcquired, cb.Status)
+	assert.Equal(t, idempotency.ClaimAcquired, ca.Status)
+	assert.Equal(t, idempotency.ClaimAcquired, cb.Status)
 	for _, p := range []string{"a:", "b:"} {
 		keys, err := c.Keys(ctx, base+p+"*").Result()
 		require.NoError(t, err)
@@ -479,7 +480,7 @@ func TestDefaultPrefix(t *testing.T) {
 
 		cl, err := s.Claim(ctx, key, fp, long)
 		require.NoError(t, err, name)
-		require.Equal(t, retry.ClaimAcquired, cl.Status, name)
+		require.Equal(t, idempotency.ClaimAcquired, cl.Status, name)
 		n, err := c.Exists(ctx, redisstore.DefaultPrefix+key).Result()
 		require.NoError(t, err, name)
 		assert.Equal(t, int64(1), n, name)
@@ -496,7 +497,7 @@ func TestNoPrefix(t *testing.T) {
 
 	cl, err := s.Claim(ctx, key, fp, long)
 	require.NoError(t, err)
-	require.Equal(t, retry.ClaimAcquired, cl.Status)
+	require.Equal(t, idempotency.ClaimAcquired, cl.Status)
 	n, err := c.Exists(ctx, key).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n, "the Redis key is the idempotency key")
@@ -533,14 +534,14 @@ func TestUnreachableServerGivesErrors(t *testing.T) {
 	_, err = s.Claim(ctx, "k", fp, long)
 	assertStoreError(t, "redisstore: claim: ", err)
 	assertStoreError(t, "redisstore: renew: ", s.Renew(ctx, "k", "token", long))
-	assertStoreError(t, "redisstore: complete: ", s.Complete(ctx, "k", "token", retry.StoredOutcome{}, long))
+	assertStoreError(t, "redisstore: complete: ", s.Complete(ctx, "k", "token", idempotency.StoredOutcome{}, long))
 	assertStoreError(t, "redisstore: release: ", s.Release(ctx, "k", "token"))
 }
 
 func assertStoreError(t *testing.T, prefix string, err error) {
 	t.Helper()
 	require.Error(t, err)
-	assert.False(t, errors.Is(err, retry.ErrLeaseLost), "an outage is not a lost lease: %v", err)
+	assert.False(t, errors.Is(err, idempotency.ErrLeaseLost), "an outage is not a lost lease: %v", err)
 	assert.Contains(t, err.Error(), prefix)
 	assert.Contains(t, err.Error(), "connection refused")
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retryhttp"
@@ -699,16 +700,16 @@ func TestIdempotencyStoreNeedsAKeyPerRequest(t *testing.T) {
 
 // claimLog is an idempotency store that keeps the key of every Claim.
 type claimLog struct {
-	retry.IdempotencyStore
+	idempotency.Store
 	mu   sync.Mutex
 	keys []string
 }
 
-func (l *claimLog) Claim(ctx context.Context, key, fp string, lease time.Duration) (retry.Claim, error) {
+func (l *claimLog) Claim(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, error) {
 	l.mu.Lock()
 	l.keys = append(l.keys, key)
 	l.mu.Unlock()
-	return l.IdempotencyStore.Claim(ctx, key, fp, lease)
+	return l.Store.Claim(ctx, key, fp, lease)
 }
 
 func (l *claimLog) last() string {
@@ -719,7 +720,7 @@ func (l *claimLog) last() string {
 
 func TestIdempotencyStoreTakesAHeaderKeyOfAnyLength(t *testing.T) {
 	e := newEnv(t, statuses(503, 201))
-	store := &claimLog{IdempotencyStore: memstore.New(nil)}
+	store := &claimLog{Store: memstore.New(nil)}
 	r, err := retry.New(retry.WithIdempotency(store, nil), retry.WithBackoff(retry.Constant(0)))
 	require.NoError(t, err)
 	c := e.client(r, nil)
@@ -778,7 +779,7 @@ func TestRedirectWithStoreIsSent(t *testing.T) {
 				}
 				io.WriteString(w, "created")
 			})
-			store := &claimLog{IdempotencyStore: memstore.New(nil)}
+			store := &claimLog{Store: memstore.New(nil)}
 			r, err := retry.New(retry.WithIdempotency(store, nil), retry.WithBackoff(retry.Constant(0)))
 			require.NoError(t, err)
 			c := e.client(r, nil)
@@ -930,7 +931,7 @@ func TestContextKeyedRequestInsideAnIdempotentCall(t *testing.T) {
 // downStore is an idempotency store that cannot record an outcome.
 type downStore struct{ *memstore.Store }
 
-func (downStore) Complete(context.Context, string, string, retry.StoredOutcome, time.Duration) error {
+func (downStore) Complete(context.Context, string, string, idempotency.StoredOutcome, time.Duration) error {
 	return errors.New("store down")
 }
 

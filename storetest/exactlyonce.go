@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // ExactlyOnce configures [TestExactlyOnce].
 type ExactlyOnce struct {
 	// Store is the store under test. Required.
-	Store retry.IdempotencyStore
+	Store idempotency.Store
 	// Goroutines is how many callers call Do with every key. Default: 64.
 	Goroutines int
 	// Keys is how many keys each caller goes through, in the same order,

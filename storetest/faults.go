@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // CheckNotRecorded returns nil when err is what Do returns for work that
@@ -43,7 +44,7 @@ type ExactlyOnceUnderFaults struct {
 	// Store is the store under test. Its client must reach its server
 	// through Proxy, and should not retry on its own, so that the cuts
 	// reach Do. Required.
-	Store retry.IdempotencyStore
+	Store idempotency.Store
 	// Proxy carries all of Store's traffic. Required.
 	Proxy *FaultProxy
 	// CutProbability is set on Proxy while the callers run, and 0 after.
@@ -412,18 +413,18 @@ func (f *faultRun) check(t *testing.T) {
 	}
 }
 
-// ObservedStore wraps a [retry.IdempotencyStore] and calls AfterComplete,
+// ObservedStore wraps an [idempotency.Store] and calls AfterComplete,
 // if set, with the key and error of each Complete, in the caller's
 // goroutine, to see a store call fail or end a fault then. It is as safe
 // for concurrent use as the store and AfterComplete are.
 type ObservedStore struct {
-	retry.IdempotencyStore
+	idempotency.Store
 	AfterComplete func(key string, err error)
 }
 
 // Complete calls the wrapped store's Complete, then AfterComplete.
-func (s ObservedStore) Complete(ctx context.Context, key, token string, rec retry.StoredOutcome, retention time.Duration) error {
-	err := s.IdempotencyStore.Complete(ctx, key, token, rec, retention)
+func (s ObservedStore) Complete(ctx context.Context, key, token string, rec idempotency.StoredOutcome, retention time.Duration) error {
+	err := s.Store.Complete(ctx, key, token, rec, retention)
 	if s.AfterComplete != nil {
 		s.AfterComplete(key, err)
 	}

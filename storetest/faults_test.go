@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/storetest"
 )
@@ -53,20 +54,20 @@ func TestObservedStoreReportsEachComplete(t *testing.T) {
 	}
 	var calls []call
 	s := storetest.ObservedStore{
-		IdempotencyStore: memstore.New(nil),
-		AfterComplete:    func(key string, err error) { calls = append(calls, call{key, err}) },
+		Store:         memstore.New(nil),
+		AfterComplete: func(key string, err error) { calls = append(calls, call{key, err}) },
 	}
 	ctx := context.Background()
 	cl, err := s.Claim(ctx, "k", "", time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, s.Complete(ctx, "k", cl.Token, retry.StoredOutcome{}, time.Minute))
-	err = s.Complete(ctx, "k", "not the token", retry.StoredOutcome{}, time.Minute)
-	require.ErrorIs(t, err, retry.ErrLeaseLost, "the store's error is returned")
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, idempotency.StoredOutcome{}, time.Minute))
+	err = s.Complete(ctx, "k", "not the token", idempotency.StoredOutcome{}, time.Minute)
+	require.ErrorIs(t, err, idempotency.ErrLeaseLost, "the store's error is returned")
 	require.Len(t, calls, 2)
 	assert.Equal(t, call{"k", nil}, calls[0])
 	assert.Equal(t, "k", calls[1].key)
-	assert.True(t, errors.Is(calls[1].err, retry.ErrLeaseLost))
+	assert.True(t, errors.Is(calls[1].err, idempotency.ErrLeaseLost))
 
 	s.AfterComplete = nil
-	require.ErrorIs(t, s.Complete(ctx, "k", "not the token", retry.StoredOutcome{}, time.Minute), retry.ErrLeaseLost, "no hook is fine")
+	require.ErrorIs(t, s.Complete(ctx, "k", "not the token", idempotency.StoredOutcome{}, time.Minute), idempotency.ErrLeaseLost, "no hook is fine")
 }

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // OutcomeFault configures [TestOutcomeAfterFault].
 type OutcomeFault struct {
 	// Store is the store under test. Required.
-	Store retry.IdempotencyStore
+	Store idempotency.Store
 	// Break makes every call of Store fail or hang, as a server that died
 	// or a table locked by another session. It runs inside fn, after the
 	// claim, on fn's first run in each subtest. Required.
@@ -121,7 +122,7 @@ type faultyCall struct {
 // the fault.
 func newFaultyCall(t *testing.T, c OutcomeFault, mend bool) *faultyCall {
 	f := &faultyCall{t: t, c: c, key: randomPrefix(t) + "charge:order-7"}
-	observed := ObservedStore{IdempotencyStore: c.Store, AfterComplete: func(_ string, err error) {
+	observed := ObservedStore{Store: c.Store, AfterComplete: func(_ string, err error) {
 		f.completes.Add(1)
 		if err != nil && f.failed.Add(1) == 1 && mend {
 			c.Mend(t)

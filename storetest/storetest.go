@@ -1,11 +1,11 @@
-// Package storetest checks that a [retry.IdempotencyStore] keeps the
+// Package storetest checks that an [idempotency.Store] keeps the
 // contract Do relies on. Store implementations call [TestIdempotencyStore],
 // [TestExactlyOnce] and [TestUnknownOutcome] from their own tests:
 //
 //	func TestStore(t *testing.T) {
 //		mock := clock.NewMock()
 //		storetest.TestIdempotencyStore(t, storetest.Harness{
-//			New: func(t *testing.T) retry.IdempotencyStore {
+//			New: func(t *testing.T) idempotency.Store {
 //				return memstore.New(&memstore.Options{Clock: mock})
 //			},
 //			Advance: func(t *testing.T, d time.Duration) { mock.Add(d) },
@@ -67,7 +67,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // Harness tells the suite how to make stores and move their time.
@@ -75,7 +75,7 @@ type Harness struct {
 	// New returns a store for one subtest, holding no key the subtest
 	// uses: a fresh store, or a shared server with a fresh key prefix or
 	// table. The suite also puts a random prefix on its keys. Required.
-	New func(t *testing.T) retry.IdempotencyStore
+	New func(t *testing.T) idempotency.Store
 	// Advance moves the store's clock forward by at least d: mock.Add(d)
 	// for a store on a mock clock, time.Sleep(d) for a server. Required.
 	Advance func(t *testing.T, d time.Duration)
@@ -110,11 +110,11 @@ func TestIdempotencyStore(t *testing.T, h Harness) {
 // fixture is one subtest's store and key, with checked store calls.
 type fixture struct {
 	t     *testing.T
-	store retry.IdempotencyStore
+	store idempotency.Store
 	key   string
 }
 
-func (f *fixture) claim(key, fp string, lease time.Duration) retry.Claim {
+func (f *fixture) claim(key, fp string, lease time.Duration) idempotency.Claim {
 	f.t.Helper()
 	cl, err := f.store.Claim(context.Background(), key, fp, lease)
 	if err != nil {
@@ -127,7 +127,7 @@ func (f *fixture) claim(key, fp string, lease time.Duration) retry.Claim {
 func (f *fixture) acquire(key, fp string, lease time.Duration) string {
 	f.t.Helper()
 	cl := f.claim(key, fp, lease)
-	if cl.Status != retry.ClaimAcquired {
+	if cl.Status != idempotency.ClaimAcquired {
 		f.t.Fatalf("Claim(%q) on a free key: status %v, want acquired", key, cl.Status)
 	}
 	if cl.Token == "" {
@@ -137,19 +137,19 @@ func (f *fixture) acquire(key, fp string, lease time.Duration) string {
 }
 
 // expect claims key and checks the status and the stored fingerprint.
-func (f *fixture) expect(key, fp string, want retry.ClaimStatus, wantFP string) retry.Claim {
+func (f *fixture) expect(key, fp string, want idempotency.ClaimStatus, wantFP string) idempotency.Claim {
 	f.t.Helper()
 	cl := f.claim(key, fp, long)
 	if cl.Status != want {
 		f.t.Fatalf("Claim(%q): status %v, want %v", key, cl.Status, want)
 	}
-	if want != retry.ClaimAcquired && cl.Fingerprint != wantFP {
+	if want != idempotency.ClaimAcquired && cl.Fingerprint != wantFP {
 		f.t.Errorf("Claim(%q) %v: fingerprint %q, want %q", key, cl.Status, cl.Fingerprint, wantFP)
 	}
 	return cl
 }
 
-func (f *fixture) complete(key, token string, rec retry.StoredOutcome, retention time.Duration) {
+func (f *fixture) complete(key, token string, rec idempotency.StoredOutcome, retention time.Duration) {
 	f.t.Helper()
 	if err := f.store.Complete(context.Background(), key, token, rec, retention); err != nil {
 		f.t.Fatalf("Complete(%q) with the holding token: %v", key, err)
@@ -158,12 +158,12 @@ func (f *fixture) complete(key, token string, rec retry.StoredOutcome, retention
 
 func (f *fixture) wantLeaseLost(op string, err error) {
 	f.t.Helper()
-	if !errors.Is(err, retry.ErrLeaseLost) {
-		f.t.Errorf("%s with a token that does not hold the key: got %v, want an error matching retry.ErrLeaseLost", op, err)
+	if !errors.Is(err, idempotency.ErrLeaseLost) {
+		f.t.Errorf("%s with a token that does not hold the key: got %v, want an error matching idempotency.ErrLeaseLost", op, err)
 	}
 }
 
-func sameRecord(t *testing.T, got, want retry.StoredOutcome) {
+func sameRecord(t *testing.T, got, want idempotency.StoredOutcome) {
 	t.Helper()
 	if got.Permanent != want.Permanent || got.Error != want.Error || !bytes.Equal(got.Value, want.Value) {
 		t.Errorf("stored record: got {Permanent:%v Value:%q Error:%q}, want {Permanent:%v Value:%q Error:%q}",
@@ -180,14 +180,14 @@ var contract = []struct {
 	}},
 	{"claim-held-key-reports-held-with-fingerprint", func(t *testing.T, h Harness, f *fixture) {
 		f.acquire(f.key, "fp1", long)
-		cl := f.expect(f.key, "fp2", retry.ClaimHeld, "fp1")
+		cl := f.expect(f.key, "fp2", idempotency.ClaimHeld, "fp1")
 		if cl.Token != "" {
 			t.Errorf("Claim on a held key returned token %q, want none", cl.Token)
 		}
 	}},
 	{"empty-fingerprint-round-trips", func(t *testing.T, h Harness, f *fixture) {
 		f.acquire(f.key, "", long)
-		f.expect(f.key, "", retry.ClaimHeld, "")
+		f.expect(f.key, "", idempotency.ClaimHeld, "")
 	}},
 	{"tokens-are-unique", func(t *testing.T, h Harness, f *fixture) {
 		t1 := f.acquire(f.key+"/a", "", long)
@@ -202,34 +202,34 @@ var contract = []struct {
 	}},
 	{"complete-stores-value-and-fingerprint", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
-		rec := retry.StoredOutcome{Value: []byte("{\"id\":42,\"bytes\":\"\\u0000\xff\"}")}
+		rec := idempotency.StoredOutcome{Value: []byte("{\"id\":42,\"bytes\":\"\\u0000\xff\"}")}
 		f.complete(f.key, tok, rec, long)
-		cl := f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1")
+		cl := f.expect(f.key, "fp1", idempotency.ClaimCompleted, "fp1")
 		sameRecord(t, cl.Outcome, rec)
 		// A second look replays the same record: it is not consumed.
-		cl = f.expect(f.key, "fp2", retry.ClaimCompleted, "fp1")
+		cl = f.expect(f.key, "fp2", idempotency.ClaimCompleted, "fp1")
 		sameRecord(t, cl.Outcome, rec)
 	}},
 	{"complete-stores-permanent-failure", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
-		rec := retry.StoredOutcome{Permanent: true, Error: "card declined: insufficient funds"}
+		rec := idempotency.StoredOutcome{Permanent: true, Error: "card declined: insufficient funds"}
 		f.complete(f.key, tok, rec, long)
-		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Outcome, rec)
+		sameRecord(t, f.expect(f.key, "fp1", idempotency.ClaimCompleted, "fp1").Outcome, rec)
 	}},
 	{"completed-key-refuses-its-token", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
-		rec := retry.StoredOutcome{Value: []byte("1")}
+		rec := idempotency.StoredOutcome{Value: []byte("1")}
 		f.complete(f.key, tok, rec, long)
 		f.wantLeaseLost("Renew after Complete", f.store.Renew(context.Background(), f.key, tok, long))
 		// A second Complete may be a re-sent call (its reply was lost), so
 		// nil is fine as well as ErrLeaseLost; the record must not change.
-		if err := f.store.Complete(context.Background(), f.key, tok, retry.StoredOutcome{Value: []byte("2")}, long); err != nil && !errors.Is(err, retry.ErrLeaseLost) {
-			t.Errorf("Complete after Complete: got %v, want nil or an error matching retry.ErrLeaseLost", err)
+		if err := f.store.Complete(context.Background(), f.key, tok, idempotency.StoredOutcome{Value: []byte("2")}, long); err != nil && !errors.Is(err, idempotency.ErrLeaseLost) {
+			t.Errorf("Complete after Complete: got %v, want nil or an error matching idempotency.ErrLeaseLost", err)
 		}
 		if err := f.store.Release(context.Background(), f.key, tok); err != nil {
 			t.Errorf("Release after Complete: got %v, want nil", err)
 		}
-		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Outcome, rec)
+		sameRecord(t, f.expect(f.key, "fp1", idempotency.ClaimCompleted, "fp1").Outcome, rec)
 	}},
 	{"release-frees-the-key", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
@@ -237,25 +237,25 @@ var contract = []struct {
 			t.Fatalf("Release with the holding token: %v", err)
 		}
 		f.acquire(f.key, "fp2", long)
-		f.expect(f.key, "fp1", retry.ClaimHeld, "fp2")
+		f.expect(f.key, "fp1", idempotency.ClaimHeld, "fp2")
 	}},
 	{"wrong-token-changes-nothing", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
 		bad := tok + "x"
 		f.wantLeaseLost("Renew", f.store.Renew(context.Background(), f.key, bad, long))
-		f.wantLeaseLost("Complete", f.store.Complete(context.Background(), f.key, bad, retry.StoredOutcome{Value: []byte("x")}, long))
+		f.wantLeaseLost("Complete", f.store.Complete(context.Background(), f.key, bad, idempotency.StoredOutcome{Value: []byte("x")}, long))
 		if err := f.store.Release(context.Background(), f.key, bad); err != nil {
 			t.Errorf("Release with a wrong token: got %v, want nil", err)
 		}
-		f.expect(f.key, "fp1", retry.ClaimHeld, "fp1")
+		f.expect(f.key, "fp1", idempotency.ClaimHeld, "fp1")
 		f.wantLeaseLost("Renew of a never-claimed key", f.store.Renew(context.Background(), f.key+"/none", tok, long))
-		f.wantLeaseLost("Complete of a never-claimed key", f.store.Complete(context.Background(), f.key+"/none", tok, retry.StoredOutcome{}, long))
-		f.complete(f.key, tok, retry.StoredOutcome{Value: []byte("ok")}, long)
+		f.wantLeaseLost("Complete of a never-claimed key", f.store.Complete(context.Background(), f.key+"/none", tok, idempotency.StoredOutcome{}, long))
+		f.complete(f.key, tok, idempotency.StoredOutcome{Value: []byte("ok")}, long)
 	}},
 	{"lease-keeps-key-until-it-expires", func(t *testing.T, h Harness, f *fixture) {
 		f.acquire(f.key, "fp1", long)
 		h.Advance(t, 2*h.Short)
-		f.expect(f.key, "fp2", retry.ClaimHeld, "fp1")
+		f.expect(f.key, "fp2", idempotency.ClaimHeld, "fp1")
 	}},
 	{"expired-lease-is-taken-over-and-fenced", func(t *testing.T, h Harness, f *fixture) {
 		old := f.acquire(f.key, "fp1", h.Short)
@@ -265,14 +265,14 @@ var contract = []struct {
 			t.Fatalf("takeover reused the old token %q", old)
 		}
 		f.wantLeaseLost("Renew by the old holder", f.store.Renew(context.Background(), f.key, old, long))
-		f.wantLeaseLost("Complete by the old holder", f.store.Complete(context.Background(), f.key, old, retry.StoredOutcome{Value: []byte("stale")}, long))
+		f.wantLeaseLost("Complete by the old holder", f.store.Complete(context.Background(), f.key, old, idempotency.StoredOutcome{Value: []byte("stale")}, long))
 		if err := f.store.Release(context.Background(), f.key, old); err != nil {
 			t.Errorf("Release by the old holder: got %v, want nil", err)
 		}
-		f.expect(f.key, "fp1", retry.ClaimHeld, "fp2")
-		rec := retry.StoredOutcome{Value: []byte("fresh")}
+		f.expect(f.key, "fp1", idempotency.ClaimHeld, "fp2")
+		rec := idempotency.StoredOutcome{Value: []byte("fresh")}
 		f.complete(f.key, tok, rec, long)
-		sameRecord(t, f.expect(f.key, "fp2", retry.ClaimCompleted, "fp2").Outcome, rec)
+		sameRecord(t, f.expect(f.key, "fp2", idempotency.ClaimCompleted, "fp2").Outcome, rec)
 	}},
 	{"renew-sets-lease-from-now", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
@@ -288,29 +288,29 @@ var contract = []struct {
 			t.Fatalf("Renew with the holding token: %v", err)
 		}
 		h.Advance(t, 2*h.Short)
-		f.expect(f.key, "fp2", retry.ClaimHeld, "fp1")
-		f.complete(f.key, tok, retry.StoredOutcome{Value: []byte("done")}, long)
+		f.expect(f.key, "fp2", idempotency.ClaimHeld, "fp1")
+		f.complete(f.key, tok, idempotency.StoredOutcome{Value: []byte("done")}, long)
 	}},
 	{"retention-expiry-frees-the-key", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
-		f.complete(f.key, tok, retry.StoredOutcome{Value: []byte("v1")}, h.Short)
+		f.complete(f.key, tok, idempotency.StoredOutcome{Value: []byte("v1")}, h.Short)
 		h.Advance(t, 2*h.Short)
 		tok2 := f.acquire(f.key, "fp2", long)
-		f.expect(f.key, "fp1", retry.ClaimHeld, "fp2")
-		f.wantLeaseLost("Complete by the first holder after retention", f.store.Complete(context.Background(), f.key, tok, retry.StoredOutcome{Value: []byte("v1")}, long))
-		f.complete(f.key, tok2, retry.StoredOutcome{Value: []byte("v2")}, long)
+		f.expect(f.key, "fp1", idempotency.ClaimHeld, "fp2")
+		f.wantLeaseLost("Complete by the first holder after retention", f.store.Complete(context.Background(), f.key, tok, idempotency.StoredOutcome{Value: []byte("v1")}, long))
+		f.complete(f.key, tok2, idempotency.StoredOutcome{Value: []byte("v2")}, long)
 	}},
 	{"retention-keeps-record-until-it-expires", func(t *testing.T, h Harness, f *fixture) {
 		tok := f.acquire(f.key, "fp1", long)
-		rec := retry.StoredOutcome{Value: []byte("kept")}
+		rec := idempotency.StoredOutcome{Value: []byte("kept")}
 		f.complete(f.key, tok, rec, long)
 		h.Advance(t, 2*h.Short)
-		sameRecord(t, f.expect(f.key, "fp1", retry.ClaimCompleted, "fp1").Outcome, rec)
+		sameRecord(t, f.expect(f.key, "fp1", idempotency.ClaimCompleted, "fp1").Outcome, rec)
 	}},
 	{"keys-are-independent", func(t *testing.T, h Harness, f *fixture) {
 		f.acquire(f.key+"/a", "fp1", long)
 		f.acquire(f.key+"/b", "fp1", long)
-		f.expect(f.key+"/a", "fp1", retry.ClaimHeld, "fp1")
+		f.expect(f.key+"/a", "fp1", idempotency.ClaimHeld, "fp1")
 	}},
 	{"long-key", func(t *testing.T, h Harness, f *fixture) {
 		key := string(bytes.Repeat([]byte("k"), 255-len(f.key)-1)) + "/" + f.key
@@ -318,8 +318,8 @@ var contract = []struct {
 			key = key[len(key)-255:]
 		}
 		tok := f.acquire(key, "fp1", long)
-		f.complete(key, tok, retry.StoredOutcome{Value: []byte("v")}, long)
-		f.expect(key, "fp1", retry.ClaimCompleted, "fp1")
+		f.complete(key, tok, idempotency.StoredOutcome{Value: []byte("v")}, long)
+		f.expect(key, "fp1", idempotency.ClaimCompleted, "fp1")
 	}},
 	{"done-context-fails", func(t *testing.T, h Harness, f *fixture) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -333,7 +333,7 @@ var contract = []struct {
 		var (
 			wg       sync.WaitGroup
 			start    = make(chan struct{})
-			statuses [n]retry.ClaimStatus
+			statuses [n]idempotency.ClaimStatus
 			errs     [n]error
 		)
 		for i := range n {
@@ -341,7 +341,7 @@ var contract = []struct {
 			go func() {
 				defer wg.Done()
 				<-start
-				var cl retry.Claim
+				var cl idempotency.Claim
 				cl, errs[i] = f.store.Claim(context.Background(), f.key, "fp1", long)
 				statuses[i] = cl.Status
 			}()
@@ -354,9 +354,9 @@ var contract = []struct {
 				t.Errorf("concurrent Claim %d: %v", i, errs[i])
 			}
 			switch statuses[i] {
-			case retry.ClaimAcquired:
+			case idempotency.ClaimAcquired:
 				acquired++
-			case retry.ClaimHeld:
+			case idempotency.ClaimHeld:
 			default:
 				t.Errorf("concurrent Claim %d: status %v, want acquired or held", i, statuses[i])
 			}

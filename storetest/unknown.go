@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 )
 
 // UnknownOutcome configures [TestUnknownOutcome].
 type UnknownOutcome struct {
 	// New returns the store for one subtest, holding none of its keys
 	// (the suite puts a random prefix on them). Required.
-	New func(t *testing.T) retry.IdempotencyStore
+	New func(t *testing.T) idempotency.Store
 	// Run runs one subtest's body, f: for a store on the real clock,
 	// inside a testing/synctest bubble (func(t, f) { synctest.Test(t, f) }),
 	// so that its waits take no time. Default: f(t), in real time.
@@ -40,7 +41,7 @@ func TestUnknownOutcome(t *testing.T, c UnknownOutcome) {
 		c.Run = func(t *testing.T, f func(t *testing.T)) { f(t) }
 	}
 	prefix := randomPrefix(t)
-	var store retry.IdempotencyStore // the subtest's
+	var store idempotency.Store // the subtest's
 	newR := func(t *testing.T, key string, o retry.IdempotencyOptions, extra ...retry.Option) *retry.Retrier {
 		t.Helper()
 		o.Key, o.Lease = prefix+key, c.Lease

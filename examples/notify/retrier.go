@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/overload"
 )
 
@@ -34,7 +35,7 @@ var permanentStatuses = []int{http.StatusBadRequest, http.StatusNotFound}
 
 // deps are what the policy is joined to.
 type deps struct {
-	store     retry.IdempotencyStore
+	store     idempotency.Store
 	sink      retry.DeadLetterSink // nil: no dead letters (the -resend mode, under deadletters redrive)
 	observers []retry.Observer
 	budget    overload.Budget // nil: the push service's token bucket (see newRetrier)

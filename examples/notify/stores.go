@@ -12,6 +12,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/pgdeadletter"
 	"github.com/steadfast-go/retry/pgstore"
@@ -21,7 +22,7 @@ import (
 
 // backends are the idempotency store and the dead-letter sink of a run.
 type backends struct {
-	store     retry.IdempotencyStore
+	store     idempotency.Store
 	sink      retry.DeadLetterSink
 	storeName string // for the summary
 	sinkName  string
