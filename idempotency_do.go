@@ -27,7 +27,7 @@ const (
 	ranAhead                    // fn succeeded but its outcome is not recorded as such
 	encoding                    // fn succeeded and its value is being encoded: a panic now must not free the key
 	recording                   // fn succeeded and its outcome is being stored: a panic now leaves the claim to lapse
-	settled                     // nothing left to renew or release: replayed, recorded, or lost
+	finished                    // nothing left to renew or release: replayed, recorded, or lost
 )
 
 // idemCall is one idempotent call's hook: it claims the key before the
@@ -56,7 +56,7 @@ func newIdemCall[T any](ctx context.Context, cfg *config) (*idemCall[T], error) 
 		// error from its fn, would only meet it again.
 		return nil, Permanent(fmt.Errorf("%w: an enclosing idempotent call, whose fn this call runs in, uses the same idempotency key; give this call a key of its own (IdempotencyOptions.Key, or ContextWithIdempotencyKey in fn)", ErrInvalidOption))
 	}
-	return &idemCall[T]{heldClaim: heldClaim{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key, fp: fingerprint(cfg.payload)}, state: settled}, nil
+	return &idemCall[T]{heldClaim: heldClaim{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key, fp: fingerprint(cfg.payload)}, state: finished}, nil
 }
 
 func (s *idemCall[T]) heldKey() (idempotency.Store, string) { return s.ic.store, s.key }
@@ -149,7 +149,7 @@ func (s *idemCall[T]) take(cl idempotency.Claim, err error, claimed idemState) (
 	case cl.Status != idempotency.ClaimAcquired && cl.Fingerprint != s.fp:
 		return v, ErrKeyReuse, false
 	case cl.Status == idempotency.ClaimCompleted:
-		s.state = settled
+		s.state = finished
 		v, err = s.replay(cl.Outcome)
 		return v, err, false
 	case cl.Status == idempotency.ClaimHeld:
@@ -229,7 +229,7 @@ func (s *idemCall[T]) before(*call, *attemptState) (v T, err error, act action) 
 		if err := s.renew(); err != nil {
 			switch {
 			case errors.Is(err, idempotency.ErrLeaseLost):
-				s.state, s.token = settled, "" // nothing left to release
+				s.state, s.token = finished, "" // nothing left to release
 				return v, Permanent(errTakenOver), skipFn
 			case s.ctx.Err() != nil:
 				s.state = refused
@@ -261,7 +261,7 @@ func (s *idemCall[T]) after(_ *call, _ *attemptState, v T, err error) (T, error)
 		var zero T
 		return zero, Permanent(err)
 	}
-	s.state = settled
+	s.state = finished
 	return v, nil
 }
 
@@ -280,7 +280,7 @@ func (s *idemCall[T]) end(_ *call, v T, err error, d *Done) (T, error) {
 	case s.token == "":
 		// No claim: replayed, lease lost, fail-open, or recorded.
 	case s.state == holding && errors.As(err, &e) && e.Outcome == OutcomeUnknown:
-		s.settleUnknown(e, d.DeadLetterFailed)
+		s.storeUnknown(e, d.DeadLetterFailed)
 	case s.state == holding && errors.As(err, &e) && s.final(e) && !d.DeadLetterFailed:
 		s.recordFailure(idempotency.StoredOutcome{Permanent: true, Error: errorText(e.Last)})
 	default:

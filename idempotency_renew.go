@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/steadfast-go/retry/idempotency"
+	"github.com/steadfast-go/retry/internal/clocks"
 )
 
 // heldClaim is an idempotent call's key and the claim it holds on it:
@@ -52,7 +52,7 @@ type renewer struct {
 
 	mu      sync.Mutex
 	stopped bool
-	timer   interface{ Stop() bool }
+	timer   clocks.FuncTimer
 	running sync.WaitGroup
 	cut     error // set once fn's context was cancelled for the claim
 }
@@ -71,14 +71,8 @@ func (s *heldClaim) keepClaim(ctx context.Context) (context.Context, *renewer) {
 // arm sets the timer for the next renewal, d from now. The caller holds
 // r.mu.
 func (r *renewer) arm(d time.Duration) {
-	if clk := r.s.cfg.clock; clk != nil {
-		r.timer = clk.AfterFunc(d, r.renew)
-		return
-	}
-	r.timer = time.AfterFunc(d, r.renew)
+	r.timer = r.s.cfg.afterFunc(d, r.renew)
 }
-
-var _ interface{ Stop() bool } = (*clock.Timer)(nil)
 
 // renew renews the claim once; on failure it tries again a tenth of a
 // lease later while the lease surely lasts, and cuts fn off otherwise

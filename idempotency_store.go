@@ -31,14 +31,14 @@ func (s *heldClaim) recordFailure(rec idempotency.StoredOutcome) {
 	s.release()
 }
 
-// settleUnknown ends a call whose last attempt's outcome is unknown. The
+// storeUnknown ends a call whose last attempt's outcome is unknown. The
 // claim is never released: fn may have acted, so no other caller may run
 // it before the lease ends. At most once (the default), the outcome is
 // stored as final, with one try detached from the ended context; if that
 // fails, the claim lapses with its lease, as at least once. One stored
 // without its dead letter (noDeadLetter) is marked for its replays to
 // write it.
-func (s *heldClaim) settleUnknown(e *Error, noDeadLetter bool) {
+func (s *heldClaim) storeUnknown(e *Error, noDeadLetter bool) {
 	if !s.ic.atLeastOnce {
 		value := unknownValue
 		if noDeadLetter {
@@ -138,9 +138,10 @@ func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
 	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
 	var timer clocks.Timer
 	defer timer.Stop(s.cfg.clock)
+	waits := recordWaits{cfg: s.cfg, timer: &timer}
 	var lastErr error
 	reclaimed := false
-	for backoff := minRecordBackoff; ; backoff = min(2*backoff, maxRecordBackoff) {
+	for {
 		if !s.cfg.clockNow().Before(bound()) {
 			break
 		}
@@ -167,10 +168,9 @@ func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
 			return s.notRecorded(err)
 		}
 		lastErr = err
-		if !s.cfg.clockNow().Add(backoff).Before(bound()) {
+		if !waits.wait(bound()) {
 			break
 		}
-		sleepDetached(s.cfg, &timer, backoff)
 		ctx, cancel = s.storeCtxUntil(detached, bound())
 		err = s.renewIn(ctx)
 		cancel()
@@ -206,7 +206,8 @@ func minTime(a, b time.Time) time.Time {
 // the new claim) so the outcome can still be recorded.
 func (s *heldClaim) recordedEarlier(parent context.Context, bound time.Time, timer *clocks.Timer) bool {
 	s.token = ""
-	for backoff := minRecordBackoff; s.cfg.clockNow().Before(bound); backoff = min(2*backoff, maxRecordBackoff) {
+	waits := recordWaits{cfg: s.cfg, timer: timer}
+	for s.cfg.clockNow().Before(bound) {
 		at := s.cfg.clockNow()
 		ctx, cancel := s.storeCtxUntil(parent, bound)
 		cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
@@ -220,12 +221,34 @@ func (s *heldClaim) recordedEarlier(parent context.Context, bound time.Time, tim
 		case err == nil:
 			return false // held by another caller: the lease was lost
 		}
-		if !s.cfg.clockNow().Add(backoff).Before(bound) {
+		if !waits.wait(bound) {
 			return false
 		}
-		sleepDetached(s.cfg, timer, backoff)
 	}
 	return false
+}
+
+// recordWaits are the waits between tries to record an outcome (complete,
+// recordedEarlier): minRecordBackoff doubling to maxRecordBackoff, on a
+// timer the tries share, detached from the caller's cancellation. A
+// holder's wait (waitForHolder) is the loop's instead: the policy's, and
+// cut by the context.
+type recordWaits struct {
+	cfg   *config
+	timer *clocks.Timer
+	next  time.Duration // 0: minRecordBackoff
+}
+
+// wait waits the next wait and reports true, or false, waiting nothing,
+// when it would not end before bound.
+func (w *recordWaits) wait(bound time.Time) bool {
+	d := max(w.next, minRecordBackoff)
+	if !w.cfg.clockNow().Add(d).Before(bound) {
+		return false
+	}
+	sleepDetached(w.cfg, w.timer, d)
+	w.next = min(2*d, maxRecordBackoff)
+	return true
 }
 
 func (s *heldClaim) notRecorded(err error) error {
