@@ -1338,22 +1338,29 @@ func TestIdempotent_nestedCallInAnotherStoreRuns(t *testing.T) {
 	assert.True(t, ran)
 }
 
+// idempotentWithSinkDown is an idempotent Retrier whose dead-letter sink
+// fails until down is cleared, then writes to backend.
+func idempotentWithSinkDown(t *testing.T) (r *retry.Retrier, backend *deadletter.MemorySink, down *atomic.Bool) {
+	down = new(atomic.Bool)
+	down.Store(true)
+	backend = deadletter.NewMemorySink()
+	sink := deadletter.Func(func(ctx context.Context, dl retry.DeadLetter) error {
+		if down.Load() {
+			return errors.New("sink down")
+		}
+		return backend.Put(ctx, dl)
+	})
+	r = mustNew(t, retry.WithIdempotency(memstore.New(nil), nil), retry.WithDeadLetter(sink, nil), retry.WithName("charge"))
+	return r, backend, down
+}
+
 // A failure for good whose dead letter cannot be written is not made
 // final in the store: a later call under the key runs fn again, and its
 // failure is dead-lettered once the sink is back, instead of replaying a
 // failure that no record holds (a queue's retry of the job would).
 func TestIdempotency_failureWithoutItsDeadLetterIsNotStored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var down atomic.Bool
-		down.Store(true)
-		backend := deadletter.NewMemorySink()
-		sink := deadletter.Func(func(ctx context.Context, dl retry.DeadLetter) error {
-			if down.Load() {
-				return errors.New("sink down")
-			}
-			return backend.Put(ctx, dl)
-		})
-		r := mustNew(t, retry.WithIdempotency(memstore.New(nil), nil), retry.WithDeadLetter(sink, nil), retry.WithName("charge"))
+		r, backend, down := idempotentWithSinkDown(t)
 		ctx := retry.ContextWithIdempotencyKey(t.Context(), "order-9")
 		calls := 0
 		fn := func(context.Context) error { calls++; return retry.Permanent(errors.New("card declined")) }
@@ -1378,16 +1385,7 @@ func TestIdempotency_failureWithoutItsDeadLetterIsNotStored(t *testing.T) {
 
 func TestIdempotency_unknownOutcomeWithoutItsDeadLetterIsLetteredByItsReplay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var down atomic.Bool
-		down.Store(true)
-		backend := deadletter.NewMemorySink()
-		sink := deadletter.Func(func(ctx context.Context, dl retry.DeadLetter) error {
-			if down.Load() {
-				return errors.New("sink down")
-			}
-			return backend.Put(ctx, dl)
-		})
-		r := mustNew(t, retry.WithIdempotency(memstore.New(nil), nil), retry.WithDeadLetter(sink, nil), retry.WithName("charge"))
+		r, backend, down := idempotentWithSinkDown(t)
 		calls := 0
 		fn := func(ctx context.Context) error { calls++; <-ctx.Done(); return ctx.Err() }
 		ctx, cancel := context.WithTimeout(retry.ContextWithIdempotencyKey(t.Context(), "order-9"), time.Second)
