@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/steadfast-go/retry/overload"
@@ -17,12 +18,16 @@ import (
 // end and judge. They keep their state in the attempt's attemptState and
 // read only the call's immutable config, so any goroutine may run them.
 
-// attemptGuard is an attempt's part with a breaker and a budget: the
-// breaker's done, until the attempt is judged. The loop keeps one for its
-// attempts, one after another (guard.go); each hedge has its own.
+// attemptGuard is an attempt's part with a breaker, a limit and a
+// budget: the breaker's done and the limit's permit, until the attempt is
+// judged. The loop keeps one for its attempts, one after another
+// (guard.go); each hedge has its own. It is 16 bytes: a parked call's
+// frame holds it.
 type attemptGuard struct {
-	done func(error)
-	told bool // the breaker and the budget heard how the attempt ended
+	done    func(error)
+	latency uint32 // µs, for a limit that wants it (saturated)
+	permit  bool   // the limit's, held
+	told    bool   // the breaker, the limit and the budget heard how the attempt ended
 	// The loop's, of the whole call, here to share told's word (a parked
 	// call's frame holds them); a hedge leaves them alone.
 	reached bool // an attempt called fn: the first such is attempt 1 to the budget
@@ -45,14 +50,33 @@ func mayRetry(cfg *config, d time.Duration) (why error) {
 	return nil
 }
 
-// admit asks a breaker to let the attempt call fn, keeping its done until
-// the attempt is judged; why is its refusal.
-func (g *attemptGuard) admit(cfg *config) (why error) {
+// admit asks a breaker, then a limit, to let attempt a, of kind k, call
+// fn, keeping the breaker's done and the limit's permit until the
+// attempt is judged; why is a refusal. The limit may make a first attempt
+// wait for a permit within the call's context. A breaker that allowed an attempt the
+// limit refused hears it was not counted.
+func (g *attemptGuard) admit(c *call, a *attemptState, k overload.Kind) (why error) {
+	cfg := c.cfg
 	g.told = false
 	if br := cfg.breaker; br != nil {
-		g.done, why = br.Allow()
+		if g.done, why = br.Allow(); why != nil {
+			return why
+		}
 	}
-	return why
+	if l := cfg.limit; l != nil {
+		if why = l.Acquire(c.ctx, overload.Attempt{Kind: k, Criticality: overload.CriticalityOf(c.ctx)}); why != nil {
+			if done := g.done; done != nil {
+				g.done = nil
+				done(notCountedError{why})
+			}
+			return why
+		}
+		g.permit = true
+		if cfg.limitTimed && a.attempt(c) > 1 {
+			a.start = c.sinceStart() // as startAttempt marks it
+		}
+	}
+	return nil
 }
 
 // startAttempt tells the observer that attempt a starts, after a wait of
@@ -82,8 +106,16 @@ func attemptContext(c *call, a *attemptState, ctx context.Context) context.Conte
 // can panic: the downstream answered.
 func finishAttempt(c *call, a *attemptState, g *attemptGuard, n int, err error) {
 	a.cancelContext()
+	g.timeAttempt(c, a)
 	if err == nil {
 		g.judge(c.cfg, n, nil, judgedAnswered, false)
+	}
+}
+
+// timeAttempt keeps how long attempt a took, for a limit that wants it.
+func (g *attemptGuard) timeAttempt(c *call, a *attemptState) {
+	if g.permit && c.cfg.limitTimed {
+		g.latency = uint32(min((c.sinceStart()-a.start)/time.Microsecond, math.MaxUint32))
 	}
 }
 
@@ -98,10 +130,11 @@ func endAttempt(c *call, a *attemptState, err error, end *time.Duration) {
 	c.cfg.observer.OnAttemptEnd(c.ctx, AttemptEnd{Name: c.cfg.name, Attempt: a.attempt(c), Err: err, Duration: *end - a.start})
 }
 
-// judge tells the breaker that admitted the attempt, then the budget,
-// how it ended (attempt n to the budget; j as the policy judged err),
-// once: the breaker first, so that a budget that panics cannot leave a
-// half-open breaker waiting.
+// judge tells the breaker that admitted the attempt, then the limit that
+// gave it a permit, then the budget, how it ended (attempt n to the
+// budget; j as the policy judged err), once: in this order, so that a
+// budget that panics can leave neither a half-open breaker waiting nor a
+// permit held.
 func (g *attemptGuard) judge(cfg *config, n int, err error, j judgement, throttled bool) {
 	if g.told {
 		return
@@ -109,26 +142,6 @@ func (g *attemptGuard) judge(cfg *config, n int, err error, j judgement, throttl
 	g.told = true
 	done := g.done
 	g.done = nil
-	tellGuard(cfg, done, n, err, j, throttled)
-}
-
-// abort tells a breaker that admitted the attempt, whose fn or a hook
-// panicked, that it failed (as gobreaker's own Execute counts it), so
-// that a half-open breaker is not left waiting. The budget hears nothing
-// of a panic.
-func (g *attemptGuard) abort() {
-	if done := g.done; done != nil {
-		g.done = nil
-		done(errPanicked)
-	}
-}
-
-// tellGuard tells a breaker's done, then the budget, how attempt n ended:
-// the breaker first, so that a budget that panics cannot leave a
-// half-open breaker waiting. Only a success refunds a budget, as gRFC A6
-// counts: a permanent answer or an attempt that says nothing of the
-// downstream is not told.
-func tellGuard(cfg *config, done func(error), n int, err error, j judgement, throttled bool) {
 	if done != nil {
 		switch j {
 		case judgedAnswered:
@@ -139,9 +152,40 @@ func tellGuard(cfg *config, done func(error), n int, err error, j judgement, thr
 			done(err)
 		}
 	}
+	g.release(cfg, limitResults[j])
+	// Only a success refunds a budget, as gRFC A6 counts: a permanent
+	// answer or an attempt that says nothing of the downstream is not told.
 	if b := cfg.budget; b != nil && (err == nil || j == judgedFailure) {
 		b.Attempted(n, j == judgedFailure, throttled)
 	}
+}
+
+// limitResults is what a limit hears of an attempt judged so.
+var limitResults = [...]overload.Result{
+	judgedAnswered:   overload.Answered,
+	judgedNotCounted: overload.Dropped,
+	judgedFailure:    overload.Failed,
+}
+
+// release gives the limit's permit back, once, with r and the latency
+// finishAttempt measured.
+func (g *attemptGuard) release(cfg *config, r overload.Result) {
+	if g.permit {
+		g.permit = false
+		cfg.limit.Release(r, time.Duration(g.latency)*time.Microsecond)
+	}
+}
+
+// abort tells a breaker that admitted the attempt, whose fn or a hook
+// panicked, that it failed (as gobreaker's own Execute counts it), so
+// that a half-open breaker is not left waiting, and gives a limit's
+// permit back, dropped. The budget hears nothing of a panic.
+func (g *attemptGuard) abort(cfg *config) {
+	if done := g.done; done != nil {
+		g.done = nil
+		done(errPanicked)
+	}
+	g.release(cfg, overload.Dropped)
 }
 
 // errPanicked is what a breaker and an observer hear of an attempt that

@@ -2,6 +2,8 @@ package retry
 
 import (
 	"time"
+
+	"github.com/steadfast-go/retry/overload"
 )
 
 // guarding is the hook of OverloadOptions.Budget and Breaker: the breaker is asked
@@ -12,8 +14,12 @@ type guarding[T any] struct {
 	attemptGuard // the last attempt's, and the call's reached and asked
 }
 
-func (g *guarding[T]) before(c *call, _ *attemptState) (v T, err error, act action) {
-	if why := g.admit(c.cfg); why != nil {
+func (g *guarding[T]) before(c *call, a *attemptState) (v T, err error, act action) {
+	k := overload.RetryAttempt
+	if !g.reached && c.cfg.resume == nil {
+		k = overload.FirstAttempt // the call's first to call fn
+	}
+	if why := g.admit(c, a, k); why != nil {
 		c.attempts-- // no attempt was made
 		return v, c.errorOf(OutcomeRefused, why, nil), endCall
 	}
@@ -23,7 +29,8 @@ func (g *guarding[T]) before(c *call, _ *attemptState) (v T, err error, act acti
 // after tells of a success at once, before any hook after it can panic:
 // the downstream answered. A failure is told once the policy has decided
 // on it (see decided).
-func (g *guarding[T]) after(c *call, _ *attemptState, v T, err error) (T, error) {
+func (g *guarding[T]) after(c *call, a *attemptState, v T, err error) (T, error) {
+	g.timeAttempt(c, a)
 	if err == nil && c.ran {
 		g.tell(c, nil, judgedAnswered, false)
 	}
@@ -83,4 +90,4 @@ func (g *guarding[T]) waited(c *call, d time.Duration) error {
 // unwind tells a breaker that allowed the attempt, when fn or what judges
 // its error (WithRetryIf) panicked, that it failed (as gobreaker's own
 // Execute counts it), so that a half-open breaker is not left waiting.
-func (g *guarding[T]) unwind(*call, *attemptState) { g.abort() }
+func (g *guarding[T]) unwind(c *call, _ *attemptState) { g.abort(c.cfg) }

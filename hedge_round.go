@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry/internal/clocks"
+	"github.com/steadfast-go/retry/overload"
 )
 
 // A hedged attempt (WithHedge) is one turn of the loop: its first attempt
@@ -157,10 +158,10 @@ func (r *hedgeRound[T]) fire() {
 	}
 	// Leave to retry now, as the loop asks before a wait, then the
 	// attempt's own admission.
-	if mayRetry(c.cfg, 0) != nil || h.g.admit(c.cfg) != nil {
+	h.a.number = attemptNumber(h.k)
+	if mayRetry(c.cfg, 0) != nil || h.g.admit(c, &h.a, overload.HedgeAttempt) != nil {
 		return // no hedge now, and none later in the round
 	}
-	h.a.number = attemptNumber(h.k)
 	ctx, cancel := context.WithCancelCause(r.base)
 	h.cancel = cancel
 	ctx = attemptContext(c, &h.a, ctx)
@@ -284,7 +285,7 @@ func (r *hedgeRound[T]) ended(h *hedge, v T, err error, dec decision) (lost bool
 // raises on the caller's goroutine. A hedge that lost raises p on its
 // own: nobody waits for it any more.
 func (r *hedgeRound[T]) panickedOut(h *hedge, p any) {
-	h.g.abort()
+	h.g.abort(r.c.cfg)
 	r.mu.Lock()
 	if h.counted && !h.uncounted {
 		r.inFlight--

@@ -54,7 +54,7 @@ type hook[T any] interface {
 // of the hooks' dispatcher while the attempt runs.
 type attemptState struct {
 	cancel   context.CancelFunc // the attempt timeout's
-	start    time.Duration      // the observer's mark of the attempt's start, since the call's
+	start    time.Duration      // the attempt's start since the call's, for the observer and a timed limit (0 for attempt 1)
 	number   int32              // the attempt whose result the hooks see, if not c.attempts: a hedge's (32 bits: it fits in observed's padding)
 	observed bool               // the observer heard it start and not yet end
 }

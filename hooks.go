@@ -91,7 +91,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 	if hs.idem != nil {
 		v, err, act = hs.idem.before(c, &a)
 	}
-	if act == runFn && f&(featBudget|featBreaker) != 0 {
+	if act == runFn && f&featGuard != 0 {
 		if v, err, act = hs.guard.before(c, &a); act == endCall {
 			returned = true
 			return v, err, next, true
@@ -117,7 +117,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 	if f&featAttemptTimeout != 0 {
 		v, err = hs.timeout.after(c, &a, v, err)
 	}
-	if f&(featBudget|featBreaker) != 0 {
+	if f&featGuard != 0 {
 		v, err = hs.guard.after(c, &a, v, err) // fn's own result
 	}
 	if hs.idem != nil {
@@ -132,7 +132,7 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 	if f&featObserver != 0 && a.observed {
 		endAttempt(c, &a, err, &hs.obs.lastEnd)
 	}
-	if err != nil && !next.made && f&(featBreaker|featIdempotency) != 0 {
+	if err != nil && !next.made && f&(featBreaker|featLimit|featIdempotency) != 0 {
 		next = hs.decideAttempt(c, err)
 	}
 	returned = true
@@ -150,7 +150,7 @@ func (hs *hooks[T]) decideAttempt(c *call, err error) decision {
 
 // decided tells the hooks of the policy's decision on the last attempt.
 func (hs *hooks[T]) decided(c *call, next decision) {
-	if c.cfg.features&(featBudget|featBreaker) != 0 {
+	if c.cfg.features&featGuard != 0 {
 		hs.guard.decided(c, c.last, next)
 	}
 }
@@ -166,7 +166,7 @@ func (hs *hooks[T]) retrying(c *call, d time.Duration) error {
 func (hs *hooks[T]) retryingHooked(c *call, d time.Duration) (err error) {
 	returned := false
 	defer hs.unwindUnless(c, nil, &returned)
-	if c.cfg.features&(featBudget|featBreaker) != 0 {
+	if c.cfg.features&featGuard != 0 {
 		err = hs.guard.retrying(c, d)
 	}
 	if err == nil && c.cfg.features&featHandOff != 0 {
@@ -248,7 +248,7 @@ func (hs *hooks[T]) unwind(c *call, a *attemptState) {
 	if a != nil && c.cfg.features&featAttemptTimeout != 0 {
 		hs.timeout.unwind(c, a)
 	}
-	if c.cfg.features&featBreaker != 0 {
+	if c.cfg.features&(featBreaker|featLimit) != 0 {
 		hs.guard.unwind(c, a)
 	}
 	if a != nil && c.cfg.features&featObserver != 0 {
@@ -292,7 +292,7 @@ func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn fu
 	if cfg.features&featAttemptTimeout != 0 {
 		v, err = hs.timeout.after(c, a, v, err)
 	}
-	if cfg.features&(featBudget|featBreaker) != 0 {
+	if cfg.features&featGuard != 0 {
 		v, err = hs.guard.after(c, a, v, err)
 	}
 	if r == nil {
@@ -372,7 +372,7 @@ func (hs *hooks[T]) firstEnded(c *call, a *attemptState, v T, err error, lost, d
 	}
 	if err == nil {
 		discard(v) // fn's success came after the round was decided
-	} else if c.cfg.features&(featBudget|featBreaker) != 0 {
+	} else if c.cfg.features&featGuard != 0 {
 		hs.guard.tell(c, err, judgedNotCounted, false)
 	}
 }

@@ -32,7 +32,8 @@ const (
 	// OutcomeCanceled means the context was canceled.
 	OutcomeCanceled
 	// OutcomeRefused means an [overload.Budget] refused the next retry, or
-	// an [overload.Breaker] the next attempt: Do stopped at once, without waiting.
+	// an [overload.Breaker] or an [overload.Limit] the next attempt: Do
+	// stopped without calling fn.
 	OutcomeRefused
 	// OutcomeUnknown means the call's context ended while an attempt ran
 	// (or fn returned an error after the deadline), or an idempotent

@@ -159,6 +159,8 @@ type config struct {
 	budget         overload.Budget       // nil: no budget
 	bucket         *overload.TokenBucket // budget, when it is one: its success inlines; set by derive
 	breaker        overload.Breaker      // nil: no breaker
+	limit          overload.Limit        // nil: no concurrency limit
+	limitTimed     bool                  // the limit wants latencies (its Timed); set by derive
 	hedge          *hedgeConfig          // nil: no hedging
 	hedged         *config               // with hedge: this config as Hedge's calls run it, featHedge on; set by derive
 	handOff        *handOffConfig        // nil: no hand-off of long waits
@@ -184,6 +186,9 @@ const (
 	featHedge                               // a call of Hedge on a Retrier with WithHedge (config.hedged)
 	featHandOff                             // WithHandOff
 	featResume                              // WithResume: no hook, but the call starts where a handed-off one stopped
+	featLimit                               // OverloadOptions.Limit
+
+	featGuard = featBudget | featBreaker | featLimit // the guard's (guard.go)
 )
 
 // plainFirst says whether a call's first attempt is a plain call of fn,
@@ -196,7 +201,7 @@ func (cfg *config) hooked() bool { return cfg.features&^featTimeBudget != 0 }
 // readsStart says whether a call reads the clock when it starts: for
 // observers, the time budget and dead letters.
 func (cfg *config) readsStart() bool {
-	return cfg.features&(featObserver|featTimeBudget|featDeadLetter) != 0
+	return cfg.features&(featObserver|featTimeBudget|featDeadLetter) != 0 || cfg.limitTimed
 }
 
 func (cfg *config) failf(format string, args ...any) {
@@ -275,6 +280,7 @@ func (cfg *config) derive() error {
 	}{
 		{cfg.budget != nil, featBudget},
 		{cfg.breaker != nil, featBreaker},
+		{cfg.limit != nil, featLimit},
 		{cfg.observer != nil, featObserver},
 		{cfg.attemptTimeout > 0, featAttemptTimeout},
 		{cfg.idem != nil, featIdempotency},
@@ -288,6 +294,8 @@ func (cfg *config) derive() error {
 		}
 	}
 	cfg.bucket, _ = cfg.budget.(*overload.TokenBucket)
+	t, ok := cfg.limit.(interface{ Timed() bool })
+	cfg.limitTimed = ok && t.Timed()
 	b, ok := cfg.backoff.(constant)
 	cfg.zeroWaits = ok && b.d == 0
 	cfg.hedged = nil
@@ -450,6 +458,9 @@ func (cfg *config) overload(o *OverloadOptions) {
 	}
 	if o.Breaker != nil {
 		cfg.breaker = o.Breaker
+	}
+	if o.Limit != nil {
+		cfg.limit = o.Limit
 	}
 	if o.NestedRetries {
 		cfg.nestedRetries = true

@@ -21,6 +21,10 @@ type OverloadOptions struct {
 	// Breaker is a circuit breaker's gate asked before every attempt
 	// (retrygobreaker adapts sony/gobreaker). Default: none.
 	Breaker overload.Breaker
+	// Limit bounds the attempts in flight to the downstream, hedges
+	// included: [overload.Adaptive], one per downstream. Each attempt
+	// takes a permit after the breaker allowed it. Default: none.
+	Limit overload.Limit
 	// NestedRetries lets this Retrier retry an error another Retrier gave
 	// up on: an [*Error] of [OutcomeExhausted], [OutcomeMaxElapsed],
 	// [OutcomeRefused] or [OutcomeUnknown] in fn's error. By default such
@@ -42,6 +46,9 @@ func WithOverload(o *OverloadOptions) Option {
 	}
 	if s, isNil := nilArg(o.Breaker); isNil && o.Breaker != nil {
 		return invalid("WithOverload: Breaker is %s; leave it nil for none", s)
+	}
+	if s, isNil := nilArg(o.Limit); isNil && o.Limit != nil {
+		return invalid("WithOverload: Limit is %s; leave it nil for none", s)
 	}
 	if o.Budget != nil && o.NoBudget {
 		return invalid("WithOverload: both Budget and NoBudget are set")

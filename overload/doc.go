@@ -1,6 +1,16 @@
 // Package overload keeps retries from burying a downstream that is
-// already struggling: retry budgets shared by every call to it, and the
-// errors a budget or a circuit breaker refuses an attempt with.
+// already struggling: retry budgets and concurrency limits shared by
+// every call to it, and the errors a budget, a limit or a circuit breaker
+// refuses an attempt with.
+//
+// Which to use when: a budget bounds retries against first attempts, so
+// that a failing downstream sees little more than its normal load (on by
+// default in retry.New); a [Limit] bounds the attempts in flight, so that
+// a slow downstream is not sent more than it completes, and sheds retries
+// and hedges before first attempts; a breaker stops every attempt for a
+// while once most fail. Give a downstream a limit when its latency grows
+// with its load, a breaker when it fails fast and whole; both add to the
+// budget.
 //
 // A [Ratio] budget (the SRE book's per-client retry ratio, Finagle's
 // RetryBudget; retry.New's default) and a [TokenBucket] (gRPC's retry
@@ -8,7 +18,9 @@
 // one budget per downstream, shared by every Retrier that calls it. Both
 // can also bound how many calls wait at once between attempts
 // (MaxWaiting). A circuit breaker is a [Breaker]; the retrygobreaker
-// module adapts github.com/sony/gobreaker/v2.
+// module adapts github.com/sony/gobreaker/v2. [Adaptive] is a [Limit]
+// after TCP's congestion control; with Min == Max it is a fixed limit (a
+// bulkhead).
 //
 // docs/overload.md explains how to choose between them, with the charts of
 // cmd/retrysim.

@@ -1,0 +1,240 @@
+package overload_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steadfast-go/retry/overload"
+)
+
+var (
+	first     = overload.Attempt{Kind: overload.FirstAttempt}
+	retried   = overload.Attempt{Kind: overload.RetryAttempt}
+	hedged    = overload.Attempt{Kind: overload.HedgeAttempt}
+	critical  = overload.Attempt{Kind: overload.FirstAttempt, Criticality: overload.Critical}
+	sheddable = overload.Attempt{Kind: overload.FirstAttempt, Criticality: overload.Sheddable}
+)
+
+func newAdaptive(t *testing.T, o overload.AdaptiveOptions) *overload.Adaptive {
+	t.Helper()
+	l, err := overload.NewAdaptive(o)
+	require.NoError(t, err)
+	return l
+}
+
+// acquireAll takes n permits for a and fails the test if one is refused.
+func acquireAll(t *testing.T, l overload.Limit, a overload.Attempt, n int) {
+	t.Helper()
+	for i := range n {
+		require.NoError(t, l.Acquire(context.Background(), a), "permit %d", i+1)
+	}
+}
+
+func TestNewAdaptive_refusesWhatItCannotUse(t *testing.T) {
+	for name, tc := range map[string]struct {
+		o    overload.AdaptiveOptions
+		want string
+	}{
+		"min above initial":   {overload.AdaptiveOptions{Min: 30, Initial: 20}, "Min 30, Initial 20"},
+		"initial above max":   {overload.AdaptiveOptions{Initial: 300, Max: 200}, "Initial 300 and Max 200"},
+		"negative min":        {overload.AdaptiveOptions{Min: -1}, "Min -1"},
+		"max too large":       {overload.AdaptiveOptions{Max: 1 << 21}, "Max 2097152"},
+		"backoff of one":      {overload.AdaptiveOptions{Backoff: 1}, "Backoff 1"},
+		"negative backoff":    {overload.AdaptiveOptions{Backoff: -0.5}, "Backoff -0.5"},
+		"latency in ns":       {overload.AdaptiveOptions{MaxLatency: 500}, "MaxLatency 500ns is below 1ms"},
+		"negative queue":      {overload.AdaptiveOptions{MaxQueued: -1}, "MaxQueued -1"},
+		"queue timeout in ns": {overload.AdaptiveOptions{QueueTimeout: 30}, "QueueTimeout 30ns is below 1ms"},
+		"nil mock clock":      {overload.AdaptiveOptions{Clock: (*clock.Mock)(nil)}, "Clock (*clock.Mock)(nil)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := overload.NewAdaptive(tc.o)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestNewAdaptive_defaults(t *testing.T) {
+	assert.Equal(t, overload.LimitStats{Limit: 20}, newAdaptive(t, overload.AdaptiveOptions{}).Stats())
+	assert.Equal(t, 5, newAdaptive(t, overload.AdaptiveOptions{Max: 5}).Stats().Limit, "a Max alone moves Initial below it")
+	assert.Equal(t, 50, newAdaptive(t, overload.AdaptiveOptions{Min: 50}).Stats().Limit, "a Min alone moves Initial above it")
+}
+
+func TestAdaptive_zeroValueRefusesEveryAttempt(t *testing.T) {
+	var l overload.Adaptive
+	assert.ErrorIs(t, l.Acquire(context.Background(), first), overload.ErrLimitExceeded)
+	assert.Equal(t, overload.LimitStats{Refused: 1}, l.Stats())
+}
+
+func TestAdaptive_fixedLimitBoundsAttemptsInFlight(t *testing.T) {
+	l := newAdaptive(t, overload.AdaptiveOptions{Min: 3, Max: 3})
+	acquireAll(t, l, first, 3)
+	assert.ErrorIs(t, l.Acquire(context.Background(), first), overload.ErrLimitExceeded)
+	l.Release(overload.Answered, 0)
+	assert.NoError(t, l.Acquire(context.Background(), first), "a released permit is free again")
+	assert.Equal(t, overload.LimitStats{Limit: 3, InFlight: 3, Refused: 1}, l.Stats())
+}
+
+func TestAdaptive_retriesHedgesAndSheddableAreShedFirst(t *testing.T) {
+	for _, a := range []overload.Attempt{retried, hedged, sheddable} {
+		l := newAdaptive(t, overload.AdaptiveOptions{Min: 20, Max: 20})
+		acquireAll(t, l, a, 18)
+		assert.ErrorIs(t, l.Acquire(context.Background(), a), overload.ErrLimitExceeded, "nine tenths of the limit for %+v", a)
+		acquireAll(t, l, first, 2)
+		assert.ErrorIs(t, l.Acquire(context.Background(), critical), overload.ErrLimitExceeded)
+	}
+}
+
+// window ends one window of the limit's size with failed of its attempts
+// failing, holding busy permits in flight while it does.
+func window(t *testing.T, l *overload.Adaptive, failed, busy int) {
+	t.Helper()
+	lim := l.Stats().Limit
+	acquireAll(t, l, first, busy)
+	for i := range lim {
+		require.NoError(t, l.Acquire(context.Background(), first))
+		r := overload.Answered
+		if i < failed {
+			r = overload.Failed
+		}
+		l.Release(r, 0)
+	}
+	for range busy {
+		l.Release(overload.Dropped, 0)
+	}
+}
+
+func TestAdaptive_adaptsOncePerWindow(t *testing.T) {
+	l := newAdaptive(t, overload.AdaptiveOptions{Initial: 20})
+	window(t, l, 0, 10)
+	assert.Equal(t, 21, l.Stats().Limit, "a busy window without failures grows the limit by one")
+	window(t, l, 0, 0)
+	assert.Equal(t, 21, l.Stats().Limit, "an idle window leaves it")
+	window(t, l, 2, 10)
+	assert.Equal(t, 21, l.Stats().Limit, "2 failures of 21 are not more than a tenth")
+	window(t, l, 3, 10)
+	assert.Equal(t, 16, l.Stats().Limit, "3 of 21 multiply it by 0.8")
+	for range 30 {
+		window(t, l, 16, 0)
+	}
+	assert.Equal(t, 1, l.Stats().Limit, "never below Min")
+}
+
+func TestAdaptive_droppedAttemptsTeachNothing(t *testing.T) {
+	l := newAdaptive(t, overload.AdaptiveOptions{Initial: 4})
+	for range 40 {
+		acquireAll(t, l, first, 4)
+		for range 4 {
+			l.Release(overload.Dropped, 0)
+		}
+	}
+	assert.Equal(t, overload.LimitStats{Limit: 4}, l.Stats())
+}
+
+func TestAdaptive_maxLatencyCountsASlowAnswerAsFailed(t *testing.T) {
+	l := newAdaptive(t, overload.AdaptiveOptions{Initial: 10, MaxLatency: 100 * time.Millisecond})
+	assert.True(t, l.Timed())
+	assert.False(t, newAdaptive(t, overload.AdaptiveOptions{}).Timed())
+	acquireAll(t, l, first, 10)
+	for range 10 {
+		l.Release(overload.Answered, 150*time.Millisecond)
+	}
+	assert.Equal(t, 8, l.Stats().Limit)
+}
+
+func TestAdaptive_queueHandsAReleasedPermitOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newAdaptive(t, overload.AdaptiveOptions{Min: 1, Max: 1, MaxQueued: 2, QueueTimeout: time.Second})
+		acquireAll(t, l, first, 1)
+		got := make(chan error, 1)
+		go func() { got <- l.Acquire(context.Background(), first) }()
+		synctest.Wait()
+		assert.Equal(t, 1, l.Stats().Queued)
+		assert.ErrorIs(t, l.Acquire(context.Background(), retried), overload.ErrLimitExceeded, "a retry never queues")
+		l.Release(overload.Answered, 0)
+		assert.NoError(t, <-got)
+		assert.Equal(t, overload.LimitStats{Limit: 1, InFlight: 1, Refused: 1}, l.Stats())
+	})
+}
+
+func TestAdaptive_queueIsBoundedInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newAdaptive(t, overload.AdaptiveOptions{Min: 1, Max: 1, MaxQueued: 1, QueueTimeout: time.Second})
+		acquireAll(t, l, first, 1)
+		start := time.Now()
+		assert.ErrorIs(t, l.Acquire(context.Background(), first), overload.ErrLimitExceeded)
+		assert.Equal(t, time.Second, time.Since(start))
+
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		assert.ErrorIs(t, l.Acquire(ctx, first), overload.ErrLimitExceeded)
+		assert.Equal(t, 300*time.Millisecond, time.Since(start), "within the call's deadline")
+		assert.Equal(t, overload.LimitStats{Limit: 1, InFlight: 1, Refused: 2}, l.Stats())
+	})
+}
+
+func TestAdaptive_criticalAttemptsAreServedFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newAdaptive(t, overload.AdaptiveOptions{Min: 1, Max: 1, MaxQueued: 2, QueueTimeout: time.Minute})
+		acquireAll(t, l, first, 1)
+		var order []string
+		var mu sync.Mutex
+		wait := func(name string, a overload.Attempt) {
+			err := l.Acquire(context.Background(), a)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				name += " refused"
+			}
+			order = append(order, name)
+			if err == nil {
+				l.Release(overload.Answered, 0)
+			}
+		}
+		go wait("default 1", first)
+		synctest.Wait()
+		go wait("default 2", first)
+		synctest.Wait()
+		go wait("critical", critical) // the queue is full: it puts default 2 out
+		synctest.Wait()
+		l.Release(overload.Answered, 0)
+		synctest.Wait()
+		assert.Equal(t, []string{"default 2 refused", "critical", "default 1"}, order)
+	})
+}
+
+func TestAdaptive_concurrentAttemptsNeverPassTheLimit(t *testing.T) {
+	l := newAdaptive(t, overload.AdaptiveOptions{Initial: 8, Min: 2, Max: 16, MaxQueued: 4, QueueTimeout: time.Millisecond})
+	var inFlight, peak atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			for i := range 500 {
+				a := []overload.Attempt{first, retried, hedged, critical, sheddable}[(w+i)%5]
+				if l.Acquire(context.Background(), a) != nil {
+					continue
+				}
+				n := inFlight.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				inFlight.Add(-1)
+				l.Release([]overload.Result{overload.Answered, overload.Failed, overload.Dropped}[i%3], 0)
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, peak.Load(), int64(16), "never more in flight than the largest limit")
+	s := l.Stats()
+	assert.Equal(t, 0, s.InFlight)
+	assert.Equal(t, 0, s.Queued)
+	assert.GreaterOrEqual(t, s.Limit, 2)
+}
