@@ -2,6 +2,7 @@ package overload_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/overloadtest"
@@ -25,5 +26,16 @@ func TestTokenBucket_keepsTheBudgetContract(t *testing.T) {
 			t.Fatal(err)
 		}
 		return b
+	})
+}
+
+// The library's limit keeps the contract Do relies on, with its queue.
+func TestAdaptive_keepsTheLimitContract(t *testing.T) {
+	overloadtest.TestLimit(t, func(t *testing.T) overload.Limit {
+		l, err := overload.NewAdaptive(overload.AdaptiveOptions{Initial: 4, Min: 2, Max: 8, MaxQueued: 4, QueueTimeout: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
 	})
 }

@@ -1,8 +1,9 @@
-// Package overloadtest checks that a [overload.Budget] or a [overload.Breaker]
-// keeps the contract Do relies on, as storetest does for stores: safe for
-// concurrent use, never blocking, and answering Do's questions with nil or
-// an error. Implementations call [TestBudget] or [TestBreaker] from their
-// own tests:
+// Package overloadtest checks that a [overload.Budget], a
+// [overload.Breaker] or a [overload.Limit] keeps the contract Do relies
+// on, as storetest does for stores: safe for concurrent use, never
+// blocking (but a Limit's Acquire, within its context), and answering
+// Do's questions with nil or an error. Implementations call [TestBudget],
+// [TestBreaker] or [TestLimit] from their own tests:
 //
 //	func TestBudget(t *testing.T) {
 //		overloadtest.TestBudget(t, func(t *testing.T) overload.Budget {
@@ -22,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +120,85 @@ func TestBreaker(t *testing.T, newBreaker func(t *testing.T) overload.Breaker) {
 		}
 		throughDo(t, r, retry.OutcomeExhausted, retry.OutcomeRefused)
 	})
+}
+
+// TestLimit checks l's contract: Acquire and Release may be called from
+// many goroutines at once, Release and an Acquire whose context is done
+// return at once, a refusal matches [overload.ErrLimitExceeded], and Do
+// and Hedge, driving it from many calls, give back every permit they
+// took and end every call with nil or an *Error a limit may cause.
+// newLimit makes a fresh limit for each subtest.
+func TestLimit(t *testing.T, newLimit func(t *testing.T) overload.Limit) {
+	results := []overload.Result{overload.Answered, overload.Failed, overload.Dropped}
+	kinds := []overload.Kind{overload.FirstAttempt, overload.RetryAttempt, overload.HedgeAttempt}
+	t.Run("concurrent use", func(t *testing.T) {
+		l := newLimit(t)
+		contract.Concurrently(workers, rounds, func(w, i int) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			defer cancel()
+			a := overload.Attempt{Kind: kinds[(w+i)%3], Criticality: overload.Criticality(i % 3)}
+			if err := l.Acquire(ctx, a); err != nil {
+				if !errors.Is(err, overload.ErrLimitExceeded) {
+					t.Errorf("Acquire refused with %v, which does not match overload.ErrLimitExceeded", err)
+				}
+				return
+			}
+			l.Release(results[i%3], time.Duration(i)*time.Millisecond)
+		})
+	})
+	t.Run("does not block", func(t *testing.T) {
+		l := newLimit(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var err error
+		contract.Returns(t, "Acquire with a done context", blockLimit, func() { err = l.Acquire(ctx, overload.Attempt{}) })
+		if err == nil {
+			contract.Returns(t, "Release", blockLimit, func() { l.Release(overload.Answered, time.Millisecond) })
+		}
+	})
+	t.Run("through Do and Hedge", func(t *testing.T) {
+		l := &countingLimit{Limit: newLimit(t)}
+		r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Limit: l, NoBudget: true}), retry.WithBackoff(retry.Constant(0)), retry.WithMaxAttempts(4),
+			retry.WithHedge(&retry.HedgeOptions{Delay: time.Microsecond}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		throughDo(t, r, retry.OutcomeExhausted, retry.OutcomeRefused)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for range rounds / 10 {
+					err := r.Hedge(context.Background(), func(context.Context) error { return nil })
+					if err != nil && !errors.Is(err, overload.ErrLimitExceeded) {
+						t.Errorf("Hedge returned %v, which a limit cannot cause here", err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if a, r := l.acquired.Load(), l.released.Load(); a != r || a == 0 {
+			t.Errorf("Do took %d permits and gave back %d", a, r)
+		}
+	})
+}
+
+// countingLimit counts the permits Do takes and gives back.
+type countingLimit struct {
+	overload.Limit
+	acquired, released atomic.Int64
+}
+
+func (l *countingLimit) Acquire(ctx context.Context, a overload.Attempt) error {
+	err := l.Limit.Acquire(ctx, a)
+	if err == nil {
+		l.acquired.Add(1)
+	}
+	return err
+}
+
+func (l *countingLimit) Release(r overload.Result, latency time.Duration) {
+	l.released.Add(1)
+	l.Limit.Release(r, latency)
 }
 
 // throughDo runs many calls of r at once, each failing its first two
