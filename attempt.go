@@ -112,6 +112,59 @@ func finishAttempt(c *call, a *attemptState, g *attemptGuard, n int, err error) 
 	}
 }
 
+// limitedFirst is an entry point's first attempt of fn through the
+// limit of c, which holds only the config and the context
+// (config.plainFirst): a success gives the permit back at once, a failure
+// keeps it for the loop to judge (hooks.begin), and a refusal is a
+// refusedFirst, which the loop ends the call with. A panic in fn gives it
+// back, dropped. It takes two words of arguments, as fn does: a caller
+// keeps spill space for its callees' widest arguments, and Do's frame is
+// on a parked call's stack.
+func limitedFirst(c *call, fn func(context.Context) error) (err error) {
+	l := c.cfg.limit
+	if why := l.Acquire(c.ctx, overload.Attempt{Kind: overload.FirstAttempt, Criticality: overload.CriticalityOf(c.ctx)}); why != nil {
+		return refusedFirst{why}
+	}
+	returned := false
+	defer releaseUnless(l, &returned)
+	err = fn(c.ctx)
+	returned = true
+	if err == nil {
+		l.Release(overload.Answered, 0)
+	}
+	return err
+}
+
+// limitedFirstValue is limitedFirst for fn that returns a value.
+func limitedFirstValue[T any](c *call, fn func(context.Context) (T, error)) (v T, err error) {
+	l := c.cfg.limit
+	if why := l.Acquire(c.ctx, overload.Attempt{Kind: overload.FirstAttempt, Criticality: overload.CriticalityOf(c.ctx)}); why != nil {
+		return v, refusedFirst{why}
+	}
+	returned := false
+	defer releaseUnless(l, &returned)
+	v, err = fn(c.ctx)
+	returned = true
+	if err == nil {
+		l.Release(overload.Answered, 0)
+	}
+	return v, err
+}
+
+// releaseUnless gives a first attempt's permit back, dropped, unless fn
+// returned: it panicked.
+func releaseUnless(l overload.Limit, returned *bool) {
+	if !*returned {
+		l.Release(overload.Dropped, 0)
+	}
+}
+
+// refusedFirst is the limit's refusal of an entry point's first attempt,
+// in place of its error: no attempt was made.
+type refusedFirst struct{ why error }
+
+func (r refusedFirst) Error() string { return r.why.Error() }
+
 // timeAttempt keeps how long attempt a took, for a limit that wants it.
 func (g *attemptGuard) timeAttempt(c *call, a *attemptState) {
 	if g.permit && c.cfg.limitTimed {

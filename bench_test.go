@@ -13,6 +13,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/memstore"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrystats"
 	"github.com/steadfast-go/retry/retrytest/parkcost"
 )
@@ -51,6 +52,8 @@ func TestAllocs(t *testing.T) {
 	r := mustNew(t, retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
 	noBudget := mustNew(t, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
 	f := &threeFailures{}
+	limited := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Limit: newAdaptive(t)}), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+	limitedFailing := &threeFailures{}
 	value := func(context.Context) (int, error) { return 1, nil }
 	cases := []struct {
 		name       string
@@ -60,6 +63,8 @@ func TestAllocs(t *testing.T) {
 		{"retrier_first_try_success", 0, func() { sink = r.Do(ctx, succeed) }},
 		{"retrier_value_first_try_success", 0, func() { _, sink = retry.DoValueOn(ctx, r, value) }},
 		{"retrier_three_failures_zero_waits", 0, func() { sink = noBudget.Do(ctx, f.call) }},
+		{"retrier_limited_first_try_success", 0, func() { sink = limited.Do(ctx, succeed) }},
+		{"retrier_limited_three_failures_zero_waits", 0, func() { sink = limited.Do(ctx, limitedFailing.call) }},
 		{"package_do_three_options", 1, func() { // the backoff boxed into its interface: 24 B where the option is built
 			// What users write, as BenchmarkDo_threeOptions does.
 			sink = retry.Do(ctx, succeed,
@@ -122,6 +127,25 @@ func BenchmarkRetrierDo_firstTrySuccess_noBudget(b *testing.B) {
 	for b.Loop() {
 		sink = r.Do(ctx, succeedFn)
 	}
+}
+
+// BenchmarkRetrierDo_firstTrySuccess_limit adds a concurrency limit,
+// overload.Adaptive with its defaults, to New's default budget: what the
+// limit costs a first try is the difference to firstTrySuccess.
+func BenchmarkRetrierDo_firstTrySuccess_limit(b *testing.B) {
+	ctx := context.Background()
+	r := mustNew(b, retry.WithOverload(&retry.OverloadOptions{Limit: newAdaptive(b)}))
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = r.Do(ctx, succeedFn)
+	}
+}
+
+// newAdaptive is an overload.Adaptive with its defaults.
+func newAdaptive(t testing.TB) *overload.Adaptive {
+	l, err := overload.NewAdaptive(overload.AdaptiveOptions{})
+	require.NoError(t, err)
+	return l
 }
 
 // BenchmarkDo_threeOptions calls the package-level Do with the options

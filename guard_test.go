@@ -229,3 +229,44 @@ func TestLimit_adaptiveQueuesAFirstAttemptWithinTheCallsDeadline(t *testing.T) {
 		assert.Zero(t, l.Stats().InFlight)
 	})
 }
+
+func TestLimit_everyEntryPointTakesAndGivesBackThePermit(t *testing.T) {
+	for name, call := range map[string]func(l overload.Limit, fn func(context.Context) error) error{
+		"Retrier.Do": func(l overload.Limit, fn func(context.Context) error) error {
+			return mustNew(t, retry.WithOverload(&retry.OverloadOptions{Limit: l})).Do(context.Background(), fn)
+		},
+		"DoValueOn": func(l overload.Limit, fn func(context.Context) error) error {
+			r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Limit: l}))
+			_, err := retry.DoValueOn(context.Background(), r, func(ctx context.Context) (int, error) { return 1, fn(ctx) })
+			return err
+		},
+		"package Do": func(l overload.Limit, fn func(context.Context) error) error {
+			return retry.Do(context.Background(), fn, retry.WithOverload(&retry.OverloadOptions{Limit: l}))
+		},
+		"package DoValue": func(l overload.Limit, fn func(context.Context) error) error {
+			_, err := retry.DoValue(context.Background(), func(ctx context.Context) (int, error) { return 1, fn(ctx) }, retry.WithOverload(&retry.OverloadOptions{Limit: l}))
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := &recordingLimit{}
+			require.NoError(t, call(l, func(context.Context) error { return nil }))
+			calls := 0
+			err := call(l, func(context.Context) error {
+				if calls++; calls == 1 {
+					return errTransient
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			assert.Equal(t, []overload.Kind{overload.FirstAttempt, overload.FirstAttempt, overload.RetryAttempt}, kinds(l.acquired))
+			assert.Equal(t, []overload.Result{overload.Answered, overload.Failed, overload.Answered}, l.released)
+
+			refused := &recordingLimit{refuse: func(overload.Attempt) bool { return true }}
+			calls = 0
+			err = call(refused, func(context.Context) error { calls++; return nil })
+			assert.ErrorIs(t, err, overload.ErrLimitExceeded)
+			assert.Zero(t, calls)
+		})
+	}
+}

@@ -54,9 +54,13 @@ func (hs *hooks[T]) startHooked(c *call) (v T, err error, done bool) {
 	if r := c.cfg.resume; r != nil { // never with a first attempt of the entry point's: not plainFirst
 		c.attempts, c.wait.prev = r.attempts, r.wait
 	}
+	if r, ok := c.last.(refusedFirst); ok {
+		return v, c.errorOf(OutcomeRefused, r.why, nil), true
+	}
 	switch {
 	case c.last != nil:
 		c.attempts, c.ran = 1, true
+		hs.guard.permit = c.cfg.limit != nil // limitedFirst's, held for the loop to judge
 		return v, c.last, false
 	case c.cfg.features&featIdempotency == 0 || c.ctx.Err() != nil:
 		return v, nil, false

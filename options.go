@@ -192,8 +192,11 @@ const (
 )
 
 // plainFirst says whether a call's first attempt is a plain call of fn,
-// which only a budget hears of, so that an entry point may make it itself.
-func (cfg *config) plainFirst() bool { return cfg.features&^featBudget == 0 }
+// which only a budget and an untimed limit hear of, so that an entry
+// point may make it itself (limitedFirst takes the limit's permit).
+func (cfg *config) plainFirst() bool {
+	return cfg.features&^(featBudget|featLimit) == 0 && !cfg.limitTimed
+}
 
 // hooked says whether a call has hooks: the time budget is the policy's.
 func (cfg *config) hooked() bool { return cfg.features&^featTimeBudget != 0 }

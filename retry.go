@@ -58,10 +58,16 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 		return badCall(ctx == nil)
 	}
 	cfg := r.config()
-	var first error
+	var c call
+	c.cfg, c.ctx = cfg, ctx
 	if cfg.plainFirst() {
 		if ctx.Err() == nil { // two ifs: see engine.go
-			if first = fn(ctx); first == nil {
+			if cfg.limit == nil {
+				c.last = fn(ctx)
+			} else {
+				c.last = limitedFirst(&c, fn) // two words of arguments: see limitedFirst
+			}
+			if c.last == nil {
 				if cfg.budget != nil && !cfg.fullBucket() {
 					cfg.succeeded()
 				}
@@ -69,8 +75,6 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 			}
 		}
 	}
-	var c call
-	c.cfg, c.ctx, c.last = cfg, ctx, first
 	_, err := runCall(&c, unitFn(fn))
 	return err
 }
@@ -100,7 +104,13 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 	var first error
 	if cfg.plainFirst() {
 		if ctx.Err() == nil { // two ifs: see engine.go
-			v, err := fn(ctx)
+			var v T
+			var err error
+			if cfg.limit == nil {
+				v, err = fn(ctx)
+			} else {
+				v, err = limitedFirstValue(&call{cfg: cfg, ctx: ctx}, fn)
+			}
 			if err == nil {
 				if cfg.budget != nil && !cfg.fullBucket() {
 					cfg.succeeded()
@@ -191,14 +201,24 @@ func prepare(ctx context.Context, fn func(context.Context) error, opts []Option)
 		return nil, c.err, true
 	}
 	if c.plainFirst() && ctx != nil && fn != nil && ctx.Err() == nil {
-		if first = fn(ctx); first == nil {
+		if c.limit == nil {
+			first = fn(ctx)
+		} else {
+			// On the heap first: limitedFirst's call would move c there.
+			r = &Retrier{c: c}
+			first = limitedFirst(&call{cfg: &r.c, ctx: ctx}, fn)
+		}
+		if first == nil {
 			if c.budget != nil && !c.fullBucket() {
 				c.succeeded()
 			}
 			return nil, nil, true
 		}
 	}
-	return &Retrier{c: c}, first, false
+	if r == nil {
+		r = &Retrier{c: c}
+	}
+	return r, first, false
 }
 
 // built is a Retrier of opts over the defaults, made on the heap. Out of

@@ -1,6 +1,7 @@
 package overload_test
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +27,12 @@ func TestAllocs(t *testing.T) {
 	require.NoError(t, err)
 	var zero overload.Ratio
 	var zeroBucket overload.TokenBucket
+	ctx := context.Background()
+	limit, err := overload.NewAdaptive(overload.AdaptiveOptions{})
+	require.NoError(t, err)
+	full, err := overload.NewAdaptive(overload.AdaptiveOptions{Min: 1, Max: 1})
+	require.NoError(t, err)
+	require.NoError(t, full.Acquire(ctx, firstAttempt))
 	for _, tc := range []struct {
 		name       string
 		wantAllocs float64
@@ -39,6 +46,8 @@ func TestAllocs(t *testing.T) {
 		{"ratio_retry", 0, func() { _ = ratio.Retry(0) }},
 		{"bucket_zero_refusal", 0, func() { _ = zeroBucket.Retry(0) }},
 		{"ratio_zero_refusal", 0, func() { _ = zero.Retry(0) }},
+		{"limit_permit", 0, func() { _ = limit.Acquire(ctx, firstAttempt); limit.Release(overload.Answered, 0) }},
+		{"limit_refusal", 0, func() { _ = full.Acquire(ctx, firstAttempt) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.LessOrEqual(t, testing.AllocsPerRun(1000, tc.fn), tc.wantAllocs)
@@ -97,6 +106,39 @@ func BenchmarkRatio_retry(b *testing.B) {
 		ratio.Attempted(1, false, false)
 		_ = ratio.Retry(0)
 	}
+}
+
+// firstAttempt is what Do tells a limit of a call's first attempt.
+var firstAttempt = overload.Attempt{Kind: overload.FirstAttempt}
+
+// BenchmarkAdaptive_permit is what the limit costs an attempt that it
+// lets through and that succeeds: one atomic add to take the permit, one
+// to give it back and count it (the window then closes once per limit's
+// worth of them).
+func BenchmarkAdaptive_permit(b *testing.B) {
+	l, err := overload.NewAdaptive(overload.AdaptiveOptions{Max: 1 << 20})
+	require.NoError(b, err)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if l.Acquire(ctx, firstAttempt) == nil {
+				l.Release(overload.Answered, 0)
+			}
+		}
+	})
+}
+
+// BenchmarkFloor_twoSharedAdds is the permit's floor: two atomic adds to
+// one shared word, by every goroutine.
+func BenchmarkFloor_twoSharedAdds(b *testing.B) {
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n.Add(1)
+			n.Add(-1)
+		}
+	})
 }
 
 // The floors of the two benchmarks above: one atomic load of a shared
