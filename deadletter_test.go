@@ -598,3 +598,16 @@ func TestDeadLetter_largeMaxErrorsKeepsTheErrorsMade(t *testing.T) {
 	require.Equal(t, 1, sink.Len())
 	assert.Len(t, sink.Records()[0].Errors, 3)
 }
+
+// TestDeadLetterSuccessAllocatesNothing: with a sink configured, a call
+// that succeeds at once still makes no allocation.
+func TestDeadLetterSuccessAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates; run without -race")
+	}
+	r, err := retry.New(retry.WithDeadLetter(deadletter.NewMemorySink(), nil))
+	require.NoError(t, err)
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = r.Do(ctx, fn) }))
+}

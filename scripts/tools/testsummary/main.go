@@ -7,7 +7,13 @@
 //
 //	go test -json ./... | testsummary record -to FILE -module PATH -run LABEL
 //	testsummary note -to FILE MESSAGE...
+//	testsummary skipped -module PATH -run LABEL FILE
 //	testsummary report [-allow-skips REGEXP] FILE
+//
+// skipped prints, for a run recorded in FILE, a go test -run pattern that
+// selects every top-level test that skipped in it (or that has a skipped
+// subtest) on its first line, then the packages they are in, one a line;
+// nothing when none skipped.
 //
 // With -allow-skips, a skip whose "TestName: reason" does not match the
 // regular expression fails the report: under CI=true no test may skip for
@@ -69,6 +75,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if err := appendJSON(*to, runSummary{Note: strings.Join(fs.Args(), " ")}); err != nil {
 			fmt.Fprintln(stderr, "testsummary:", err)
 			return 1
+		}
+	case "skipped":
+		module := fs.String("module", "", "the module of the run")
+		label := fs.String("run", "", "the run's label")
+		if fs.Parse(args[1:]) != nil || fs.NArg() != 1 {
+			fmt.Fprintln(stderr, "usage: testsummary skipped -module PATH -run LABEL FILE")
+			return 2
+		}
+		runs, err := readRuns(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintln(stderr, "testsummary:", err)
+			return 1
+		}
+		if pattern, pkgs := skipped(runs, *module, *label); pattern != "" {
+			fmt.Fprintln(stdout, pattern)
+			for _, p := range pkgs {
+				fmt.Fprintln(stdout, p)
+			}
 		}
 	case "report":
 		allow := fs.String("allow-skips", "", "with it, a skip whose \"TestName: reason\" does not match this regular expression fails")
@@ -243,6 +267,29 @@ func readRuns(name string) ([]runSummary, error) {
 		runs = append(runs, r)
 	}
 	return runs, nil
+}
+
+// skipped returns a -run pattern for the top-level tests that skipped, or
+// had a subtest skip, in the run of module labelled label, and their
+// packages, both sorted.
+func skipped(runs []runSummary, module, label string) (pattern string, pkgs []string) {
+	var tests []string
+	for _, r := range runs {
+		if r.Note != "" || r.Module != module || r.Run != label {
+			continue
+		}
+		for _, s := range r.Skips {
+			top, _, _ := strings.Cut(s.Test, "/")
+			tests = append(tests, regexp.QuoteMeta(top))
+			pkgs = append(pkgs, s.Package)
+		}
+	}
+	if len(tests) == 0 {
+		return "", nil
+	}
+	slices.Sort(tests)
+	slices.Sort(pkgs)
+	return "^(" + strings.Join(slices.Compact(tests), "|") + ")$", slices.Compact(pkgs)
 }
 
 // report prints the summary and says whether the runs passed.

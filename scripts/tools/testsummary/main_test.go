@@ -98,6 +98,23 @@ func TestRecordAndReport(t *testing.T) {
 	assert.Contains(t, rep.String(), "FAILED: package example.com/m/c (-race) failed")
 }
 
+func TestSkippedSelectsTheTestsThatSkippedInARun(t *testing.T) {
+	sum, err := record(bytes.NewReader(goTestJSON(t)), &bytes.Buffer{})
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "runs.jsonl")
+	sum.Module, sum.Run = "example.com/m", "-race"
+	require.NoError(t, appendJSON(file, sum))
+	require.NoError(t, appendJSON(file, runSummary{Module: "example.com/other", Run: "-race", Skips: []result{{Package: "example.com/other", Test: "TestOther"}}}))
+
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"skipped", "-module", "example.com/m", "-run", "-race", file}, nil, &out, &errOut), errOut.String())
+	assert.Equal(t, "^(TestSkip|TestSub)$\nexample.com/m/a\n", out.String(), "a skipped subtest selects its parent")
+
+	out.Reset()
+	require.Equal(t, 0, run([]string{"skipped", "-module", "example.com/m", "-run", "no -race", file}, nil, &out, &errOut))
+	assert.Empty(t, out.String(), "nothing for a run with no skips")
+}
+
 func TestReportAllowSkips(t *testing.T) {
 	runs := []runSummary{{
 		Module: "m", Passed: 3, Skipped: 2,
