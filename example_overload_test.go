@@ -48,3 +48,29 @@ func ExampleWithOverload_nestedRetries() {
 	// leaf calls: 3
 	// retry: attempts exhausted after 1 attempt: retry: attempts exhausted after 3 attempts: down
 }
+
+// One limit per downstream, shared by every call to it: an attempt takes
+// a permit while it runs. With two attempts already in flight to a
+// downstream limited to two, a third call is refused without reaching it.
+func ExampleWithOverload_limit() {
+	limit, err := overload.NewAdaptive(overload.AdaptiveOptions{Min: 2, Max: 2})
+	if err != nil {
+		panic(err)
+	}
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Limit: limit}))
+	if err != nil {
+		panic(err)
+	}
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	for range 2 {
+		go func() {
+			_ = r.Do(context.Background(), func(context.Context) error { inFlight <- struct{}{}; <-release; return nil })
+		}()
+		<-inFlight
+	}
+	err = r.Do(context.Background(), func(context.Context) error { return nil })
+	fmt.Println(errors.Is(err, overload.ErrLimitExceeded), limit.Stats().InFlight)
+	close(release)
+	// Output:
+	// true 2
+}

@@ -149,6 +149,9 @@ func (l *Adaptive) Acquire(ctx context.Context, a Attempt) error {
 // wait queues a first attempt until a released permit is handed to it.
 func (l *Adaptive) wait(ctx context.Context, critical bool) error {
 	w := &limitWaiter{ready: make(chan bool, 1), critical: critical}
+	// Armed before it can be seen queued: a test's clock may move then.
+	timer := l.o.Clock.Timer(l.o.QueueTimeout)
+	defer timer.Stop()
 	l.mu.Lock()
 	if l.queued.Load() == 0 && l.tryTake() {
 		l.mu.Unlock()
@@ -169,8 +172,6 @@ func (l *Adaptive) wait(ctx context.Context, critical bool) error {
 	l.queued.Add(1)
 	l.mu.Unlock()
 
-	timer := l.o.Clock.Timer(l.o.QueueTimeout)
-	defer timer.Stop()
 	select {
 	case ok := <-w.ready:
 		return l.admitted(ok)

@@ -238,3 +238,22 @@ func TestAdaptive_concurrentAttemptsNeverPassTheLimit(t *testing.T) {
 	assert.Equal(t, 0, s.Queued)
 	assert.GreaterOrEqual(t, s.Limit, 2)
 }
+
+func TestAdaptive_queueRunsOnTheGivenClock(t *testing.T) {
+	mock := clock.NewMock()
+	l := newAdaptive(t, overload.AdaptiveOptions{Min: 1, Max: 1, MaxQueued: 1, QueueTimeout: time.Second, Clock: mock})
+	acquireAll(t, l, first, 1)
+	got := make(chan error, 1)
+	go func() { got <- l.Acquire(context.Background(), first) }()
+	for l.Stats().Queued == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	mock.Add(999 * time.Millisecond)
+	select {
+	case err := <-got:
+		t.Fatalf("refused before its QueueTimeout: %v", err)
+	case <-time.After(5 * time.Millisecond):
+	}
+	mock.Add(time.Millisecond)
+	assert.ErrorIs(t, <-got, overload.ErrLimitExceeded)
+}
