@@ -37,6 +37,15 @@
 // the same calls and times so are the decisions. A [TokenBucket] counts
 // tokens in thousandths, exactly, takes no lock ever, and costs a success
 // one atomic load while it is full ([TokenBucket.Full], which inlines, is
-// what a Retrier checks first on a first-try success). BENCHMARKS.md has
-// the figures.
+// what a Retrier checks first on a first-try success).
+//
+// An [Adaptive] limit costs an attempt it lets through two atomic adds to
+// one word that every caller shares: one takes the permit, the other gives
+// it back and counts the attempt in the window. Both are needed: a limit
+// on the attempts in flight must count each of them where every caller
+// sees it, and counters spread over CPUs would either let the attempts in
+// flight pass the limit or be summed on every attempt. So, unlike a
+// budget, it does not scale with CPUs: callers on many CPUs wait on that
+// word's cache line. No lock is taken unless an attempt waits in its
+// queue. BENCHMARKS.md has the figures.
 package overload
