@@ -284,8 +284,8 @@ func TestObserver_callWithoutAttempt(t *testing.T) {
 	}), "the call is counted as canceled: %v", calls)
 }
 
-// TestObserver_refusals counts the calls a budget or a breaker refused
-// with retry.outcome "refused".
+// TestObserver_refusals counts the calls a budget, a breaker or a limit
+// refused with retry.outcome "refused".
 func TestObserver_refusals(t *testing.T) {
 	t.Parallel()
 	obs, collect := newObserver(t, retryotel.Options{})
@@ -305,6 +305,6 @@ func TestObserver_refusals(t *testing.T) {
 			refused = p.Value
 		}
 	}
-	assert.Equal(t, int64(2), refused)
-	assert.Equal(t, float64(2), sum("retry.attempts")())
+	assert.Equal(t, int64(3), refused)
+	assert.Equal(t, float64(3), sum("retry.attempts")())
 }

@@ -327,8 +327,8 @@ retry_calls_total{operation="op",outcome="handed-off"} 0
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_in_flight", "retry_calls_total"))
 }
 
-// TestObserver_refusals counts the calls a budget or a breaker refused as
-// outcome="refused".
+// TestObserver_refusals counts the calls a budget, a breaker or a limit
+// refused as outcome="refused".
 func TestObserver_refusals(t *testing.T) {
 	t.Parallel()
 	obs, reg := newObserver(t, retryprom.Options{})
@@ -343,13 +343,13 @@ retry_calls_total{operation="op",outcome="deadline"} 0
 retry_calls_total{operation="op",outcome="exhausted"} 0
 retry_calls_total{operation="op",outcome="max-elapsed"} 0
 retry_calls_total{operation="op",outcome="permanent"} 0
-retry_calls_total{operation="op",outcome="refused"} 2
+retry_calls_total{operation="op",outcome="refused"} 3
 retry_calls_total{operation="op",outcome="success"} 0
 retry_calls_total{operation="op",outcome="unknown"} 0
 retry_calls_total{operation="op",outcome="handed-off"} 0
 # HELP retry_attempts_total Attempts made, first attempts included.
 # TYPE retry_attempts_total counter
-retry_attempts_total{operation="op"} 2
+retry_attempts_total{operation="op"} 3
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_total", "retry_attempts_total"))
 }

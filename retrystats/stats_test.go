@@ -277,8 +277,8 @@ func TestStats_noAllocation(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = stats.Snapshot() }))
 }
 
-// TestStats_refusals counts calls a budget or a breaker refused, by who
-// refused them.
+// TestStats_refusals counts calls a budget, a breaker or a limit refused,
+// by who refused them.
 func TestStats_refusals(t *testing.T) {
 	t.Parallel()
 	stats := new(retrystats.Stats)
@@ -286,11 +286,11 @@ func TestStats_refusals(t *testing.T) {
 		func() float64 { return float64(stats.Snapshot().InFlight) },
 		func() float64 { return float64(stats.Snapshot().Waiting) })
 	s := stats.Snapshot()
-	assert.Equal(t, uint64(2), s.Refused)
+	assert.Equal(t, uint64(3), s.Refused)
 	assert.Equal(t, uint64(1), s.BudgetDenied)
 	assert.Equal(t, uint64(1), s.CircuitOpen)
-	assert.Equal(t, uint64(2), s.Calls())
-	assert.Equal(t, uint64(2), s.Attempts)
+	assert.Equal(t, uint64(3), s.Calls())
+	assert.Equal(t, uint64(3), s.Attempts)
 	assert.Equal(t, uint64(1), s.Retries)
 	assert.Equal(t, uint64(1), s.NoAttempt, "the breaker's refusal came before any attempt")
 }
