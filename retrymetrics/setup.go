@@ -3,6 +3,7 @@ package retrymetrics
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/steadfast-go/retry/internal/isnil"
 )
@@ -60,4 +61,26 @@ func Prepare[T any](s Setup, newValue func(label string) T) (*Table[T], []float6
 		return nil, nil, err
 	}
 	return ops, buckets, nil
+}
+
+// CheckLimit checks what the exporters of a concurrency limit's figures
+// (retryprom's NewLimitCollector, retryotel's RegisterLimit) are given:
+// the downstream's name, which becomes a label, must be 1 to [MaxNameLen]
+// bytes of valid UTF-8; the limit must not be nil, nor an interface
+// holding a nil pointer or func. The error names the problem, never the
+// name; callers wrap it as they wrap [Prepare]'s.
+func CheckLimit(downstream string, limit any) error {
+	switch {
+	case downstream == "":
+		return errors.New("the downstream's name is empty")
+	case len(downstream) > MaxNameLen:
+		return fmt.Errorf("the downstream's name is %d bytes, longer than %d", len(downstream), MaxNameLen)
+	case !utf8.ValidString(downstream):
+		return errors.New("the downstream's name is not valid UTF-8")
+	case limit == nil:
+		return errors.New("the limit is nil")
+	case isnil.Is(limit):
+		return fmt.Errorf("the limit is nil (a nil %T)", limit)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package retrymetrics_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,4 +66,32 @@ func TestPrepare(t *testing.T) {
 	want, err := retrymetrics.DurationBuckets(nil)
 	require.NoError(t, err)
 	assert.Equal(t, want, buckets, "the default buckets")
+}
+
+// TestCheckLimit: the checks of retryprom's NewLimitCollector and
+// retryotel's RegisterLimit, with the words they report; none repeats
+// the name.
+func TestCheckLimit(t *testing.T) {
+	t.Parallel()
+	longest := strings.Repeat("x", retrymetrics.MaxNameLen)
+	var nilIface provider
+	cases := []struct {
+		name       string
+		downstream string
+		limit      any
+		want       string
+	}{
+		{"empty name", "", &impl{}, "the downstream's name is empty"},
+		{"long name", longest + "y", &impl{}, "the downstream's name is 129 bytes, longer than 128"},
+		{"not UTF-8", "payments\xff", &impl{}, "the downstream's name is not valid UTF-8"},
+		{"nil", "payments", nilIface, "the limit is nil"},
+		{"nil pointer", "payments", provider((*impl)(nil)), "the limit is nil (a nil *retrymetrics_test.impl)"},
+		{"name first", "", nil, "the downstream's name is empty"},
+	}
+	for _, tc := range cases {
+		err := retrymetrics.CheckLimit(tc.downstream, tc.limit)
+		assert.EqualError(t, err, tc.want, tc.name)
+	}
+	assert.NoError(t, retrymetrics.CheckLimit(longest, &impl{}))
+	assert.NoError(t, retrymetrics.CheckLimit("é", map[string]int(nil)), "a nil map may well have working methods")
 }
