@@ -63,6 +63,22 @@
 // histogram), so there are at most 46 × (MaxOperations + 1) in all: 4646
 // by default.
 //
+// # Concurrency limits
+//
+// A [LimitCollector] ([NewLimitCollector]) exports the figures of one
+// concurrency limit (retry.OverloadOptions.Limit, such as an
+// *overload.Adaptive), read from its Stats at each scrape:
+//
+//	retry_concurrency_limit{downstream}                gauge: attempts the limit lets in flight
+//	retry_concurrency_limit_in_flight{downstream}      gauge: attempts holding a permit
+//	retry_concurrency_limit_queued{downstream}         gauge: first attempts waiting for a permit
+//	retry_concurrency_limit_refused_total{downstream}  counter: attempts refused since the limit was built
+//
+// downstream is the name it is built with, one per limit: four series
+// a limit, however many operations share it. A refused attempt that is
+// not a hedge also ends its call, which retry_refusals_total counts with
+// refused_by="limit" under the call's operation.
+//
 // The alerts in alerts/retry.rules.yml use these metrics; see
 // alerts/retry.tests.yml for what they fire on.
 package retryprom
