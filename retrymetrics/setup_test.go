@@ -68,6 +68,19 @@ func TestPrepare(t *testing.T) {
 	assert.Equal(t, want, buckets, "the default buckets")
 }
 
+// TestCheckNotNil: a nil interface, pointer or func is nil; a nil map,
+// slice or chan is not, as its methods may well work.
+func TestCheckNotNil(t *testing.T) {
+	t.Parallel()
+	var nilIface provider
+	assert.EqualError(t, retrymetrics.CheckNotNil(nilIface, "the meter provider", ""), "the meter provider is nil")
+	assert.EqualError(t, retrymetrics.CheckNotNil(provider((*impl)(nil)), "the meter provider", "pass one"),
+		"the meter provider is nil (a nil *retrymetrics_test.impl); pass one")
+	assert.EqualError(t, retrymetrics.CheckNotNil(funcProvider(nil), "the provider", ""), "the provider is nil (a nil retrymetrics_test.funcProvider)")
+	assert.NoError(t, retrymetrics.CheckNotNil(&impl{}, "the provider", ""))
+	assert.NoError(t, retrymetrics.CheckNotNil(map[string]int(nil), "the provider", ""))
+}
+
 // TestCheckLimit: the checks of retryprom's NewLimitCollector and
 // retryotel's RegisterLimit, with the words they report; none repeats
 // the name.
