@@ -44,6 +44,22 @@
 // span's status: the span is the caller's. Error texts are recorded as
 // they are; payloads and keys never, since the events carry none.
 //
+// # Concurrency limits
+//
+// [RegisterLimit] reports the figures of one concurrency limit
+// (retry.OverloadOptions.Limit, such as an *overload.Adaptive), read
+// from its Stats at each collection, as retryprom's LimitCollector does:
+//
+//	retry.concurrency_limit           up-down counter {attempt}: attempts the limit lets in flight
+//	retry.concurrency_limit.in_flight up-down counter {attempt}: attempts holding a permit
+//	retry.concurrency_limit.queued    up-down counter {attempt}: first attempts waiting for a permit
+//	retry.concurrency_limit.refused   counter {attempt}: attempts refused since the limit was built
+//
+// each with retry.downstream, the name it is registered under, one per
+// limit however many operations share it. A refused attempt that is not
+// a hedge also ends its call, which retry.refusals counts with
+// retry.refused_by "limit" under the call's operation.
+//
 // # Cardinality
 //
 // The retry.operation metric attribute is bounded as in retryprom: the
@@ -85,6 +101,9 @@ const (
 	// RefusedByKey holds who refused a call, "budget", "breaker" or
 	// "limit", on retry.refusals and a refused call's retry.done event.
 	RefusedByKey = attribute.Key("retry.refused_by")
+	// DownstreamKey holds the name of the downstream a concurrency limit
+	// guards, on the limit's figures ([RegisterLimit]).
+	DownstreamKey = attribute.Key("retry.downstream")
 )
 
 // Options configures [New]. The zero value gives the defaults.
