@@ -33,14 +33,13 @@
 // only. A concurrency limit's own figures are a [LimitCollector]'s.
 //
 // Every outcome's series, both dead-letter series and the three refusal
-// series exist at 0 from
-// the first event of an operation in the process, so rate() and
-// increase() see a failure once a scrape has seen its series at 0. A
-// failure before the series' first scrape (within one scrape interval of
-// the operation's first event, as in a new process whose first call
-// fails) makes a series that starts above 0, and rate() and increase()
-// take that first sample as their baseline: they miss it. The alert
-// RetryDeadLetterNotRecorded counts such a series as well.
+// series exist at 0 from the first event of an operation in the process,
+// so rate() and increase() see a failure once a scrape has seen its
+// series at 0. A failure before the series' first scrape (within one
+// scrape interval of the operation's first event, as in a new process
+// whose first call fails) makes a series that starts above 0, and rate()
+// and increase() take that first sample as their baseline: they miss it.
+// The alert RetryDeadLetterNotRecorded counts such a series as well.
 //
 // The two gauges follow the rule in the [retry.Observer] doc, as
 // retryotel's and retrystats' do.
