@@ -3,7 +3,8 @@
 // bounded table of operation names, the histogram buckets, and the checks
 // their constructors begin with ([Prepare]: what they are built on must
 // not be nil; the settings they have in common, MaxOperations and
-// DurationBuckets). retrystats' Stats, retryprom and retryotel use it; an
+// DurationBuckets; [CheckLimit] for the exporters of a concurrency
+// limit's figures). retrystats' Stats, retryprom and retryotel use it; an
 // Observer of your own may too. The rule that keeps the calls-in-flight
 // and waits-in-progress gauges needs no code: the retry.Observer doc
 // states it.

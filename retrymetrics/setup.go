@@ -3,6 +3,7 @@ package retrymetrics
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/steadfast-go/retry/internal/isnil"
 )
@@ -37,19 +38,12 @@ type Setup struct {
 // (retryprom and retryotel: "%w: retryprom.New: %w" with
 // retry.ErrInvalidOption).
 func Prepare[T any](s Setup, newValue func(label string) T) (*Table[T], []float64, error) {
-	if isnil.Is(s.On) {
-		name := s.OnName
-		if name == "" {
-			name = "the argument"
-		}
-		msg := name + " is nil"
-		if s.On != nil {
-			msg += fmt.Sprintf(" (a nil %T)", s.On)
-		}
-		if s.OnHint != "" {
-			msg += "; " + s.OnHint
-		}
-		return nil, nil, errors.New(msg)
+	name := s.OnName
+	if name == "" {
+		name = "the argument"
+	}
+	if err := CheckNotNil(s.On, name, s.OnHint); err != nil {
+		return nil, nil, err
 	}
 	ops, err := NewTable(s.MaxOperations, newValue)
 	if err != nil {
@@ -60,4 +54,40 @@ func Prepare[T any](s Setup, newValue func(label string) T) (*Table[T], []float6
 		return nil, nil, err
 	}
 	return ops, buckets, nil
+}
+
+// CheckNotNil returns an error when v is nil or an interface holding a
+// nil pointer or func, whose methods would panic: "name is nil", then v's
+// type if it has one, then "; hint" if hint is set. Prepare checks
+// Setup.On with it.
+func CheckNotNil(v any, name, hint string) error {
+	if !isnil.Is(v) {
+		return nil
+	}
+	msg := name + " is nil"
+	if v != nil {
+		msg += fmt.Sprintf(" (a nil %T)", v)
+	}
+	if hint != "" {
+		msg += "; " + hint
+	}
+	return errors.New(msg)
+}
+
+// CheckLimit checks what the exporters of a concurrency limit's figures
+// (retryprom's NewLimitCollector, retryotel's RegisterLimit) are given:
+// the downstream's name, which becomes a label, must be 1 to [MaxNameLen]
+// bytes of valid UTF-8; the limit must not be nil, nor an interface
+// holding a nil pointer or func. The error names the problem, never the
+// name; callers wrap it as they wrap [Prepare]'s.
+func CheckLimit(downstream string, limit any) error {
+	switch {
+	case downstream == "":
+		return errors.New("the downstream's name is empty")
+	case len(downstream) > MaxNameLen:
+		return fmt.Errorf("the downstream's name is %d bytes, longer than %d", len(downstream), MaxNameLen)
+	case !utf8.ValidString(downstream):
+		return errors.New("the downstream's name is not valid UTF-8")
+	}
+	return CheckNotNil(limit, "the limit", "")
 }

@@ -2,6 +2,7 @@ package retrymetrics_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,4 +66,45 @@ func TestPrepare(t *testing.T) {
 	want, err := retrymetrics.DurationBuckets(nil)
 	require.NoError(t, err)
 	assert.Equal(t, want, buckets, "the default buckets")
+}
+
+// TestCheckNotNil: a nil interface, pointer or func is nil; a nil map,
+// slice or chan is not, as its methods may well work.
+func TestCheckNotNil(t *testing.T) {
+	t.Parallel()
+	var nilIface provider
+	assert.EqualError(t, retrymetrics.CheckNotNil(nilIface, "the meter provider", ""), "the meter provider is nil")
+	assert.EqualError(t, retrymetrics.CheckNotNil(provider((*impl)(nil)), "the meter provider", "pass one"),
+		"the meter provider is nil (a nil *retrymetrics_test.impl); pass one")
+	assert.EqualError(t, retrymetrics.CheckNotNil(funcProvider(nil), "the provider", ""), "the provider is nil (a nil retrymetrics_test.funcProvider)")
+	assert.NoError(t, retrymetrics.CheckNotNil(&impl{}, "the provider", ""))
+	assert.NoError(t, retrymetrics.CheckNotNil(map[string]int(nil), "the provider", ""))
+}
+
+// TestCheckLimit: the checks of retryprom's NewLimitCollector and
+// retryotel's RegisterLimit, with the words they report; none repeats
+// the name.
+func TestCheckLimit(t *testing.T) {
+	t.Parallel()
+	longest := strings.Repeat("x", retrymetrics.MaxNameLen)
+	var nilIface provider
+	cases := []struct {
+		name       string
+		downstream string
+		limit      any
+		want       string
+	}{
+		{"empty name", "", &impl{}, "the downstream's name is empty"},
+		{"long name", longest + "y", &impl{}, "the downstream's name is 129 bytes, longer than 128"},
+		{"not UTF-8", "payments\xff", &impl{}, "the downstream's name is not valid UTF-8"},
+		{"nil", "payments", nilIface, "the limit is nil"},
+		{"nil pointer", "payments", provider((*impl)(nil)), "the limit is nil (a nil *retrymetrics_test.impl)"},
+		{"name first", "", nil, "the downstream's name is empty"},
+	}
+	for _, tc := range cases {
+		err := retrymetrics.CheckLimit(tc.downstream, tc.limit)
+		assert.EqualError(t, err, tc.want, tc.name)
+	}
+	assert.NoError(t, retrymetrics.CheckLimit(longest, &impl{}))
+	assert.NoError(t, retrymetrics.CheckLimit("é", map[string]int(nil)), "a nil map may well have working methods")
 }

@@ -25,7 +25,7 @@ func TestDocs(t *testing.T) {
 		text := strings.Join(strings.Fields(strings.ReplaceAll(string(b), "//", " ")), " ")
 		list := outcomeList.FindStringSubmatch(text)
 		require.NotNil(t, list, "%s lists no outcomes", doc)
-		for _, oc := range retrymetrics.OutcomeLabels(retry.OutcomeRefused) {
+		for _, oc := range retrymetrics.OutcomeLabels(retry.OutcomeHandedOff) {
 			assert.Regexp(t, "\\b"+regexp.QuoteMeta(oc)+"\\b", list[1], "%s: the outcomes", doc)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retryotel"
 )
 
@@ -52,4 +53,43 @@ func ExampleNew() {
 	// retry.calls retry.operation=charge-card,retry.outcome=success 1
 	// retry.attempts retry.operation=charge-card 3
 	// retry.retries retry.operation=charge-card 2
+}
+
+// A concurrency limit's figures are reported once, under the name of the
+// downstream it guards, whichever operations share it.
+func ExampleRegisterLimit() {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = provider.Shutdown(context.Background()) }()
+
+	limit, err := overload.NewAdaptive(overload.AdaptiveOptions{Initial: 10})
+	if err != nil {
+		panic(err)
+	}
+	registration, err := retryotel.RegisterLimit(provider, "payments-api", limit)
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = registration.Unregister() }()
+
+	r, err := retry.New(retry.WithName("charge-card"), retry.WithOverload(&retry.OverloadOptions{Limit: limit}))
+	if err != nil {
+		panic(err)
+	}
+	_ = r.Do(context.Background(), func(ctx context.Context) error {
+		var rm metricdata.ResourceMetrics // a collection while the attempt holds its permit
+		if err := reader.Collect(ctx, &rm); err != nil {
+			panic(err)
+		}
+		for _, m := range rm.ScopeMetrics[0].Metrics {
+			p := m.Data.(metricdata.Sum[int64]).DataPoints[0]
+			fmt.Println(m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value)
+		}
+		return nil
+	})
+	// Output:
+	// retry.concurrency_limit retry.downstream=payments-api 10
+	// retry.concurrency_limit.in_flight retry.downstream=payments-api 1
+	// retry.concurrency_limit.queued retry.downstream=payments-api 0
+	// retry.concurrency_limit.refused retry.downstream=payments-api 0
 }

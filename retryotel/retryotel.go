@@ -13,17 +13,22 @@
 //	retry.calls.in_flight     up-down counter {call}: calls between their first attempt and their end
 //	retry.waits.in_progress   up-down counter {call}: calls waiting before their next attempt
 //	retry.dead_letters        counter {call}: dead letters; retry.operation, retry.dead_letter.result (recorded, failed)
+//	retry.refusals            counter {call}: refused calls; retry.operation, retry.refused_by (budget, breaker, limit)
 //	retry.call.attempts       histogram {attempt}: attempts per call; buckets 1, 2, 3, 4, 5, 10, 100, 1000
 //	retry.call.duration       histogram s: from the start of Do to its return, waits included
 //
 // With retry.WithIdempotency an attempt may end without calling fn (the key
 // is held by another caller, or the store failed); retry.attempts counts it
 // all the same. retry.outcome is one of success, permanent, exhausted,
-// max-elapsed, deadline, canceled, refused (a breaker or retry budget
-// stopped the call: see retry.OutcomeRefused), unknown (the context
-// ended while an attempt ran: see retry.OutcomeUnknown) and handed-off
-// (not a failure: see retry.OutcomeHandedOff). The retry.calls and
-// retry.dead_letters series of an operation all exist, at 0, from its
+// max-elapsed, deadline, canceled, refused, unknown and handed-off (see
+// retry.OutcomeRefused: a breaker, a retry budget or a concurrency limit
+// stopped the call; retry.OutcomeUnknown: the context ended while an
+// attempt ran; retry.OutcomeHandedOff: not a failure). A refused call
+// also counts in retry.refusals, retry.refused_by the first of budget,
+// breaker and limit whose error (overload.ErrBudgetExhausted,
+// ErrCircuitOpen, ErrLimitExceeded) its error matches; one that matches
+// none counts in retry.calls only. The retry.calls, retry.dead_letters
+// and retry.refusals series of an operation all exist, at 0, from its
 // first event. The two up-down counters follow the rule in the
 // [retry.Observer] doc, as retryprom's gauges and retrystats' do.
 //
@@ -33,10 +38,27 @@
 // an event "retry" for each retry (retry.operation, retry.attempt — the
 // attempt that failed —, retry.delay in seconds, error.message) and an
 // event "retry.done" when the call ends (retry.operation, retry.outcome,
+// retry.refused_by when it was refused, as on retry.refusals,
 // retry.attempts, retry.elapsed in seconds, error.message when it failed,
 // retry.dead_letter when it was dead-lettered). It does not set the
 // span's status: the span is the caller's. Error texts are recorded as
 // they are; payloads and keys never, since the events carry none.
+//
+// # Concurrency limits
+//
+// [RegisterLimit] reports the figures of one concurrency limit
+// (retry.OverloadOptions.Limit, such as an *overload.Adaptive), read
+// from its Stats at each collection, as retryprom's LimitCollector does:
+//
+//	retry.concurrency_limit           up-down counter {attempt}: attempts the limit lets in flight
+//	retry.concurrency_limit.in_flight up-down counter {attempt}: attempts holding a permit
+//	retry.concurrency_limit.queued    up-down counter {attempt}: first attempts waiting for a permit
+//	retry.concurrency_limit.refused   counter {attempt}: attempts refused since the limit was built
+//
+// each with retry.downstream, the name it is registered under, one per
+// limit however many operations share it. A refused attempt that is not
+// a hedge also ends its call, which retry.refusals counts with
+// retry.refused_by "limit" under the call's operation.
 //
 // # Cardinality
 //
@@ -57,6 +79,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrymetrics"
 )
 
@@ -75,6 +98,12 @@ const (
 	OutcomeKey = attribute.Key("retry.outcome")
 	// DeadLetterResultKey holds "recorded" or "failed" on retry.dead_letters.
 	DeadLetterResultKey = attribute.Key("retry.dead_letter.result")
+	// RefusedByKey holds who refused a call, "budget", "breaker" or
+	// "limit", on retry.refusals and a refused call's retry.done event.
+	RefusedByKey = attribute.Key("retry.refused_by")
+	// DownstreamKey holds the name of the downstream a concurrency limit
+	// guards, on the limit's figures ([RegisterLimit]).
+	DownstreamKey = attribute.Key("retry.downstream")
 )
 
 // Options configures [New]. The zero value gives the defaults.
@@ -94,13 +123,30 @@ type Options struct {
 // outcomes are the retry.outcome values, indexed by retry.Outcome.
 var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeHandedOff)
 
+// refusers are the retry.refused_by values, indexed as refuserOf returns.
+var refusers = [...]string{"budget", "breaker", "limit"}
+
+// refuserOf returns the index in refusers of who refused a call with err,
+// by the first of overload's refusals it matches, or -1 for none.
+func refuserOf(err error) int {
+	switch {
+	case errors.Is(err, overload.ErrBudgetExhausted):
+		return 0
+	case errors.Is(err, overload.ErrCircuitOpen):
+		return 1
+	case errors.Is(err, overload.ErrLimitExceeded):
+		return 2
+	}
+	return -1
+}
+
 // Observer is a retry.Observer that records OpenTelemetry metrics and span
 // events. Build one with [New]; the zero value is not usable. An Observer
 // is safe for concurrent use.
 type Observer struct {
 	calls, attempts, retries metric.Int64Counter
 	inFlight, waiting        metric.Int64UpDownCounter
-	deadLetters              metric.Int64Counter
+	deadLetters, refusals    metric.Int64Counter
 	perCall                  metric.Int64Histogram
 	duration                 metric.Float64Histogram
 
@@ -115,6 +161,7 @@ type series struct {
 	outcome  [][]metric.AddOption // indexed like outcomes
 	recorded []metric.AddOption
 	failed   []metric.AddOption
+	refusals [len(refusers)][]metric.AddOption
 }
 
 // New returns an Observer whose instruments come from the meter
@@ -133,7 +180,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	}
 	m := mp.Meter(ScopeName)
 
-	var errs [8]error
+	var errs [9]error
 	o.calls, errs[0] = m.Int64Counter("retry.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Calls ended, by outcome."))
 	o.attempts, errs[1] = m.Int64Counter("retry.attempts", metric.WithUnit("{attempt}"),
@@ -152,6 +199,8 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	o.duration, errs[7] = m.Float64Histogram("retry.call.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from the start of a call to its end, waits included."),
 		metric.WithExplicitBucketBoundaries(buckets...))
+	o.refusals, errs[8] = m.Int64Counter("retry.refusals", metric.WithUnit("{call}"),
+		metric.WithDescription("Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("retryotel: making the instruments: %w", err)
 	}
@@ -160,8 +209,8 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 }
 
 // newSeries builds the options of an operation, and adds 0 to each of
-// its outcome and dead-letter series so that they exist before their
-// first event, as retryprom's do.
+// its outcome, dead-letter and refusal series so that they exist before
+// their first event, as retryprom's do.
 func (o *Observer) newSeries(label string) *series {
 	op := OperationKey.String(label)
 	set := metric.WithAttributeSet(attribute.NewSet(op))
@@ -179,6 +228,10 @@ func (o *Observer) newSeries(label string) *series {
 	}
 	o.deadLetters.Add(ctx, 0, s.recorded...)
 	o.deadLetters.Add(ctx, 0, s.failed...)
+	for i, by := range refusers {
+		s.refusals[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(op, RefusedByKey.String(by)))}
+		o.refusals.Add(ctx, 0, s.refusals[i]...)
+	}
 	return s
 }
 
@@ -220,12 +273,19 @@ func (o *Observer) OnWaitEnd(ctx context.Context, e retry.WaitEnd) {
 	o.waiting.Add(ctx, -1, o.ops.Get(e.Name).add...)
 }
 
-// OnDone counts the call's outcome, attempts, duration and dead letter,
-// and adds a "retry.done" event to the span in ctx.
+// OnDone counts the call's outcome, who refused it, its attempts,
+// duration and dead letter, and adds a "retry.done" event to the span in
+// ctx.
 func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
 	s := o.ops.Get(e.Name)
 	if int(e.Outcome) < len(s.outcome) {
 		o.calls.Add(ctx, 1, s.outcome[e.Outcome]...)
+	}
+	refuser := -1
+	if e.Outcome == retry.OutcomeRefused {
+		if refuser = refuserOf(e.Err); refuser >= 0 {
+			o.refusals.Add(ctx, 1, s.refusals[refuser]...)
+		}
 	}
 	if e.Attempts > 0 {
 		o.inFlight.Add(ctx, -1, s.add...)
@@ -240,12 +300,14 @@ func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
 	o.duration.Record(ctx, e.Elapsed.Seconds(), s.record...)
 
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		attrs := []attribute.KeyValue{
-			OperationKey.String(e.Name),
-			OutcomeKey.String(e.Outcome.String()),
-			attribute.Int("retry.attempts", e.Attempts),
-			attribute.Float64("retry.elapsed", e.Elapsed.Seconds()),
+		attrs := make([]attribute.KeyValue, 0, 7) // room for every attribute below
+		attrs = append(attrs, OperationKey.String(e.Name), OutcomeKey.String(e.Outcome.String()))
+		if refuser >= 0 {
+			attrs = append(attrs, RefusedByKey.String(refusers[refuser]))
 		}
+		attrs = append(attrs,
+			attribute.Int("retry.attempts", e.Attempts),
+			attribute.Float64("retry.elapsed", e.Elapsed.Seconds()))
 		switch {
 		case e.DeadLettered:
 			attrs = append(attrs, attribute.String("retry.dead_letter", "recorded"))

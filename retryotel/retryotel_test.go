@@ -2,6 +2,8 @@ package retryotel_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrymetrics"
 	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retryotel"
@@ -70,6 +73,16 @@ func counter(name, unit, desc string, monotonic bool, points ...metricdata.DataP
 	}}
 }
 
+// refusals is the retry.refusals metric of op, by budget, breaker and
+// limit.
+func refusals(op string, budget, breaker, limit int64) metricdata.Metrics {
+	point := func(by string, v int64) metricdata.DataPoint[int64] {
+		return metricdata.DataPoint[int64]{Attributes: opSet(op, retryotel.RefusedByKey.String(by)), Value: v}
+	}
+	return counter("retry.refusals", "{call}", "Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit.", true,
+		point("budget", budget), point("breaker", breaker), point("limit", limit))
+}
+
 func TestObserver_metrics(t *testing.T) {
 	t.Parallel()
 	obs, collect := newObserver(t, retryotel.Options{DurationBuckets: []float64{1, 10}})
@@ -95,6 +108,7 @@ func TestObserver_metrics(t *testing.T) {
 			metricdata.DataPoint[int64]{Attributes: op, Value: 0}),
 		counter("retry.dead_letters", "{call}", "Dead letters of failed calls, by result: recorded by a sink, or failed in every sink.", true,
 			dl("recorded"), dl("failed")),
+		refusals("charge-card", 0, 0, 0),
 		{Name: "retry.call.attempts", Unit: "{attempt}", Description: "Attempts per ended call.", Data: metricdata.Histogram[int64]{
 			Temporality: metricdata.CumulativeTemporality,
 			DataPoints: []metricdata.HistogramDataPoint[int64]{{
@@ -284,8 +298,8 @@ func TestObserver_callWithoutAttempt(t *testing.T) {
 	}), "the call is counted as canceled: %v", calls)
 }
 
-// TestObserver_refusals counts the calls a budget or a breaker refused
-// with retry.outcome "refused".
+// TestObserver_refusals counts the calls a budget, a breaker or a limit
+// refused with retry.outcome "refused", and each by who refused it.
 func TestObserver_refusals(t *testing.T) {
 	t.Parallel()
 	obs, collect := newObserver(t, retryotel.Options{})
@@ -305,6 +319,44 @@ func TestObserver_refusals(t *testing.T) {
 			refused = p.Value
 		}
 	}
-	assert.Equal(t, int64(2), refused)
-	assert.Equal(t, float64(2), sum("retry.attempts")())
+	assert.Equal(t, int64(3), refused)
+	assert.Equal(t, float64(3), sum("retry.attempts")())
+	metricdatatest.AssertEqual(t, refusals("op", 1, 1, 1), collect("retry.refusals"),
+		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+}
+
+// TestObserver_refusedBy: a refusal counts once, by the first of budget,
+// breaker and limit its error matches, and says so on its span event;
+// one that matches none, and the errors of other outcomes, count in no
+// refusal series.
+func TestObserver_refusedBy(t *testing.T) {
+	t.Parallel()
+	obs, collect := newObserver(t, retryotel.Options{})
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	ctx, span := tp.Tracer("test").Start(t.Context(), "charge")
+	for _, err := range []error{
+		fmt.Errorf("limit of payments-api: %w", overload.ErrLimitExceeded),
+		errors.Join(overload.ErrLimitExceeded, overload.ErrCircuitOpen),
+		errors.Join(overload.ErrLimitExceeded, overload.ErrBudgetExhausted),
+		errors.New("a limit of one's own"),
+	} {
+		obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeRefused, Attempts: 1, Err: err})
+	}
+	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 1, Err: overload.ErrLimitExceeded})
+	span.End()
+	metricdatatest.AssertEqual(t, refusals("op", 1, 1, 1), collect("retry.refusals"),
+		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+	var by []any
+	for _, e := range rec.Ended()[0].Events() {
+		var v any
+		for _, a := range e.Attributes {
+			if a.Key == retryotel.RefusedByKey {
+				v = a.Value.AsString()
+			}
+		}
+		by = append(by, v)
+	}
+	assert.Equal(t, []any{"limit", "breaker", "budget", nil, nil}, by)
 }

@@ -50,7 +50,7 @@ func TestDocs(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 43, perOp)
+	require.Equal(t, 46, perOp)
 	for _, doc := range []string{"README.md", "retryprom.go"} {
 		text := docText(t, doc)
 		assert.Contains(t, text, fmt.Sprintf("has %d series", perOp), doc)

@@ -12,6 +12,7 @@
 //	retry_calls_in_flight{operation}             gauge: calls between their first attempt and their end
 //	retry_waits_in_progress{operation}           gauge: calls waiting before their next attempt
 //	retry_dead_letters_total{operation, result}  counter: dead letters, result "recorded" or "failed"
+//	retry_refusals_total{operation, refused_by}  counter: refused calls, by who refused them
 //	retry_attempts_per_call{operation}           histogram: attempts per call; buckets 1, 2, 3, 4, 5, 10, 100, 1000
 //	retry_call_duration_seconds{operation}       histogram: from Do's start to its return
 //
@@ -24,14 +25,21 @@
 // retry.OutcomeRefused, retry.OutcomeUnknown and retry.OutcomeHandedOff:
 // a handed-off call has not failed, its work goes on in a queue).
 //
-// Every outcome's series, and both dead-letter series, exist at 0 from
-// the first event of an operation in the process, so rate() and
-// increase() see a failure once a scrape has seen its series at 0. A
-// failure before the series' first scrape (within one scrape interval of
-// the operation's first event, as in a new process whose first call
-// fails) makes a series that starts above 0, and rate() and increase()
-// take that first sample as their baseline: they miss it. The alert
-// RetryDeadLetterNotRecorded counts such a series as well.
+// A refused call also counts in retry_refusals_total, with refused_by
+// "budget", "breaker" or "limit" when its error matches
+// overload.ErrBudgetExhausted, overload.ErrCircuitOpen or
+// overload.ErrLimitExceeded (in that order); one that matches none (a
+// guard of one's own with errors of its own) counts in outcome="refused"
+// only. A concurrency limit's own figures are a [LimitCollector]'s.
+//
+// Every outcome's series, both dead-letter series and the three refusal
+// series exist at 0 from the first event of an operation in the process,
+// so rate() and increase() see a failure once a scrape has seen its
+// series at 0. A failure before the series' first scrape (within one
+// scrape interval of the operation's first event, as in a new process
+// whose first call fails) makes a series that starts above 0, and rate()
+// and increase() take that first sample as their baseline: they miss it.
+// The alert RetryDeadLetterNotRecorded counts such a series as well.
 //
 // The two gauges follow the rule in the [retry.Observer] doc, as
 // retryotel's and retrystats' do.
@@ -49,10 +57,26 @@
 // longer than that: a longer name is most likely data, not an operation,
 // and would exceed a scrape's label_value_length_limit or hold a secret.
 //
-// With the default duration buckets each operation has 43 series (15
+// With the default duration buckets each operation has 46 series (18
 // counters and gauges, 11 for the attempts histogram, 17 for the duration
-// histogram), so there are at most 43 × (MaxOperations + 1) in all: 4343
+// histogram), so there are at most 46 × (MaxOperations + 1) in all: 4646
 // by default.
+//
+// # Concurrency limits
+//
+// A [LimitCollector] ([NewLimitCollector]) exports the figures of one
+// concurrency limit (retry.OverloadOptions.Limit, such as an
+// *overload.Adaptive), read from its Stats at each scrape:
+//
+//	retry_concurrency_limit{downstream}                gauge: attempts the limit lets in flight
+//	retry_concurrency_limit_in_flight{downstream}      gauge: attempts holding a permit
+//	retry_concurrency_limit_queued{downstream}         gauge: first attempts waiting for a permit
+//	retry_concurrency_limit_refused_total{downstream}  counter: attempts refused since the limit was built
+//
+// downstream is the name it is built with, one per limit: four series
+// a limit, however many operations share it. A refused attempt that is
+// not a hedge also ends its call, which retry_refusals_total counts with
+// refused_by="limit" under the call's operation.
 //
 // The alerts in alerts/retry.rules.yml use these metrics; see
 // alerts/retry.tests.yml for what they fire on.
@@ -60,11 +84,13 @@ package retryprom
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrymetrics"
 )
 
@@ -104,6 +130,23 @@ type Options struct {
 // outcomes are the outcome label values, indexed by retry.Outcome.
 var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeHandedOff)
 
+// refusers are the refused_by label values, indexed as refuserOf returns.
+var refusers = [...]string{"budget", "breaker", "limit"}
+
+// refuserOf returns the index in refusers of who refused a call with err,
+// by the first of overload's refusals it matches, or -1 for none.
+func refuserOf(err error) int {
+	switch {
+	case errors.Is(err, overload.ErrBudgetExhausted):
+		return 0
+	case errors.Is(err, overload.ErrCircuitOpen):
+		return 1
+	case errors.Is(err, overload.ErrLimitExceeded):
+		return 2
+	}
+	return -1
+}
+
 // Observer is a retry.Observer that updates Prometheus metrics, and a
 // prometheus.Collector of them. Build one with [New]; the zero value is
 // not usable. An Observer is safe for concurrent use; it takes a lock of
@@ -116,6 +159,7 @@ type Observer struct {
 	inFlight   *prometheus.GaugeVec
 	waiting    *prometheus.GaugeVec
 	deadLetter *prometheus.CounterVec
+	refusals   *prometheus.CounterVec
 	perCall    *prometheus.HistogramVec
 	duration   *prometheus.HistogramVec
 
@@ -128,6 +172,7 @@ type series struct {
 	attempts, retries    prometheus.Counter
 	inFlight, waiting    prometheus.Gauge
 	dlRecorded, dlFailed prometheus.Counter
+	refusals             [len(refusers)]prometheus.Counter
 	perCall, duration    prometheus.Observer
 }
 
@@ -166,6 +211,8 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		Help: "Calls waiting before their next attempt."}, op)
 	o.deadLetter = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dead_letters_total",
 		Help: "Dead letters of failed calls, by result: recorded by a sink, or failed in every sink."}, []string{"operation", "result"})
+	o.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "refusals_total",
+		Help: "Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit."}, []string{"operation", "refused_by"})
 	o.perCall = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "attempts_per_call",
 		Help: "Attempts per ended call.", Buckets: retrymetrics.AttemptBuckets()}, op)
 	o.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "call_duration_seconds",
@@ -190,7 +237,7 @@ func validName(s string) bool {
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.calls, o.attempts, o.retries, o.inFlight, o.waiting, o.deadLetter, o.perCall, o.duration}
+	return []prometheus.Collector{o.calls, o.attempts, o.retries, o.inFlight, o.waiting, o.deadLetter, o.refusals, o.perCall, o.duration}
 }
 
 // Describe sends the descriptions of the Observer's metrics to ch.
@@ -220,6 +267,9 @@ func (o *Observer) newSeries(name string) *series {
 	s.waiting = o.waiting.WithLabelValues(name)
 	s.dlRecorded = o.deadLetter.WithLabelValues(name, "recorded")
 	s.dlFailed = o.deadLetter.WithLabelValues(name, "failed")
+	for i, by := range refusers {
+		s.refusals[i] = o.refusals.WithLabelValues(name, by)
+	}
 	s.perCall = o.perCall.WithLabelValues(name)
 	s.duration = o.duration.WithLabelValues(name)
 	return s
@@ -254,11 +304,17 @@ func (o *Observer) OnWaitEnd(_ context.Context, e retry.WaitEnd) {
 	o.lookup(e.Name).waiting.Dec()
 }
 
-// OnDone counts the call's outcome, attempts, duration and dead letter.
+// OnDone counts the call's outcome, who refused it, its attempts,
+// duration and dead letter.
 func (o *Observer) OnDone(_ context.Context, e retry.Done) {
 	s := o.lookup(e.Name)
 	if int(e.Outcome) < len(s.calls) {
 		s.calls[e.Outcome].Inc()
+	}
+	if e.Outcome == retry.OutcomeRefused {
+		if i := refuserOf(e.Err); i >= 0 {
+			s.refusals[i].Inc()
+		}
 	}
 	if e.Attempts > 0 {
 		s.inFlight.Dec()

@@ -2,6 +2,7 @@ package retryprom_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrymetrics"
 	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retryprom"
@@ -81,6 +83,11 @@ retry_calls_total{operation="charge-card",outcome="handed-off"} 0
 # TYPE retry_dead_letters_total counter
 retry_dead_letters_total{operation="charge-card",result="failed"} 0
 retry_dead_letters_total{operation="charge-card",result="recorded"} 0
+# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit.
+# TYPE retry_refusals_total counter
+retry_refusals_total{operation="charge-card",refused_by="breaker"} 0
+retry_refusals_total{operation="charge-card",refused_by="budget"} 0
+retry_refusals_total{operation="charge-card",refused_by="limit"} 0
 # HELP retry_retries_total Attempts after the first of their call.
 # TYPE retry_retries_total counter
 retry_retries_total{operation="charge-card"} 4
@@ -327,8 +334,8 @@ retry_calls_total{operation="op",outcome="handed-off"} 0
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_in_flight", "retry_calls_total"))
 }
 
-// TestObserver_refusals counts the calls a budget or a breaker refused as
-// outcome="refused".
+// TestObserver_refusals counts the calls a budget, a breaker or a limit
+// refused as outcome="refused", and each by who refused it.
 func TestObserver_refusals(t *testing.T) {
 	t.Parallel()
 	obs, reg := newObserver(t, retryprom.Options{})
@@ -343,13 +350,43 @@ retry_calls_total{operation="op",outcome="deadline"} 0
 retry_calls_total{operation="op",outcome="exhausted"} 0
 retry_calls_total{operation="op",outcome="max-elapsed"} 0
 retry_calls_total{operation="op",outcome="permanent"} 0
-retry_calls_total{operation="op",outcome="refused"} 2
+retry_calls_total{operation="op",outcome="refused"} 3
 retry_calls_total{operation="op",outcome="success"} 0
 retry_calls_total{operation="op",outcome="unknown"} 0
 retry_calls_total{operation="op",outcome="handed-off"} 0
 # HELP retry_attempts_total Attempts made, first attempts included.
 # TYPE retry_attempts_total counter
-retry_attempts_total{operation="op"} 2
+retry_attempts_total{operation="op"} 3
+# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit.
+# TYPE retry_refusals_total counter
+retry_refusals_total{operation="op",refused_by="breaker"} 1
+retry_refusals_total{operation="op",refused_by="budget"} 1
+retry_refusals_total{operation="op",refused_by="limit"} 1
 `
-	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_total", "retry_attempts_total"))
+	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_total", "retry_attempts_total", "retry_refusals_total"))
+}
+
+// TestObserver_refusedBy: a refusal counts once, by the first of budget,
+// breaker and limit its error matches; one that matches none, and the
+// errors of other outcomes, count in no refusal series.
+func TestObserver_refusedBy(t *testing.T) {
+	t.Parallel()
+	obs, _ := newObserver(t, retryprom.Options{})
+	for _, err := range []error{
+		fmt.Errorf("limit of payments-api: %w", overload.ErrLimitExceeded),
+		errors.Join(overload.ErrLimitExceeded, overload.ErrCircuitOpen),
+		errors.Join(overload.ErrLimitExceeded, overload.ErrBudgetExhausted),
+		errors.New("a limit of one's own"),
+	} {
+		obs.OnDone(t.Context(), retry.Done{Name: "op", Outcome: retry.OutcomeRefused, Attempts: 1, Err: err})
+	}
+	obs.OnDone(t.Context(), retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 1, Err: overload.ErrLimitExceeded})
+	want := `
+# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit.
+# TYPE retry_refusals_total counter
+retry_refusals_total{operation="op",refused_by="breaker"} 1
+retry_refusals_total{operation="op",refused_by="budget"} 1
+retry_refusals_total{operation="op",refused_by="limit"} 1
+`
+	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_refusals_total"))
 }

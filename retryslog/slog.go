@@ -10,8 +10,12 @@
 //   - a success after retries at RetryLevel: "retry: succeeded";
 //   - a permanent failure at Warn, a call stopped by its context's
 //     deadline at Warn, attempts exhausted, the time budget spent or a
-//     call refused by a budget or a breaker at Error: "retry: gave up",
-//     with operation, outcome, attempts, elapsed and error;
+//     call refused by a budget, a breaker or a concurrency limit at
+//     Error: "retry: gave up", with operation, outcome, attempts, elapsed
+//     and error; a refused call also has refused_by, "budget", "breaker"
+//     or "limit", when its error matches overload.ErrBudgetExhausted,
+//     overload.ErrCircuitOpen or overload.ErrLimitExceeded (in that
+//     order);
 //   - a cancelled call at RetryLevel: "retry: cancelled";
 //   - a dead letter that no sink stored at Error, whatever the outcome,
 //     with dead_letter=failed, since the work may be lost.
@@ -29,9 +33,11 @@ package retryslog
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 )
 
 // Options configures [New]. The zero value, like a nil *Options, logs
@@ -111,12 +117,12 @@ func (o *slogObserver) OnDone(ctx context.Context, e retry.Done) {
 	if !o.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{
-		slog.String("operation", e.Name),
-		slog.String("outcome", e.Outcome.String()),
-		slog.Int("attempts", e.Attempts),
-		slog.Duration("elapsed", e.Elapsed),
+	attrs := make([]slog.Attr, 0, 7) // room for every attribute below
+	attrs = append(attrs, slog.String("operation", e.Name), slog.String("outcome", e.Outcome.String()))
+	if by := refusedBy(e); by != "" {
+		attrs = append(attrs, slog.String("refused_by", by))
 	}
+	attrs = append(attrs, slog.Int("attempts", e.Attempts), slog.Duration("elapsed", e.Elapsed))
 	switch {
 	case e.DeadLettered:
 		attrs = append(attrs, slog.String("dead_letter", "recorded"))
@@ -127,6 +133,23 @@ func (o *slogObserver) OnDone(ctx context.Context, e retry.Done) {
 		attrs = append(attrs, slog.Any("error", e.Err))
 	}
 	o.write(ctx, level, msg, attrs...)
+}
+
+// refusedBy names who refused a refused call, or returns "" for another
+// outcome or a refusal that matches none of the overload package's.
+func refusedBy(e retry.Done) string {
+	if e.Outcome != retry.OutcomeRefused {
+		return ""
+	}
+	switch {
+	case errors.Is(e.Err, overload.ErrBudgetExhausted):
+		return "budget"
+	case errors.Is(e.Err, overload.ErrCircuitOpen):
+		return "breaker"
+	case errors.Is(e.Err, overload.ErrLimitExceeded):
+		return "limit"
+	}
+	return ""
 }
 
 // write logs one record, with the caller's attributes if it opted in.

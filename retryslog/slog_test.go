@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -98,6 +99,57 @@ func TestSlogObserver_levels(t *testing.T) {
 			assert.Equal(t, "retry: gave up", recs[0]["msg"])
 			assert.Equal(t, tc.outcome, recs[0]["outcome"])
 			assert.Contains(t, recs[0]["error"], "flaky")
+		})
+	}
+}
+
+// openBreaker refuses every attempt.
+type openBreaker struct{}
+
+func (openBreaker) Allow() (func(error), error) { return nil, overload.ErrCircuitOpen }
+
+// ownLimit refuses every attempt with an error of its own.
+type ownLimit struct{}
+
+func (ownLimit) Acquire(context.Context, overload.Attempt) error { return errors.New("no room") }
+func (ownLimit) Release(overload.Result, time.Duration)          {}
+
+// fullLimit returns a fixed limit of 1 whose permit the test holds.
+func fullLimit(t *testing.T) *overload.Adaptive {
+	t.Helper()
+	l, err := overload.NewAdaptive(overload.AdaptiveOptions{Min: 1, Max: 1})
+	require.NoError(t, err)
+	require.NoError(t, l.Acquire(t.Context(), overload.Attempt{}))
+	t.Cleanup(func() { l.Release(overload.Dropped, 0) })
+	return l
+}
+
+// A refused call's record says who refused it when its error matches
+// one of the overload package's refusals; no other record does.
+func TestSlogObserver_refusedBy(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		fn      func(context.Context) error
+		guard   *retry.OverloadOptions
+		outcome string
+		by      any // nil: no refused_by
+	}{
+		{name: "budget", fn: metricstest.Failing(9, nil), guard: &retry.OverloadOptions{Budget: smallBudget(t)}, outcome: "refused", by: "budget"},
+		{name: "breaker", fn: metricstest.Failing(1, nil), guard: &retry.OverloadOptions{Breaker: openBreaker{}}, outcome: "refused", by: "breaker"},
+		{name: "limit", fn: metricstest.Failing(1, nil), guard: &retry.OverloadOptions{Limit: fullLimit(t)}, outcome: "refused", by: "limit"},
+		{name: "limit_of_ones_own", fn: metricstest.Failing(1, nil), guard: &retry.OverloadOptions{Limit: ownLimit{}}, outcome: "refused"},
+		{name: "not_refused", fn: metricstest.Failing(9, overload.ErrLimitExceeded), guard: &retry.OverloadOptions{NoBudget: true}, outcome: "exhausted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			recs := logged(t, slog.LevelError, nil, tc.fn, retry.WithMaxAttempts(9), retry.WithOverload(tc.guard))
+			require.Len(t, recs, 1)
+			assert.Equal(t, "ERROR", recs[0]["level"])
+			assert.Equal(t, "retry: gave up", recs[0]["msg"])
+			assert.Equal(t, tc.outcome, recs[0]["outcome"])
+			assert.Equal(t, tc.by, recs[0]["refused_by"])
 		})
 	}
 }

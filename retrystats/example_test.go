@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrystats"
 )
 
@@ -38,4 +39,29 @@ func ExampleStats() {
 	// attempts: 4 retries: 2
 	// in flight: 0 waiting: 0
 	// calls with 1 attempt: 1 with 3: 1
+}
+
+// A refused call counts in Refused, and by who refused it: here a
+// concurrency limit whose only permit another caller holds.
+func ExampleStats_refusals() {
+	var stats retrystats.Stats
+	limit, err := overload.NewAdaptive(overload.AdaptiveOptions{Min: 1, Max: 1})
+	if err != nil {
+		panic(err)
+	}
+	r, err := retry.New(retry.WithObserver(&stats), retry.WithOverload(&retry.OverloadOptions{Limit: limit}))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	_ = limit.Acquire(ctx, overload.Attempt{}) // another caller's attempt
+	defer limit.Release(overload.Dropped, 0)
+	err = r.Do(ctx, func(context.Context) error { return nil })
+	fmt.Println("matches ErrLimitExceeded:", errors.Is(err, overload.ErrLimitExceeded))
+
+	s := stats.Snapshot()
+	fmt.Println("refused:", s.Refused, "by a limit:", s.LimitRefused, "by a budget:", s.BudgetDenied, "by a breaker:", s.CircuitOpen)
+	// Output:
+	// matches ErrLimitExceeded: true
+	// refused: 1 by a limit: 1 by a budget: 0 by a breaker: 0
 }

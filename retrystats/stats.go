@@ -36,6 +36,7 @@ type Stats struct {
 	dlFailed    atomic.Uint64
 	denied      atomic.Uint64 // refused calls: by a budget
 	open        atomic.Uint64 // refused calls: by an open circuit
+	limited     atomic.Uint64 // refused calls: by a concurrency limit
 	perCall     [len(attemptBounds) + 1]atomic.Uint64
 	duration    [len(durationBounds) + 1]atomic.Uint64
 	durationSum atomic.Int64
@@ -78,10 +79,11 @@ func (s *Stats) OnWaitEnd(context.Context, retry.WaitEnd) { s.waiting.Add(-1) }
 
 // OnDone counts the call's outcome, attempts, duration and dead letter.
 func (s *Stats) OnDone(_ context.Context, e retry.Done) {
-	// A call's last wait ended (OnWaitEnd) before its end, and noAttempt
-	// counts before calls does; Snapshot reads them the other way round,
-	// so that a snapshot never shows more calls ended than started, nor
-	// more calls waiting than in flight.
+	// A call's last wait ended (OnWaitEnd) before its end, noAttempt
+	// counts before calls does, and who refused a call after it;
+	// Snapshot reads them the other way round, so that a snapshot never
+	// shows more calls ended than started, more calls waiting than in
+	// flight, nor more refusals by who refused them than Refused.
 	if e.Attempts == 0 { // never in flight
 		s.noAttempt.Add(1)
 	}
@@ -94,6 +96,8 @@ func (s *Stats) OnDone(_ context.Context, e retry.Done) {
 			s.denied.Add(1)
 		case errors.Is(e.Err, overload.ErrCircuitOpen):
 			s.open.Add(1)
+		case errors.Is(e.Err, overload.ErrLimitExceeded):
+			s.limited.Add(1)
 		}
 	}
 	switch {
@@ -127,9 +131,11 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 //	Retries == Attempts - (Calls() - NoAttempt)
 //	InFlight == 0 && Waiting == 0
 //
+// and at any time BudgetDenied + CircuitOpen + LimitRefused <= Refused.
 // While calls run, Snapshot reads the counters one by one, so a snapshot
 // may show a call half counted; it never shows InFlight or Waiting below
-// 0, nor Waiting above InFlight.
+// 0, nor Waiting above InFlight, nor more refusals by who refused them
+// than Refused.
 type Snapshot struct {
 	// Calls that ended, by outcome (see [retry.Outcome]).
 	Success, Permanent, Exhausted, MaxElapsed, Deadline, Canceled, Refused, Unknown uint64
@@ -137,13 +143,15 @@ type Snapshot struct {
 	// retry.HandOff (retry.OutcomeHandedOff): not failures, their work
 	// goes on elsewhere.
 	HandedOff uint64
-	// BudgetDenied and CircuitOpen count the Refused calls by who refused
-	// them: a retry budget ([overload.ErrBudgetExhausted]) or a circuit
-	// breaker ([overload.ErrCircuitOpen]). A refusal that matches neither
-	// (a breaker or budget of one's own with errors of its own, or one
-	// that was not built, as a zero retrygobreaker.Breaker) is in Refused
-	// only, so Refused may exceed their sum.
-	BudgetDenied, CircuitOpen uint64
+	// BudgetDenied, CircuitOpen and LimitRefused count the Refused calls
+	// by who refused them: a retry budget ([overload.ErrBudgetExhausted]),
+	// a circuit breaker ([overload.ErrCircuitOpen]) or a concurrency limit
+	// ([overload.ErrLimitExceeded]), in that order of checking. A refusal
+	// that matches none (a breaker, budget or limit of one's own with
+	// errors of its own, or one that was not built, as a zero
+	// retrygobreaker.Breaker) is in Refused only, so Refused may exceed
+	// their sum.
+	BudgetDenied, CircuitOpen, LimitRefused uint64
 	// NoAttempt counts calls that ended before their first attempt: the
 	// context was already done, or, with [retry.WithIdempotency], the store
 	// replayed an outcome, refused the call, or another caller held the
@@ -221,14 +229,16 @@ func (s *Snapshot) outcomes() [numOutcomes]*uint64 {
 // Snapshot returns the current counts. It is safe to call while calls
 // run, and makes no allocation.
 func (s *Stats) Snapshot() Snapshot {
-	// Ends are read before starts, so that InFlight is never negative.
-	// Go's atomics are sequentially consistent.
+	// Ends are read before starts, so that InFlight is never negative,
+	// and who refused before Refused, which OnDone counts first, so that
+	// their sum never exceeds it. Go's atomics are sequentially consistent.
 	var snap Snapshot
+	snap.BudgetDenied = s.denied.Load()
+	snap.CircuitOpen = s.open.Load()
+	snap.LimitRefused = s.limited.Load()
 	for o, c := range snap.outcomes() {
 		*c = s.calls[o].Load()
 	}
-	snap.BudgetDenied = s.denied.Load()
-	snap.CircuitOpen = s.open.Load()
 	snap.NoAttempt = s.noAttempt.Load()
 	snap.Waiting = s.waiting.Load()
 	snap.DeadLettersRecorded = s.dlRecorded.Load()

@@ -2,6 +2,8 @@ package retrystats_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrymetrics/metricstest"
 	"github.com/steadfast-go/retry/retrystats"
 )
@@ -277,8 +280,8 @@ func TestStats_noAllocation(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = stats.Snapshot() }))
 }
 
-// TestStats_refusals counts calls a budget or a breaker refused, by who
-// refused them.
+// TestStats_refusals counts calls a budget, a breaker or a limit refused,
+// by who refused them.
 func TestStats_refusals(t *testing.T) {
 	t.Parallel()
 	stats := new(retrystats.Stats)
@@ -286,13 +289,72 @@ func TestStats_refusals(t *testing.T) {
 		func() float64 { return float64(stats.Snapshot().InFlight) },
 		func() float64 { return float64(stats.Snapshot().Waiting) })
 	s := stats.Snapshot()
-	assert.Equal(t, uint64(2), s.Refused)
+	assert.Equal(t, uint64(3), s.Refused)
 	assert.Equal(t, uint64(1), s.BudgetDenied)
 	assert.Equal(t, uint64(1), s.CircuitOpen)
-	assert.Equal(t, uint64(2), s.Calls())
-	assert.Equal(t, uint64(2), s.Attempts)
+	assert.Equal(t, uint64(1), s.LimitRefused)
+	assert.Equal(t, uint64(3), s.Calls())
+	assert.Equal(t, uint64(3), s.Attempts)
 	assert.Equal(t, uint64(1), s.Retries)
 	assert.Equal(t, uint64(1), s.NoAttempt, "the breaker's refusal came before any attempt")
+}
+
+// TestStats_refusedBy: a refusal counts once, by the first of budget,
+// breaker and limit its error matches, and one that matches none counts
+// in Refused only; other outcomes' errors are not looked at.
+func TestStats_refusedBy(t *testing.T) {
+	t.Parallel()
+	stats := new(retrystats.Stats)
+	for _, err := range []error{
+		overload.ErrLimitExceeded,
+		fmt.Errorf("limit of payments-api: %w", overload.ErrLimitExceeded),
+		errors.Join(overload.ErrLimitExceeded, overload.ErrBudgetExhausted),
+		errors.Join(overload.ErrLimitExceeded, overload.ErrCircuitOpen),
+		errors.New("a limit of one's own"),
+		nil,
+	} {
+		stats.OnDone(t.Context(), retry.Done{Outcome: retry.OutcomeRefused, Attempts: 1, Err: err})
+	}
+	stats.OnDone(t.Context(), retry.Done{Outcome: retry.OutcomeExhausted, Attempts: 1, Err: overload.ErrLimitExceeded})
+	s := stats.Snapshot()
+	assert.Equal(t, uint64(6), s.Refused)
+	assert.Equal(t, uint64(2), s.LimitRefused)
+	assert.Equal(t, uint64(1), s.BudgetDenied)
+	assert.Equal(t, uint64(1), s.CircuitOpen)
+}
+
+// TestStats_refusedByNeverExceedsRefused takes snapshots while calls are
+// refused: the refusals by who refused them never add up to more than
+// Refused, which is counted first and read last.
+func TestStats_refusedByNeverExceedsRefused(t *testing.T) {
+	t.Parallel()
+	stats := new(retrystats.Stats)
+	errs := []error{overload.ErrBudgetExhausted, overload.ErrCircuitOpen, overload.ErrLimitExceeded}
+	const perCaller = 20_000
+	var wg sync.WaitGroup
+	for _, err := range errs {
+		wg.Go(func() {
+			for range perCaller {
+				stats.OnDone(t.Context(), retry.Done{Outcome: retry.OutcomeRefused, Err: err})
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		s := stats.Snapshot()
+		if by := s.BudgetDenied + s.CircuitOpen + s.LimitRefused; by > s.Refused {
+			t.Fatalf("refusals by who refused them: %d, more than Refused, %d", by, s.Refused)
+		}
+	}
+	s := stats.Snapshot()
+	assert.Equal(t, uint64(len(errs)*perCaller), s.Refused)
+	assert.Equal(t, s.Refused, s.BudgetDenied+s.CircuitOpen+s.LimitRefused)
 }
 
 // TestSnapshot_outcome: Outcome(o) is the named field of o, for every

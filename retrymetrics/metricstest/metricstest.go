@@ -132,13 +132,15 @@ func NoAllocation(t *testing.T, obs retry.Observer) {
 	}
 }
 
-// Refusals makes two calls of the operation "op" through obs that end
+// Refusals makes three calls of the operation "op" through obs that end
 // with retry.OutcomeRefused: one whose second retry a small budget
-// refuses (two attempts, one 1s wait between them), and one that an open
-// breaker refuses before any attempt. Each call's error must match its
-// refusal; afterwards the calls in flight and the waits in progress, as
-// read by inFlight and waiting, must be 0. The observer's own counts are
-// the caller's to check: 2 refused calls, 2 attempts, 1 retry.
+// refuses (two attempts, one 1s wait between them), one that an open
+// breaker refuses before any attempt, and one whose retry a full
+// concurrency limit refuses after its 1s wait (one attempt). Each call's
+// error must match its refusal; afterwards the calls in flight and the
+// waits in progress, as read by inFlight and waiting, must be 0. The
+// observer's own counts are the caller's to check: 3 refused calls (one
+// by each), 3 attempts, 1 retry.
 func Refusals(t *testing.T, obs retry.Observer, inFlight, waiting func() float64) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {
@@ -156,6 +158,10 @@ func Refusals(t *testing.T, obs retry.Observer, inFlight, waiting func() float64
 		if !errors.Is(err, overload.ErrCircuitOpen) {
 			t.Errorf("the breaker's refusal: %v, want an error matching overload.ErrCircuitOpen", err)
 		}
+		err = retry.Do(t.Context(), Failing(9, nil), append(common, retry.WithOverload(&retry.OverloadOptions{Limit: nearlyFullLimit(t)}))...)
+		if !errors.Is(err, overload.ErrLimitExceeded) {
+			t.Errorf("the limit's refusal: %v, want an error matching overload.ErrLimitExceeded", err)
+		}
 		if got := inFlight(); got != 0 {
 			t.Errorf("calls in flight after the refusals: %v, want 0", got)
 		}
@@ -163,6 +169,28 @@ func Refusals(t *testing.T, obs retry.Observer, inFlight, waiting func() float64
 			t.Errorf("waits in progress after the refusals: %v, want 0", got)
 		}
 	})
+}
+
+// nearlyFullLimit returns a fixed limit of 10 with 9 permits held until
+// the test ends: a first attempt takes the last one, and a retry, which
+// may use only nine tenths of the limit, is refused.
+func nearlyFullLimit(t *testing.T) *overload.Adaptive {
+	t.Helper()
+	l, err := overload.NewAdaptive(overload.AdaptiveOptions{Min: 10, Max: 10})
+	if err != nil {
+		t.Fatalf("NewAdaptive: %v", err)
+	}
+	for range 9 {
+		if err := l.Acquire(t.Context(), overload.Attempt{}); err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		for range 9 {
+			l.Release(overload.Dropped, 0)
+		}
+	})
+	return l
 }
 
 // openBreaker refuses every attempt.
