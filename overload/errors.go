@@ -19,3 +19,46 @@ var ErrCircuitOpen = errors.New("circuit open")
 // neither way
 // (gobreaker: Settings.IsExcluded).
 var ErrNotCounted = errors.New("attempt not counted: it says nothing of the downstream")
+
+// Refuser says who refused a call: a budget, a breaker or a limit. The
+// zero value is [NotRefused].
+type Refuser uint8
+
+// The refusers.
+const (
+	NotRefused       Refuser = iota // the error matches none of the refusals below
+	RefusedByBudget                 // [ErrBudgetExhausted]
+	RefusedByBreaker                // [ErrCircuitOpen]
+	RefusedByLimit                  // [ErrLimitExceeded]
+)
+
+// RefuserOf returns who refused a call that ended with err: the first of
+// [ErrBudgetExhausted], [ErrCircuitOpen] and [ErrLimitExceeded] that err
+// matches, for metrics and logs that say who refused it.
+func RefuserOf(err error) Refuser {
+	switch {
+	case err == nil:
+		return NotRefused
+	case errors.Is(err, ErrBudgetExhausted):
+		return RefusedByBudget
+	case errors.Is(err, ErrCircuitOpen):
+		return RefusedByBreaker
+	case errors.Is(err, ErrLimitExceeded):
+		return RefusedByLimit
+	}
+	return NotRefused
+}
+
+// String returns "budget", "breaker" or "limit", the label metrics and
+// logs give the refuser, or "" for NotRefused and unknown values.
+func (r Refuser) String() string {
+	switch r {
+	case RefusedByBudget:
+		return "budget"
+	case RefusedByBreaker:
+		return "breaker"
+	case RefusedByLimit:
+		return "limit"
+	}
+	return ""
+}

@@ -123,22 +123,13 @@ type Options struct {
 // outcomes are the retry.outcome values, indexed by retry.Outcome.
 var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeHandedOff)
 
-// refusers are the retry.refused_by values, indexed as refuserOf returns.
-var refusers = [...]string{"budget", "breaker", "limit"}
+// refusers are who may refuse a call, in the order of the retry.refused_by
+// values; refuserOf gives the index.
+var refusers = [...]overload.Refuser{overload.RefusedByBudget, overload.RefusedByBreaker, overload.RefusedByLimit}
 
 // refuserOf returns the index in refusers of who refused a call with err,
-// by the first of overload's refusals it matches, or -1 for none.
-func refuserOf(err error) int {
-	switch {
-	case errors.Is(err, overload.ErrBudgetExhausted):
-		return 0
-	case errors.Is(err, overload.ErrCircuitOpen):
-		return 1
-	case errors.Is(err, overload.ErrLimitExceeded):
-		return 2
-	}
-	return -1
-}
+// or -1 for none (overload.RefuserOf).
+func refuserOf(err error) int { return int(overload.RefuserOf(err)) - 1 }
 
 // Observer is a retry.Observer that records OpenTelemetry metrics and span
 // events. Build one with [New]; the zero value is not usable. An Observer
@@ -229,7 +220,7 @@ func (o *Observer) newSeries(label string) *series {
 	o.deadLetters.Add(ctx, 0, s.recorded...)
 	o.deadLetters.Add(ctx, 0, s.failed...)
 	for i, by := range refusers {
-		s.refusals[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(op, RefusedByKey.String(by)))}
+		s.refusals[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(op, RefusedByKey.String(by.String())))}
 		o.refusals.Add(ctx, 0, s.refusals[i]...)
 	}
 	return s
@@ -303,7 +294,7 @@ func (o *Observer) OnDone(ctx context.Context, e retry.Done) {
 		attrs := make([]attribute.KeyValue, 0, 7) // room for every attribute below
 		attrs = append(attrs, OperationKey.String(e.Name), OutcomeKey.String(e.Outcome.String()))
 		if refuser >= 0 {
-			attrs = append(attrs, RefusedByKey.String(refusers[refuser]))
+			attrs = append(attrs, RefusedByKey.String(refusers[refuser].String()))
 		}
 		attrs = append(attrs,
 			attribute.Int("retry.attempts", e.Attempts),

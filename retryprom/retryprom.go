@@ -84,7 +84,6 @@ package retryprom
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,22 +129,13 @@ type Options struct {
 // outcomes are the outcome label values, indexed by retry.Outcome.
 var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeHandedOff)
 
-// refusers are the refused_by label values, indexed as refuserOf returns.
-var refusers = [...]string{"budget", "breaker", "limit"}
+// refusers are who may refuse a call, in the order of the refused_by label
+// values; refuserOf gives the index.
+var refusers = [...]overload.Refuser{overload.RefusedByBudget, overload.RefusedByBreaker, overload.RefusedByLimit}
 
 // refuserOf returns the index in refusers of who refused a call with err,
-// by the first of overload's refusals it matches, or -1 for none.
-func refuserOf(err error) int {
-	switch {
-	case errors.Is(err, overload.ErrBudgetExhausted):
-		return 0
-	case errors.Is(err, overload.ErrCircuitOpen):
-		return 1
-	case errors.Is(err, overload.ErrLimitExceeded):
-		return 2
-	}
-	return -1
-}
+// or -1 for none (overload.RefuserOf).
+func refuserOf(err error) int { return int(overload.RefuserOf(err)) - 1 }
 
 // Observer is a retry.Observer that updates Prometheus metrics, and a
 // prometheus.Collector of them. Build one with [New]; the zero value is
@@ -268,7 +258,7 @@ func (o *Observer) newSeries(name string) *series {
 	s.dlRecorded = o.deadLetter.WithLabelValues(name, "recorded")
 	s.dlFailed = o.deadLetter.WithLabelValues(name, "failed")
 	for i, by := range refusers {
-		s.refusals[i] = o.refusals.WithLabelValues(name, by)
+		s.refusals[i] = o.refusals.WithLabelValues(name, by.String())
 	}
 	s.perCall = o.perCall.WithLabelValues(name)
 	s.duration = o.duration.WithLabelValues(name)

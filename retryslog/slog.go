@@ -33,7 +33,6 @@ package retryslog
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
 	"github.com/steadfast-go/retry"
@@ -141,15 +140,7 @@ func refusedBy(e retry.Done) string {
 	if e.Outcome != retry.OutcomeRefused {
 		return ""
 	}
-	switch {
-	case errors.Is(e.Err, overload.ErrBudgetExhausted):
-		return "budget"
-	case errors.Is(e.Err, overload.ErrCircuitOpen):
-		return "breaker"
-	case errors.Is(e.Err, overload.ErrLimitExceeded):
-		return "limit"
-	}
-	return ""
+	return overload.RefuserOf(e.Err).String()
 }
 
 // write logs one record, with the caller's attributes if it opted in.

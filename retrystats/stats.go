@@ -9,7 +9,6 @@ package retrystats
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -91,12 +90,12 @@ func (s *Stats) OnDone(_ context.Context, e retry.Done) {
 		s.calls[e.Outcome].Add(1)
 	}
 	if e.Outcome == retry.OutcomeRefused {
-		switch {
-		case errors.Is(e.Err, overload.ErrBudgetExhausted):
+		switch overload.RefuserOf(e.Err) {
+		case overload.RefusedByBudget:
 			s.denied.Add(1)
-		case errors.Is(e.Err, overload.ErrCircuitOpen):
+		case overload.RefusedByBreaker:
 			s.open.Add(1)
-		case errors.Is(e.Err, overload.ErrLimitExceeded):
+		case overload.RefusedByLimit:
 			s.limited.Add(1)
 		}
 	}

@@ -1,0 +1,26 @@
+package overload_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/steadfast-go/retry/overload"
+)
+
+func TestRefuserOf(t *testing.T) {
+	for err, want := range map[error]overload.Refuser{
+		nil:                              overload.NotRefused,
+		errors.New("connection refused"): overload.NotRefused,
+		overload.ErrBudgetExhausted:      overload.RefusedByBudget,
+		fmt.Errorf("w: %w", overload.ErrCircuitOpen):                        overload.RefusedByBreaker,
+		overload.ErrLimitExceeded:                                           overload.RefusedByLimit,
+		errors.Join(overload.ErrLimitExceeded, overload.ErrBudgetExhausted): overload.RefusedByBudget,
+	} {
+		assert.Equal(t, want, overload.RefuserOf(err), "%v", err)
+	}
+	assert.Equal(t, []string{"", "budget", "breaker", "limit", ""},
+		[]string{overload.NotRefused.String(), overload.RefusedByBudget.String(), overload.RefusedByBreaker.String(), overload.RefusedByLimit.String(), overload.Refuser(9).String()})
+}
