@@ -288,10 +288,10 @@ func (r *metastableRun) lastLimit() int {
 func (r *metastableRun) recoverySentence() string {
 	switch rec, ok := r.recovery(); {
 	case !ok:
-		return fmt.Sprintf("did not recover in the %s after it", seconds(r.params.after().length()))
+		return fmt.Sprintf("did not recover in the %s after the trigger", seconds(r.params.after().length()))
 	case rec == 0:
-		return "recovered at once"
+		return "recovered as soon as the trigger ended"
 	default:
-		return "recovered " + seconds(rec) + " after it"
+		return "recovered " + seconds(rec) + " after the trigger ended"
 	}
 }

@@ -395,7 +395,7 @@ func (r *results) markdownH() string {
 	h := r.h
 	p := h.params
 	none, budget, limit, both := h.byGuard(guards[0]), h.byGuard(guards[1]), h.byGuard(guards[2]), h.byGuard(guards[3])
-	fmt.Fprintf(&b, "Without protection goodput %s: in the run's last %s it was %.1f %% of its level before the trigger. With the ratio budget it %s, with the adaptive limit it %s, and with both it %s.\n\n",
+	fmt.Fprintf(&b, "Without protection goodput %s: in the run's last %s it was %.1f %% of its level before the trigger. With the ratio budget it %s; with the adaptive limit it %s, and with both it %s.\n\n",
 		none.recoverySentence(), span(p.tail().length()), 100*none.goodput(p.tail())/none.before(), budget.recoverySentence(), limit.recoverySentence(), both.recoverySentence())
 	fmt.Fprintf(&b, "%.0f calls/s for %s on a downstream that serves %.0f attempts/s from its queue, and %.0f attempts/s in the trigger (%s); attempt timeout %s, network latency %s; recovered: goodput at least %g %% of its level before the trigger (%s) for %d seconds in a row.\n\n",
 		p.rate, span(p.duration), p.capacity, p.dropped, spanLabel(p.trigger), span(p.timeout), span(p.latency), 100*recoveredShare, spanLabel(p.steady()), recoveredFor)
