@@ -395,3 +395,112 @@ func shortHedging(name string) string {
 	}
 	return name
 }
+
+// stacked draws plots in one column, their data areas aligned.
+func stacked(ps ...*plot.Plot) figure {
+	return func(dc draw.Canvas) {
+		tiles := draw.Tiles{Rows: len(ps), Cols: 1, PadY: vg.Centimeter / 2, PadTop: vg.Millimeter,
+			PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: vg.Millimeter}
+		col := make([][]*plot.Plot, len(ps))
+		for i, p := range ps {
+			col[i] = []*plot.Plot{p}
+		}
+		cs := plot.Align(col, tiles, dc)
+		for i, p := range ps {
+			p.Draw(cs[i][0])
+		}
+	}
+}
+
+// shade adds w as a grey band from 0 to top, named in the legend.
+func shade(p *plot.Plot, w window, top float64, name string) error {
+	band, err := plotter.NewPolygon(plotter.XYs{
+		{X: w.from.Seconds(), Y: 0}, {X: w.to.Seconds(), Y: 0},
+		{X: w.to.Seconds(), Y: top}, {X: w.from.Seconds(), Y: top}})
+	if err != nil {
+		return err
+	}
+	band.Color = color.Gray{Y: 0xe8}
+	band.LineStyle.Width = 0
+	p.Add(band)
+	if name != "" {
+		p.Legend.Add(name, band)
+	}
+	return nil
+}
+
+// dashed adds a dashed grey line through xys, named in the legend.
+func dashed(p *plot.Plot, xys plotter.XYs, name string) error {
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	l.Color = color.Gray{Y: 0x60}
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return nil
+}
+
+// metastableFigure is scenario h's chart: the goodput of each variant
+// over time above the downstream's load, the trigger shaded.
+func metastableFigure(h *metastableResult) (figure, error) {
+	p := h.params
+	trigger := fmt.Sprintf("trigger: capacity %.0f → %.0f attempts/s (%s)", p.capacity, p.dropped, spanLabel(p.trigger))
+	good := newPlot("Goodput", "time (s)", "calls that succeeded per second")
+	load := newPlot("Downstream load", "time (s)", "attempts per second")
+	goodTop, loadTop := 1.4*p.rate, 0.0
+	for _, r := range h.runs {
+		for _, xy := range perSecond(r.attempts) {
+			loadTop = max(loadTop, xy.Y)
+		}
+	}
+	loadTop *= 1.25
+	if err := shade(good, p.trigger, goodTop, trigger); err != nil {
+		return nil, err
+	}
+	if err := shade(load, p.trigger, loadTop, ""); err != nil {
+		return nil, err
+	}
+	bar := recoveredShare * h.runs[0].before()
+	end := p.duration.Seconds()
+	if err := dashed(good, plotter.XYs{{X: 0, Y: bar}, {X: end, Y: bar}}, fmt.Sprintf("recovered: %g %% of the goodput before", 100*recoveredShare)); err != nil {
+		return nil, err
+	}
+	from, to := p.trigger.from.Seconds(), p.trigger.to.Seconds()
+	if err := dashed(load, plotter.XYs{{X: 0, Y: p.capacity}, {X: from, Y: p.capacity}, {X: from, Y: p.dropped},
+		{X: to, Y: p.dropped}, {X: to, Y: p.capacity}, {X: end, Y: p.capacity}}, "capacity"); err != nil {
+		return nil, err
+	}
+	for i, r := range h.runs {
+		for _, c := range []struct {
+			pl *plot.Plot
+			s  series
+		}{{good, r.calls.goodput}, {load, r.attempts}} {
+			xys := perSecond(c.s)
+			xys = xys[:min(len(xys), int(p.duration/c.s.step))]
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, err
+			}
+			l.Color = plotutil.Color(i)
+			l.Width = vg.Points(1.5)
+			if i == len(h.runs)-1 {
+				l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)} // both: on the limit's line
+			}
+			c.pl.Add(l)
+			if c.pl == good {
+				good.Legend.Add(r.name, l)
+			}
+		}
+	}
+	for _, pl := range []*plot.Plot{good, load} {
+		pl.X.Min, pl.X.Max = 0, end
+	}
+	good.Y.Min, good.Y.Max = 0, goodTop
+	load.Y.Min, load.Y.Max = 0, loadTop
+	good.Legend.XOffs, good.Legend.YOffs = -vg.Points(4), vg.Points(12) // below the lines, above the one at zero
+	load.Legend.Top = true
+	load.Legend.XOffs = -vg.Points(4)
+	return stacked(good, load), nil
+}

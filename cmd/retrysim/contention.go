@@ -176,6 +176,7 @@ const (
 	scenarioE
 	scenarioF
 	scenarioG
+	scenarioH
 )
 
 func stream(scenario, run, i int) uint64 {

@@ -25,15 +25,19 @@ var (
 // that does not know of the client's deadline does. During the outage
 // the downstream answers nothing, so every attempt times out. During the
 // blip, each call's first attempt that reaches it fails at once (a reset
-// connection), and its later ones are served. An attempt served may still
-// fail at random with probability failP.
+// connection), and its later ones are served. During the drop it serves
+// dropped attempts per second: an attempt whose turn comes within it
+// takes 1/dropped seconds. An attempt served may still fail at random
+// with probability failP.
 type downstream struct {
 	s        *sim
 	latency  time.Duration // there and back
-	timeout  time.Duration // the client's, per attempt
+	timeout  time.Duration // the client's, per attempt (attemptWithin: its context's deadline)
 	outage   window        // no answer within it
 	blip     window        // each call's first attempt within it fails
 	capacity float64       // attempts per second it serves; 0: no limit
+	drop     window        // capacity is dropped within it
+	dropped  float64       // attempts per second it serves within drop
 	failP    float64       // probability that an attempt fails on its own
 	rng      *rand.Rand    // for failP
 	busy     time.Duration // when the server has served its queue
@@ -89,7 +93,11 @@ func (d *downstream) serve(t time.Duration) (time.Duration, error) {
 	}
 	done := t
 	if d.capacity > 0 {
-		done = max(t, d.busy) + time.Duration(float64(time.Second)/d.capacity)
+		start, rate := max(t, d.busy), d.capacity
+		if d.drop.contains(start) {
+			rate = d.dropped
+		}
+		done = start + time.Duration(float64(time.Second)/rate)
 		d.busy = done
 	}
 	var err error
@@ -98,6 +106,24 @@ func (d *downstream) serve(t time.Duration) (time.Duration, error) {
 	}
 	return done + d.latency/2, err
 }
+
+// attemptWithin is an attempt made with WithAttemptTimeout: the client
+// gives up at its context's deadline (on the virtual clock) and returns
+// the context's error, while the request keeps its turn in the queue.
+func (d *downstream) attemptWithin(p *proc, ctx context.Context) error {
+	now := d.s.Elapsed()
+	d.attempts.add(now, 1)
+	answer, err := d.serve(now + d.latency/2)
+	if deadline, ok := ctx.Deadline(); ok && answer > deadline.Sub(epoch) {
+		p.Sleep(deadline.Sub(epoch) - now)
+		return ctx.Err()
+	}
+	p.Sleep(answer - now)
+	return err
+}
+
+// wait is how long a request that arrives now waits for its turn.
+func (d *downstream) wait() time.Duration { return max(d.busy-d.s.Elapsed(), 0) }
 
 // series counts events in bins of width step from time zero.
 type series struct {
@@ -147,12 +173,16 @@ type load struct {
 	rate     float64
 	duration time.Duration
 	hedge    bool // calls are r.Hedge on the simulation's context (vhedge.go)
+	// within: each attempt ends at its context's deadline, which r's
+	// WithAttemptTimeout sets, not at the downstream's timeout.
+	within bool
 }
 
 // loadStats is what became of a load's calls.
 type loadStats struct {
 	calls, succeeded int
 	started, failed  series // calls by the time they started (failed: did not succeed)
+	goodput          series // calls that succeeded, by the time they returned
 	outcomes         map[retry.Outcome]int
 }
 
@@ -160,7 +190,7 @@ type loadStats struct {
 // r.Do with the downstream's attempt; run s afterwards.
 func (l load) drive(s *sim, d *downstream, r *retry.Retrier, bin time.Duration) *loadStats {
 	st := &loadStats{started: newSeries(bin, l.duration), failed: newSeries(bin, l.duration),
-		outcomes: map[retry.Outcome]int{}}
+		goodput: newSeries(bin, l.duration), outcomes: map[retry.Outcome]int{}}
 	interval := time.Duration(float64(time.Second) / l.rate)
 	n := int(l.duration / interval)
 	s.Go(func(gen *proc) {
@@ -174,6 +204,8 @@ func (l load) drive(s *sim, d *downstream, r *retry.Retrier, bin time.Duration) 
 					err = r.Hedge(s.Context(), func(ctx context.Context) error {
 						return s.attempt(func(p *proc, rd *round) error { return d.attemptOn(p, rd, ctx, &blipped) })
 					})
+				} else if l.within {
+					err = r.Do(context.Background(), func(ctx context.Context) error { return d.attemptWithin(p, ctx) })
 				} else {
 					err = r.Do(context.Background(), func(context.Context) error { return d.attempt(p, &blipped) })
 				}
@@ -181,6 +213,7 @@ func (l load) drive(s *sim, d *downstream, r *retry.Retrier, bin time.Duration) 
 				st.started.add(start, 1)
 				if err == nil {
 					st.succeeded++
+					st.goodput.add(s.Elapsed(), 1)
 					return
 				}
 				st.failed.add(start, 1)

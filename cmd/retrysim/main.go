@@ -19,10 +19,15 @@
 //	g  a heavy tail (1 % of attempts take 1 s): call latency percentiles
 //	   and downstream load without hedging, with a fixed hedge delay and
 //	   with the adaptive one; and the load of b's outage with hedging.
+//	h  a metastable failure: a downstream whose latency grows with its
+//	   queue, clients with attempt timeouts and retries, and a 10 s drop
+//	   of its capacity; goodput over time, the time to recover after the
+//	   drop and the peak load without protection, with the default
+//	   budget, with an adaptive concurrency limit and with both.
 //
 // Usage:
 //
-//	retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|f|g|all] [-out DIR] [-doc FILE]
+//	retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|f|g|h|all] [-out DIR] [-doc FILE]
 //
 // The same flags give the same output, byte for byte: every simulated
 // goroutine runs in turn in virtual time, and every random draw comes
@@ -70,6 +75,7 @@ type config struct {
 	nested     nestedParams
 	blip       blipParams
 	tail       tailParams
+	metastable metastableParams
 }
 
 // defaultConfig is the run that the flags' defaults ask for.
@@ -82,11 +88,12 @@ func defaultConfig(seed uint64) config {
 		nested:     defaultNested(seed),
 		blip:       defaultBlip(seed),
 		tail:       defaultTail(seed),
+		metastable: defaultMetastable(seed),
 	}
 }
 
 // allScenarios are the letters of every scenario, in order.
-const allScenarios = "abcdefg"
+const allScenarios = "abcdefgh"
 
 func (c config) has(scenario byte) bool { return strings.IndexByte(c.scenarios, scenario) >= 0 }
 
@@ -141,7 +148,7 @@ func docLink(out, doc string) string {
 	return "[" + rel + "](" + target + ")"
 }
 
-const usage = `usage: retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|f|g|all] [-out DIR] [-doc FILE]
+const usage = `usage: retrysim [-seed N] [-runs N] [-clients N] [-scenario a|b|c|d|e|f|g|h|all] [-out DIR] [-doc FILE]
 
 Runs overload scenarios against github.com/steadfast-go/retry in virtual
 time and writes PNG and SVG charts and results.md to DIR; with -doc, also
@@ -159,7 +166,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	seed := fs.Uint64("seed", 1, "seed of every random source")
 	runs := fs.Int("runs", 100, "runs of scenario a, in [1, 10000]")
 	clients := fs.Int("clients", 100, "clients of scenario a, in [1, 10000]")
-	scenario := fs.String("scenario", "all", "the scenario to run: a, b, c, d, e, f, g or all")
+	scenario := fs.String("scenario", "all", "the scenario to run: a, b, c, d, e, f, g, h or all")
 	out := fs.String("out", filepath.Join("docs", "overload"), "directory for the charts and results.md (made if missing)")
 	doc := fs.String("doc", "", "Markdown file whose retrysim blocks to rewrite with the results, and that results.md links to (none if empty)")
 	if err := fs.Parse(args); err != nil {
@@ -180,7 +187,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	case len(s) == 1 && strings.Contains(allScenarios, s):
 		cfg.scenarios = s
 	default:
-		return cfg, fmt.Errorf("-scenario %q: want a, b, c, d, e, f, g or all", s)
+		return cfg, fmt.Errorf("-scenario %q: want a, b, c, d, e, f, g, h or all", s)
 	}
 	switch {
 	case *runs < 1 || *runs > 10000:
@@ -269,6 +276,11 @@ func simulate(cfg config) (*results, error) {
 			res.d = append(res.d, d)
 		}
 	}
+	if cfg.has('h') {
+		if res.h, err = runMetastables(cfg.metastable); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 
@@ -327,6 +339,12 @@ func write(res *results) ([]string, error) {
 	if res.g != nil {
 		f, err := tailFigure(res.g)
 		if err := add("g-tail", chartW, chartH, f, err); err != nil {
+			return files, err
+		}
+	}
+	if res.h != nil {
+		f, err := metastableFigure(res.h)
+		if err := add("h-metastable", chartW, chartH*3/2, f, err); err != nil {
 			return files, err
 		}
 	}

@@ -30,8 +30,8 @@ func TestRun_badFlags(t *testing.T) {
 		{[]string{"-clients", "many"}, `invalid value "many" for flag -clients`},
 		{[]string{"-seed", "-1"}, `invalid value "-1" for flag -seed`},
 		{[]string{"-seed", "abc"}, `invalid value "abc" for flag -seed`},
-		{[]string{"-scenario", "h"}, `-scenario "h": want a, b, c, d, e, f, g or all`},
-		{[]string{"-scenario", "ab"}, `-scenario "ab": want a, b, c, d, e, f, g or all`},
+		{[]string{"-scenario", "i"}, `-scenario "i": want a, b, c, d, e, f, g, h or all`},
+		{[]string{"-scenario", "ab"}, `-scenario "ab": want a, b, c, d, e, f, g, h or all`},
 		{[]string{"-out", ""}, "-out: want a directory"},
 		{[]string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
 		{[]string{"b"}, `unexpected argument "b": retrysim takes flags only`},
@@ -59,21 +59,24 @@ func TestRun_help(t *testing.T) {
 	assert.Empty(t, stdout)
 	assert.True(t, strings.HasPrefix(stderr, "usage: retrysim"), stderr)
 	assert.Contains(t, stderr, "-scenario")
-	assert.Contains(t, stderr, "[-scenario a|b|c|d|e|f|g|all]")
-	assert.Contains(t, stderr, "a, b, c, d, e, f, g or all")
+	assert.Contains(t, stderr, "[-scenario a|b|c|d|e|f|g|h|all]")
+	assert.Contains(t, stderr, "a, b, c, d, e, f, g, h or all")
 }
 
-// TestParse_scenarioG: -scenario takes g, and all runs it too.
-func TestParse_scenarioG(t *testing.T) {
-	cfg, err := parse([]string{"-scenario", "g"}, io.Discard)
-	require.NoError(t, err)
-	assert.Equal(t, "g", cfg.scenarios)
-	assert.True(t, cfg.has('g'))
-	assert.False(t, cfg.has('b'))
-	assert.Contains(t, cfg.commandLine(), "-scenario g ")
+// TestParse_scenarioGH: -scenario takes g and h, and all runs them too.
+func TestParse_scenarioGH(t *testing.T) {
+	for _, s := range []string{"g", "h"} {
+		cfg, err := parse([]string{"-scenario", s}, io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, s, cfg.scenarios)
+		assert.True(t, cfg.has(s[0]))
+		assert.False(t, cfg.has('b'))
+		assert.Contains(t, cfg.commandLine(), "-scenario "+s+" ")
+	}
 	all, err := parse(nil, io.Discard)
 	require.NoError(t, err)
 	assert.True(t, all.has('g'))
+	assert.True(t, all.has('h'))
 	assert.Contains(t, all.commandLine(), "-scenario all ")
 }
 

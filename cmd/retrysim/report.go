@@ -21,6 +21,7 @@ type results struct {
 	phases []time.Duration // e: how long calls failed after outages longer by k/breakerPhases of the breaker's cycle
 	f      []*outageRun    // blipVariants' runs
 	g      *tailResult
+	h      *metastableResult
 }
 
 // blipByName finds a run of scenario f.
@@ -142,8 +143,39 @@ func (r *results) checks() []check {
 				measured: fmt.Sprintf("%+.2f %% (%.3fx against %.3fx)", 100*change, o.amplification(), g.outage[0].amplification()), ok: math.Abs(change) <= 0.01})
 		}
 	}
+	if h := r.h; h != nil {
+		cs = append(cs, h.checks()...)
+	}
 	return cs
 }
+
+// checks are scenario h's bounds: without protection the system stays
+// down after the trigger; with New's default budget it recovers within
+// twice the trigger's length, and with the limit, alone or beside the
+// budget, at least as fast as with the budget alone.
+func (m *metastableResult) checks() []check {
+	p := m.params
+	none, budget := m.byGuard(guards[0]), m.byGuard(guards[1])
+	_, noneOK := none.recovery()
+	tail := none.goodput(p.tail()) / none.before()
+	cs := []check{{scenario: "h", bound: fmt.Sprintf("%s: does not recover in the %s after the trigger, and its goodput in the run's last %s is below %g %% of before (metastable)", none.name, seconds(p.after().length()), span(p.tail().length()), 100*metastableDown),
+		measured: fmt.Sprintf("%s; %.1f %% of before", none.recoveryText(), 100*tail), ok: !noneOK && tail < metastableDown}}
+	bound := 2 * p.trigger.length()
+	rec, ok := budget.recovery()
+	cs = append(cs, check{scenario: "h", bound: fmt.Sprintf("%s: recovers within %s of the trigger's end (twice its length)", budget.name, seconds(bound)),
+		measured: budget.recoveryText(), ok: ok && rec <= bound})
+	for _, g := range guards[2:] {
+		o := m.byGuard(g)
+		orec, ook := o.recovery()
+		cs = append(cs, check{scenario: "h", bound: o.name + ": recovers at least as fast as the ratio budget alone",
+			measured: fmt.Sprintf("%s against %s", o.recoveryText(), budget.recoveryText()), ok: ook && (!ok || orec <= rec)})
+	}
+	return cs
+}
+
+// metastableDown is the share of its goodput before the trigger below
+// which scenario h's system without protection is down.
+const metastableDown = 0.1
 
 // tailMaxExtra is scenario g's bound on the adaptive delay's extra
 // downstream calls, as the hedging issue set it: the default delay, the
@@ -358,6 +390,47 @@ func (r *results) markdownG() string {
 	return b.String()
 }
 
+func (r *results) markdownH() string {
+	var b strings.Builder
+	h := r.h
+	p := h.params
+	none, budget, limit, both := h.byGuard(guards[0]), h.byGuard(guards[1]), h.byGuard(guards[2]), h.byGuard(guards[3])
+	fmt.Fprintf(&b, "Without protection goodput %s: in the run's last %s it was %.1f %% of its level before the trigger. With the ratio budget it %s; with the adaptive limit it %s, and with both it %s.\n\n",
+		none.recoverySentence(), span(p.tail().length()), 100*none.goodput(p.tail())/none.before(), budget.recoverySentence(), limit.recoverySentence(), both.recoverySentence())
+	fmt.Fprintf(&b, "%.0f calls/s for %s on a downstream that serves %.0f attempts/s from its queue, and %.0f attempts/s in the trigger (%s); attempt timeout %s, network latency %s; recovered: goodput at least %g %% of its level before the trigger (%s) for %d seconds in a row.\n\n",
+		p.rate, span(p.duration), p.capacity, p.dropped, spanLabel(p.trigger), span(p.timeout), span(p.latency), 100*recoveredShare, spanLabel(p.steady()), recoveredFor)
+	fmt.Fprintf(&b, "| Variant | Goodput before (calls/s) | Goodput in the trigger | Recovered after the trigger in | Goodput, last %s | Peak load (attempts/s) | × capacity | Longest queue wait | Calls that succeeded | Attempts refused by the limit |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n", span(p.tail().length()))
+	for _, o := range h.runs {
+		refused := "–"
+		if o.limits != nil {
+			refused = fmt.Sprint(o.refused)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %s | %.0f | %d | %.2f | %s | %.2f %% | %s |\n", o.name, o.before(), o.goodput(p.trigger), o.recoveryText(),
+			o.goodput(p.tail()), o.peakLoad(), float64(o.peakLoad())/p.capacity, seconds(o.longestWait()), 100*float64(o.calls.succeeded)/float64(o.calls.calls), refused)
+	}
+	if len(h.sweep) == 0 {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "\nThe budget alone and the limit alone with one setting changed: how long after the trigger goodput recovered, and the limit's lowest value and its value at the run's end.\n\n| Setting | %s | %s | Limit: lowest, at the end |\n| --- | ---: | ---: | ---: |\n", settingGuards[0].name, settingGuards[1].name)
+	row := func(name string, runs ...*metastableRun) {
+		low, _ := runs[1].lowestLimit()
+		fmt.Fprintf(&b, "| %s | %s | %s | %d, %d |\n", name, runs[0].recoveryText(), runs[1].recoveryText(), low, runs[1].lastLimit())
+	}
+	row(fmt.Sprintf("as above (load %.0f %%, drop to %.0f %%, timeout %s)", 100*p.rate/p.capacity, 100*p.dropped/p.capacity, span(p.timeout)), budget, limit)
+	for i, st := range p.settings {
+		row(st.name, h.sweep[i]...)
+	}
+	for i, st := range p.settings {
+		l := h.sweep[i][1]
+		if _, ok := l.recovery(); !ok {
+			low, at := l.lowestLimit()
+			fmt.Fprintf(&b, "\nWith the setting \"%s\", the adaptive limit alone did not recover: it fell to %d at %s and was %d at the end of the run, and goodput in the run's last %s was %.0f calls/s.\n",
+				st.name, low, seconds(at), l.lastLimit(), span(p.tail().length()), l.goodput(p.tail()))
+		}
+	}
+	return b.String()
+}
+
 // outageChanges lists the hedged outage runs' changes of the load.
 func (g *tailResult) outageChanges() string {
 	var parts []string
@@ -423,6 +496,9 @@ func (r *results) sections() []section {
 	}
 	if r.g != nil {
 		ss = append(ss, section{"g", "g. Tail: hedging", r.markdownG})
+	}
+	if r.h != nil {
+		ss = append(ss, section{"h", "h. Metastable failure: a capacity drop", r.markdownH})
 	}
 	return append(ss, section{"checks", "Bounds", r.markdownChecks})
 }

@@ -187,6 +187,9 @@ func TestSimulate_deterministic(t *testing.T) {
 	cfg.nested.users = 3
 	cfg.blip.rate, cfg.blip.steady, cfg.blip.after = 200, 11*time.Second, 2*time.Second
 	cfg.tail.calls = 3000
+	cfg.metastable.rate, cfg.metastable.capacity, cfg.metastable.dropped = 100, 125, 50
+	cfg.metastable.trigger, cfg.metastable.duration = window{6 * time.Second, 11 * time.Second}, 20*time.Second
+	cfg.metastable.settings = cfg.metastable.settings[:1]
 	md := func(cfg config) string {
 		res, err := simulate(cfg)
 		require.NoError(t, err)
@@ -195,7 +198,7 @@ func TestSimulate_deterministic(t *testing.T) {
 	first := md(cfg)
 	assert.Equal(t, first, md(cfg))
 	cfg.seed = 8
-	cfg.contention.seed, cfg.outage.seed, cfg.failures.seed, cfg.nested.seed, cfg.blip.seed, cfg.tail.seed = 8, 8, 8, 8, 8, 8
+	cfg.contention.seed, cfg.outage.seed, cfg.failures.seed, cfg.nested.seed, cfg.blip.seed, cfg.tail.seed, cfg.metastable.seed = 8, 8, 8, 8, 8, 8, 8
 	assert.NotEqual(t, first, md(cfg))
 }
 

@@ -237,20 +237,60 @@ func (c *vclock) WaitArmed(d time.Duration) {
 // time: a hedged call's timer (see vhedge.go).
 func (c *vclock) AfterFunc(d time.Duration, f func()) *clock.Timer { return c.s.afterFunc(d, f) }
 
+// WithTimeout is what a Retrier with WithAttemptTimeout gives each
+// attempt's fn: a context whose deadline is d from now in virtual time
+// (see deadlineCtx).
+func (c *vclock) WithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return c.WithDeadline(parent, c.Now().Add(d))
+}
+
+// WithDeadline returns a context of parent that ends at t in virtual
+// time. Its parent must be one that never ends, such as the
+// context.Background of the scenarios' calls of Do.
+func (c *vclock) WithDeadline(parent context.Context, t time.Time) (context.Context, context.CancelFunc) {
+	if _, ok := parent.Deadline(); ok || parent.Err() != nil {
+		panic(unsupported("deadline under a context that ends"))
+	}
+	ctx := &deadlineCtx{Context: parent, s: c.s, deadline: t}
+	return ctx, ctx.cancel
+}
+
+// deadlineCtx is a context that ends at a deadline in virtual time, or
+// when cancelled. An attempt's fn reads its deadline and sleeps no
+// further (see downstream.attemptWithin), then returns its Err; no one
+// may wait on Done, which a virtual deadline cannot close: it panics,
+// as the unmodelled methods of the clock do.
+type deadlineCtx struct {
+	context.Context // one that never ends
+	s               *sim
+	deadline        time.Time
+	err             error // the first of the deadline and cancel
+}
+
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *deadlineCtx) Err() error {
+	if c.err == nil && !c.s.Now().Before(c.deadline) {
+		c.err = context.DeadlineExceeded
+	}
+	return c.err
+}
+
+func (c *deadlineCtx) Done() <-chan struct{} { panic(unsupported("Done of an attempt's context")) }
+
+func (c *deadlineCtx) cancel() {
+	if c.Err() == nil {
+		c.err = context.Canceled
+	}
+}
+
 // The rest of clock.Clock is not used by the Retriers of the simulation
-// (they have no attempt timeouts, and the budgets read only Now): a call
-// would mean that the library started to measure time in a new way, which
-// the simulation must then learn.
+// (the budgets read only Now): a call would mean that the library started
+// to measure time in a new way, which the simulation must then learn.
 
 func (c *vclock) After(time.Duration) <-chan time.Time { panic(unsupported("After")) }
 func (c *vclock) Tick(time.Duration) <-chan time.Time  { panic(unsupported("Tick")) }
 func (c *vclock) Ticker(time.Duration) *clock.Ticker   { panic(unsupported("Ticker")) }
-func (c *vclock) WithDeadline(context.Context, time.Time) (context.Context, context.CancelFunc) {
-	panic(unsupported("WithDeadline"))
-}
-func (c *vclock) WithTimeout(context.Context, time.Duration) (context.Context, context.CancelFunc) {
-	panic(unsupported("WithTimeout"))
-}
 
 func unsupported(method string) string {
 	return "retrysim: the virtual clock has no " + method + "; the simulation must model it first"

@@ -201,3 +201,54 @@ func TestSim_hedgedCallWaitsForEveryHedgeToFail(t *testing.T) {
 	assert.Equal(t, 120*ms, returned)
 	assert.Equal(t, []hedgedAttempt{{0, 20 * ms, nil}, {10 * ms, 40 * ms, nil}, {20 * ms, 120 * ms, nil}}, attempts)
 }
+
+// WithAttemptTimeout in virtual time: each attempt's context ends at its
+// deadline on the sim's clock, and the Retrier retries the attempt that
+// ran out of it.
+func TestSim_attemptTimeoutInVirtualTime(t *testing.T) {
+	s := newSim()
+	r, err := retry.New(retry.WithClock(s.Clock()), retry.WithAttemptTimeout(100*time.Millisecond),
+		retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
+		retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
+	require.NoError(t, err)
+	var deadlines []time.Duration
+	var doErr error
+	s.Go(func(p *proc) {
+		doErr = r.Do(context.Background(), func(ctx context.Context) error {
+			deadline, ok := ctx.Deadline()
+			assert.True(t, ok)
+			deadlines = append(deadlines, deadline.Sub(epoch))
+			assert.NoError(t, ctx.Err())
+			p.Sleep(deadline.Sub(s.Now()))
+			return ctx.Err()
+		})
+	})
+	require.NoError(t, s.run())
+	var e *retry.Error
+	require.ErrorAs(t, doErr, &e)
+	assert.Equal(t, retry.OutcomeExhausted, e.Outcome, "an attempt's timeout is retried")
+	assert.ErrorIs(t, doErr, context.DeadlineExceeded)
+	ms := time.Millisecond
+	assert.Equal(t, []time.Duration{100 * ms, 1200 * ms, 2300 * ms}, deadlines)
+}
+
+func TestVclock_deadlineContext(t *testing.T) {
+	s := newSim()
+	c := s.Clock()
+	ctx, cancel := c.WithTimeout(context.Background(), time.Second)
+	s.Go(func(p *proc) {
+		assert.NoError(t, ctx.Err())
+		p.Sleep(time.Second)
+		assert.Equal(t, context.DeadlineExceeded, ctx.Err())
+		cancel()
+		assert.Equal(t, context.DeadlineExceeded, ctx.Err(), "the first of the deadline and cancel")
+		early, cancelEarly := c.WithTimeout(context.Background(), time.Second)
+		cancelEarly()
+		p.Sleep(time.Second)
+		assert.Equal(t, context.Canceled, early.Err())
+	})
+	require.NoError(t, s.run())
+	assert.PanicsWithValue(t, "retrysim: the virtual clock has no Done of an attempt's context; the simulation must model it first",
+		func() { ctx.Done() })
+	assert.Panics(t, func() { c.WithTimeout(ctx, time.Second) }, "a deadline under one that ends")
+}
