@@ -282,7 +282,7 @@ func (l *Adaptive) closeWindow() {
 		switch {
 		case failed*10 > answered+failed:
 			next = min(int64(math.Floor(float64(lim)*l.o.Backoff)), lim-1)
-		case int64(s&inFlightMask)*2 >= lim:
+		case (int64(s&inFlightMask)+1)*2 >= lim: // the attempt that filled the window was in flight too
 			next = lim + 1
 		}
 		l.limit.Store(min(max(next, int64(l.o.Min)), int64(l.o.Max)))

@@ -118,8 +118,8 @@ func TestAdaptive_adaptsOncePerWindow(t *testing.T) {
 	assert.Equal(t, 21, l.Stats().Limit, "a busy window without failures grows the limit by one")
 	window(t, l, 0, 0)
 	assert.Equal(t, 21, l.Stats().Limit, "an idle window leaves it")
-	window(t, l, 2, 10)
-	assert.Equal(t, 21, l.Stats().Limit, "2 failures of 21 are not more than a tenth")
+	window(t, l, 2, 5)
+	assert.Equal(t, 21, l.Stats().Limit, "2 failures of 21 are not more than a tenth, and 6 of 21 in flight is not busy")
 	window(t, l, 3, 10)
 	assert.Equal(t, 16, l.Stats().Limit, "3 of 21 multiply it by 0.8")
 	for range 30 {
@@ -256,4 +256,18 @@ func TestAdaptive_queueRunsOnTheGivenClock(t *testing.T) {
 	}
 	mock.Add(time.Millisecond)
 	assert.ErrorIs(t, <-got, overload.ErrLimitExceeded)
+}
+
+// TestAdaptive_growsFromItsMinimum: a limit at 1, whose one permit is
+// always in use, grows again: the attempt that closes a window was in
+// flight too, though it has left by then.
+func TestAdaptive_growsFromItsMinimum(t *testing.T) {
+	l := newAdaptive(t, overload.AdaptiveOptions{Initial: 1})
+	for range 3 {
+		acquireAll(t, l, first, l.Stats().Limit)
+		for range l.Stats().Limit {
+			l.Release(overload.Answered, 0)
+		}
+	}
+	assert.Greater(t, l.Stats().Limit, 1)
 }
