@@ -170,6 +170,9 @@ func (l *Adaptive) wait(ctx context.Context, critical bool) error {
 	copy(l.waiters[i+1:], l.waiters[i:])
 	l.waiters[i] = w
 	l.queued.Add(1)
+	// A release that ended after tryTake above, but looked at queued
+	// before it counted w, handed its permit to no one: take the room.
+	l.admitLocked()
 	l.mu.Unlock()
 
 	select {
@@ -203,6 +206,18 @@ func (l *Adaptive) tryTake() bool {
 	}
 	l.state.Add(^uint64(0))
 	return false
+}
+
+// admitLocked hands permits to the waiters at the head of the queue
+// while the limit has room for them: room the limit grew by, or that a
+// release left as a waiter was being queued. l.mu must be held.
+func (l *Adaptive) admitLocked() {
+	for len(l.waiters) > 0 && l.tryTake() {
+		w := l.waiters[0]
+		l.waiters = l.waiters[1:]
+		l.queued.Add(-1)
+		w.ready <- true
+	}
 }
 
 // putOutNewestLocked refuses the newest waiter that is not Critical, to
@@ -285,7 +300,16 @@ func (l *Adaptive) closeWindow() {
 		case (int64(s&inFlightMask)+1)*2 >= lim: // the attempt that filled the window was in flight too
 			next = lim + 1
 		}
-		l.limit.Store(min(max(next, int64(l.o.Min)), int64(l.o.Max)))
+		next = min(max(next, int64(l.o.Min)), int64(l.o.Max))
+		l.limit.Store(next)
+		if next > lim && l.queued.Load() > 0 {
+			// Releases hand over one permit each: the waiters take the
+			// new room now, or the attempts in flight would stay where
+			// they were when the queue formed.
+			l.mu.Lock()
+			l.admitLocked()
+			l.mu.Unlock()
+		}
 		return
 	}
 }

@@ -165,6 +165,37 @@ func TestAdaptive_queueHandsAReleasedPermitOver(t *testing.T) {
 	})
 }
 
+// TestAdaptive_queueTakesTheRoomALimitGrowsBy: when the limit grows
+// while first attempts wait, they take the new room at once, not one per
+// later release: otherwise the attempts in flight stay where they were
+// when the queue formed, and that level, kept at half the limit, grows
+// the limit on no evidence of the downstream.
+func TestAdaptive_queueTakesTheRoomALimitGrowsBy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newAdaptive(t, overload.AdaptiveOptions{Initial: 2, MaxQueued: 4, QueueTimeout: time.Minute})
+		acquireAll(t, l, first, 2)
+		got := make(chan error, 3)
+		for range 3 {
+			go func() { got <- l.Acquire(context.Background(), first) }()
+		}
+		synctest.Wait()
+		require.Equal(t, overload.LimitStats{Limit: 2, InFlight: 2, Queued: 3}, l.Stats())
+		l.Release(overload.Answered, 0) // handed over: 2 in flight, 2 queued
+		require.NoError(t, <-got)
+		l.Release(overload.Answered, 0) // handed over, and closes a busy window: the limit is 3
+		require.NoError(t, <-got)
+		synctest.Wait()
+		select {
+		case err := <-got:
+			assert.NoError(t, err, "the last waiter takes the room the limit grew by")
+		default:
+			t.Error("the last waiter still waits, with room for it")
+			<-got // until its queue timeout
+		}
+		assert.Equal(t, overload.LimitStats{Limit: 3, InFlight: 3}, l.Stats())
+	})
+}
+
 func TestAdaptive_queueIsBoundedInTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newAdaptive(t, overload.AdaptiveOptions{Min: 1, Max: 1, MaxQueued: 1, QueueTimeout: time.Second})

@@ -65,18 +65,34 @@
 // (status.FromError, status.Code) is the one grpc-go's own client would
 // return: the last attempt's, its message and details untouched; the
 // context's code (CANCELED, DEADLINE_EXCEEDED) when the call's context
-// ended; UNAVAILABLE when no attempt reached the server (a budget or a
-// breaker refused it); INTERNAL for bad input.
+// ended; UNAVAILABLE when no attempt reached the server (a budget, a
+// breaker or a concurrency limit refused it); INTERNAL for bad input.
 //
-// # Budget and breaker
+// # Budget, breaker and limit
 //
-// The Retrier's budget ([retry.OverloadOptions].Budget) and breaker
-// (OverloadOptions.Breaker) are shared by every call through the
-// interceptors built with it. A6 throttles retries per server name:
-// build one Retrier, and so one budget, per target, and give it to that
-// ClientConn's interceptors only.
-// [github.com/steadfast-go/retry/overload.TokenBucket] is A6's
-// throttling; to it a pushback is a throttled failure.
+// The Retrier's budget ([retry.OverloadOptions].Budget), breaker
+// (OverloadOptions.Breaker) and concurrency limit (OverloadOptions.Limit)
+// are shared by every call through the interceptors built with it. A6
+// throttles retries per server name: build one Retrier, and so one
+// budget and one limit, per target, and give it to that ClientConn's
+// interceptors only. [github.com/steadfast-go/retry/overload.TokenBucket]
+// is A6's throttling; to it a pushback is a throttled failure.
+//
+// Every attempt, a hedge and each attempt of a stream included, takes a
+// permit of the limit ([github.com/steadfast-go/retry/overload.Adaptive])
+// before it is sent, and gives it back when it ends (a stream's when it
+// is committed, not at its end, so the limit bounds streams being
+// opened, not open ones): a failure with a
+// code its method's Policy retries tells the limit the server may be
+// overloaded; any other code is a permanent answer, which tells it the
+// server coped, and a hedge that lost tells it nothing. So a server that
+// sheds load with RESOURCE_EXHAUSTED, which is not retried by default,
+// tells the limit it coped, and the limit grows while it sheds: list
+// that code in the Policy's RetryableCodes. A call whose first attempt the limit refuses sends
+// nothing and ends with UNAVAILABLE, its error matching
+// overload.ErrLimitExceeded; a refused retry ends the call with the last
+// attempt's status; a refused hedge leaves the attempts already sent to
+// answer.
 //
 // # Streams
 //

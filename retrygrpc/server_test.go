@@ -219,10 +219,10 @@ func (s *server) FullDuplexCall(stream grpc.BidiStreamingServer[testpb.Streaming
 	return s.fail(ctx, st)
 }
 
-// start serves srv on 127.0.0.1 over TCP and returns a client whose
-// ClientConn has the interceptors, and grpc-go's retries off unless
-// dial says otherwise.
-func start(t testing.TB, srv *server, unary grpc.UnaryClientInterceptor, stream grpc.StreamClientInterceptor, dial ...grpc.DialOption) (testpb.TestServiceClient, *grpc.ClientConn) {
+// start serves srv (a *server, or any TestService) on 127.0.0.1 over TCP
+// and returns a client whose ClientConn has the interceptors, and
+// grpc-go's retries off unless dial says otherwise.
+func start(t testing.TB, srv testpb.TestServiceServer, unary grpc.UnaryClientInterceptor, stream grpc.StreamClientInterceptor, dial ...grpc.DialOption) (testpb.TestServiceClient, *grpc.ClientConn) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -73,6 +73,23 @@
 // status, the caller gets the response of the attempt whose status the
 // call ended on.
 //
+// # Overload
+//
+// The Retrier's budget, breaker and concurrency limit
+// ([retry.WithOverload]) are shared by every request through the
+// Transport: build one Retrier per downstream. Every attempt, each hedge
+// included, takes a permit of [retry.OverloadOptions].Limit (such as
+// [github.com/steadfast-go/retry/overload.Adaptive]) before it is sent,
+// and gives it back when the attempt ends (its response's headers are
+// in, and a retryable status's body read ahead, or it failed): a
+// retryable status or a timeout tells the limit the server may be
+// overloaded, an attempt aborted because another won tells it nothing.
+// A refused first attempt sends nothing: RoundTrip returns the
+// Retrier's error, which matches overload.ErrLimitExceeded. A refused
+// retry ends the call as a budget's refusal does, the caller getting the
+// last response; a refused hedge leaves the attempts already sent to
+// answer.
+//
 // # Idempotency keys downstream
 //
 // Every attempt of a keyed request carries its key in the Idempotency-Key

@@ -42,6 +42,11 @@
 //     ([retry.ErrInvalidOption]): river.JobCancel, the job is cancelled;
 //   - the idempotency store failing ([retry.ErrIdempotencyUnavailable]:
 //     the work did not run): a retryable failure, below;
+//   - a refusal before the work ran ([retry.OutcomeRefused]: the
+//     Retrier's breaker is open, or its concurrency limit,
+//     retry.OverloadOptions.Limit, has no permit for the attempt): a
+//     retryable failure, below, whose dead letter, on the job's last
+//     attempt, has the reason refused and no last error;
 //   - args River cannot decode: the worker is not called, and the
 //     attempt is a retryable failure, below, whose dead letter holds the
 //     encoded args;

@@ -159,7 +159,10 @@ func (h *HandOff[TTx]) HandOff(ctx context.Context, w retry.Waiting) (string, er
 // The job completes when the work succeeds, or when its call is handed
 // off again (the Retrier has retry.WithHandOff: a new job goes on); it is
 // cancelled (river.JobCancel, with the call's error) when the call gives
-// up for good, which the Retrier's own retry.WithDeadLetter records. River
+// up for good, which the Retrier's own retry.WithDeadLetter records: a
+// refusal of the Retrier's budget, breaker or concurrency limit too,
+// even of the resumed call's first attempt, which the limit sheds as a
+// retry (the call made attempts before). River
 // retries it, so that no attempt is lost, when fn could not run or was
 // cut off: the job's context ended (the client stopping, River's job
 // timeout), which Do reports as canceled or deadline, or the idempotency

@@ -28,6 +28,10 @@ type config struct {
 	// noBudget runs without the shared retry budget: every job may make
 	// all its attempts, whatever the others see.
 	noBudget bool
+	// limit gives the push service's Retrier a concurrency limit
+	// (overload.Adaptive) shared by every job: each attempt holds a
+	// permit while its request is out, in virtual time.
+	limit bool
 	// atLeastOnce sets IdempotencyOptions.AtLeastOnce: a redelivery of a
 	// job whose outcome is unknown sends it again once its lease (30s)
 	// has run out, instead of replaying the unknown outcome.
@@ -81,6 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.permanentRate, "permanent-rate", 0.02, "share of jobs that fail permanently: empty message or invalid user ID (0 to 1)")
 	fs.Float64Var(&c.redeliverRate, "redeliver-rate", 0.05, "share of jobs the queue delivers twice, as after a lost acknowledgement (0 to 1)")
 	fs.BoolVar(&c.noBudget, "no-budget", false, "no shared retry budget: every job makes all its attempts (the summary is then the same for a seed at any -fail-rate)")
+	fs.BoolVar(&c.limit, "limit", false, "a concurrency limit on the push service shared by every job (overload.NewAdaptive's defaults: 20 to start, AIMD on the failures): each attempt holds a permit while its request is out, and one refused ends its job, counted beside the budget's refusals")
 	fs.BoolVar(&c.atLeastOnce, "at-least-once", false, "IdempotencyOptions.AtLeastOnce: a redelivery of a job whose outcome is unknown (its deadline passed while the request was out) sends it again once the idempotency lease has run out, instead of replaying the unknown outcome; memory store only")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the jobs, the failures and the jitter: the same seed gives the same summary")
 	fs.DurationVar(&c.deadline, "deadline", defaultDeadline, "each job's context deadline, on its virtual clock")
@@ -150,6 +155,8 @@ func (c *config) validate() error {
 		return usagef("-river keeps the idempotency keys in River's database (pgstore): leave -redis out")
 	case c.river != "" && c.crashAt > 0:
 		return usagef("-crash-at goes without -river: stop a -river process (Ctrl-C) and start it again, River keeps the jobs")
+	case c.limit && c.river != "":
+		return usagef("-limit goes without -river: River's workers run in real time, where what the limit refuses changes from run to run; the summary's count of its refusals is the virtual timeline's")
 	case c.handOff && c.river == "":
 		return usagef("-handoff goes with -river: the waits are handed off to River")
 	case c.river != "" && c.resend:

@@ -4,6 +4,7 @@
 //
 //	go run ./examples/notify                  # 2,000 jobs, no services needed
 //	go run ./examples/notify -fail-rate 0.6   # a bad day
+//	go run ./examples/notify -limit           # a concurrency limit, which reads random failures as overload
 //	go run ./examples/notify -redis 127.0.0.1:6379 -crash-at 500   # then run it again
 //	go run ./examples/notify -deadline 100ms -at-least-once -service-dedup=false   # jobs delivered twice
 //	go run ./examples/notify -river postgres://postgres@127.0.0.1:5432/test &   # in River; a second process

@@ -26,6 +26,7 @@ func TestSameSeedSameSummary(t *testing.T) {
 	second, _ := runIn(t, testConfig(t, "-seed", "7"), env{})
 	assert.Equal(t, first.table(), second.table())
 	assert.Contains(t, out, first.table())
+	assert.NotContains(t, out, "refused by the limit", "without -limit the table is as it was")
 
 	// The run did what the table says it measures.
 	assert.Equal(t, 400, first.Jobs)
@@ -111,6 +112,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-crash-at", "10"}, "-crash-at needs -redis or -postgres"},
 		{[]string{"-crash-at", "-1"}, "-crash-at -1"},
 		{[]string{"-fresh"}, "-fresh"},
+		{[]string{"-limit", "-river", "postgres://u@host:5432/db"}, "-limit goes without -river"},
 		{[]string{"-at-least-once", "-redis", "127.0.0.1:6379"}, "-at-least-once goes with the memory store"},
 		{[]string{"-at-least-once", "-postgres", "postgres://u:secret@host:5432/db"}, "-at-least-once goes with the memory store"},
 		{[]string{"-redis", "localhost"}, "-redis"},
@@ -230,6 +232,38 @@ func TestSameSeedSameSummaryUnderTheBudget(t *testing.T) {
 	for _, s := range runs[1:] {
 		assert.Equal(t, runs[0].table(), s.table())
 	}
+}
+
+// TestSameSeedSameSummaryUnderTheLimit: with -limit every attempt takes
+// a permit of one overload.Adaptive limit, which changes with the order
+// in which the attempts start and end; the timeline fixes that order, so
+// runs with one seed print the same table, its refusals by the limit
+// included. The refused deliveries are in the table, apart from the
+// budget's, and in the dead letters.
+func TestSameSeedSameSummaryUnderTheLimit(t *testing.T) {
+	t.Parallel()
+	var runs [2]summary
+	var out string
+	t.Run("runs", func(t *testing.T) {
+		for i := range runs {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				t.Parallel()
+				var o string
+				runs[i], o = runIn(t, testConfig(t, "-limit"), env{})
+				if i == 0 {
+					out = o
+				}
+			})
+		}
+	})
+	s := runs[0]
+	require.Positive(t, s.LimitRefused, "the limit refused nothing: the test shows nothing")
+	assert.Equal(t, runs[0].table(), runs[1].table())
+	assert.Regexp(t, fmt.Sprintf(`refused by the limit +%d `, s.LimitRefused), out)
+	assert.LessOrEqual(t, s.LimitRefusedFirst, s.LimitRefused)
+	assert.Equal(t, s.Deliveries, s.accounted())
+	assert.Equal(t, uint64(s.unsent()), s.DeadLettered, "a refused job is dead-lettered")
+	assert.Contains(t, out, "-reason refused", "and can be redriven")
 }
 
 // TestEveryJobAccountedFor: with a deadline shorter than the service's

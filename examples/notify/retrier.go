@@ -40,6 +40,7 @@ type deps struct {
 	observers []retry.Observer
 	budget    overload.Budget // nil: the push service's token bucket (see newRetrier)
 	noBudget  bool            // no budget at all
+	limit     overload.Limit  // nil: no concurrency limit (-limit sets one)
 	// atLeastOnce lets a later call run a job whose outcome is unknown
 	// again, once its claim's lease has run out (IdempotencyOptions).
 	atLeastOnce bool
@@ -73,7 +74,12 @@ func newRetrier(d deps) (*retry.Retrier, error) {
 		// do not outpace half the successes, so an outage of the service
 		// gets little more than first attempts, and a 30 % failure rate
 		// (the default -fail-rate) never closes it.
-		retry.WithOverload(&retry.OverloadOptions{Budget: d.budget, NoBudget: d.noBudget}),
+		//
+		// With -limit, a concurrency limit too, shared the same way:
+		// every attempt takes a permit before its request goes out and
+		// gives it back when the answer (or the timeout) is in, and the
+		// limit learns from how the attempts ended (see run's note).
+		retry.WithOverload(&retry.OverloadOptions{Budget: d.budget, NoBudget: d.noBudget, Limit: d.limit}),
 	}
 	if d.sink != nil {
 		// Every job that gives up (permanent or exhausted) is kept with

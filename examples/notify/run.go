@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retryhttp"
 	"github.com/steadfast-go/retry/retryslog"
 	"github.com/steadfast-go/retry/retrystats"
@@ -38,6 +39,7 @@ type runner struct {
 	base    http.RoundTripper
 	url     string
 	stats   *retrystats.Stats
+	limit   *overload.Adaptive // -limit's; nil without it
 	svc     *service
 	redeliv map[int]bool
 	tl      *timeline // the run's virtual time
@@ -143,7 +145,16 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 		}
 	}
 
-	if r.shared, err = newRetrier(deps{store: b.store, sink: b.sink, observers: observers, noBudget: r.cfg.noBudget, atLeastOnce: r.cfg.atLeastOnce}); err != nil {
+	d := deps{store: b.store, sink: b.sink, observers: observers, noBudget: r.cfg.noBudget, atLeastOnce: r.cfg.atLeastOnce}
+	if cfg.limit {
+		// Its defaults, no queue: an attempt that waited for a permit
+		// would hold the timeline, which no other job could then move.
+		if r.limit, err = overload.NewAdaptive(overload.AdaptiveOptions{}); err != nil {
+			return summary{}, err
+		}
+		d.limit = r.limit
+	}
+	if r.shared, err = newRetrier(d); err != nil {
 		return summary{}, err
 	}
 	if r.svc, err = newService(cfg.seed, cfg.failRate, cfg.serviceDedup, cfg.deliveries); err != nil {
@@ -178,6 +189,9 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 		once = "at least once: a job whose outcome is unknown is sent again after its lease"
 	}
 	fmt.Fprintf(e.stdout, "  idempotency    %s; %s\n", b.storeName, once)
+	if r.limit != nil {
+		fmt.Fprintf(e.stdout, "  limit          overload.Adaptive shared by every job: %d attempts in flight to start, AIMD on how they end\n", r.limit.Stats().Limit)
+	}
 	fmt.Fprintf(e.stdout, "  dead letters   %s\n", b.sinkName)
 	if cfg.logPath == "-" {
 		fmt.Fprintf(e.stdout, "  log            standard error (slog JSON, level %v)\n", cfg.logLevel)

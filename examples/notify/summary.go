@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 )
 
 // summary is what a run did. Every figure depends only on the flags (the
@@ -28,6 +30,9 @@ type summary struct {
 	Exhausted                     int // every attempt failed (or the time budget ran out)
 	Deadline                      int // the next wait would have passed the job's deadline, or it passed during a wait
 	Refused                       int // the retry budget refused the next retry
+	LimitRefused                  int // the concurrency limit (-limit) refused an attempt
+	LimitRefusedFirst             int // of them, a first attempt: nothing was sent
+	Limit                         int // -limit's limit at the end of the run
 	Unknown                       int // the deadline passed while a request was out: sent or not, no one knows
 	HandedOff                     int // the remaining attempts went to a queue (retry.WithHandOff): not failed, not done here
 	Succeeded                     int // deliveries whose call succeeded in this run
@@ -43,6 +48,7 @@ type summary struct {
 	RiverDelivered, RiverTwice                     int64
 
 	atLeastOnce bool // -at-least-once: an unknown outcome is not replayed
+	limit       bool // -limit: its row is shown
 	river       bool // -river: Jobs, Redelivered and the notes are this process's share
 	unhandled   []error
 }
@@ -55,6 +61,9 @@ func (r *runner) summarize(jobs []*job) summary {
 		Attempts: snap.Attempts, Retries: snap.Retries,
 		DeadLettered: snap.DeadLettersRecorded, NotDeadLettered: snap.DeadLettersFailed,
 		atLeastOnce: r.cfg.atLeastOnce,
+	}
+	if r.limit != nil {
+		s.limit, s.Limit = true, r.limit.Stats().Limit
 	}
 	var durations []time.Duration
 	for _, res := range r.results {
@@ -93,7 +102,14 @@ func (r *runner) summarize(jobs []*job) summary {
 		case retry.OutcomeDeadline:
 			s.Deadline++
 		case retry.OutcomeRefused:
-			s.Refused++
+			if errors.Is(res.done.Err, overload.ErrLimitExceeded) {
+				s.LimitRefused++
+				if res.done.Attempts == 0 {
+					s.LimitRefusedFirst++
+				}
+			} else {
+				s.Refused++
+			}
 		case retry.OutcomeUnknown:
 			s.Unknown++
 		case retry.OutcomeHandedOff:
@@ -142,6 +158,9 @@ func (s summary) table() string {
 	}
 	row("deadline", s.Deadline, "the next wait would have ended past the job's deadline, or it passed during a wait")
 	row("refused by the budget", s.Refused, "failures outpaced successes: no retry (which ones follows the timeline's order)")
+	if s.limit { // only with -limit: the table is otherwise unchanged
+		row("refused by the limit", s.LimitRefused, fmt.Sprintf("the concurrency limit (%d at the end) had no permit: %d first attempts, nothing sent; %d retries, after a failure", s.Limit, s.LimitRefusedFirst, s.LimitRefused-s.LimitRefusedFirst))
+	}
 	once := "at most once, not sent again"
 	if s.atLeastOnce {
 		once = "at least once, a redelivery after the lease sends it again"
@@ -176,7 +195,7 @@ func (s summary) table() string {
 // accounted is the deliveries the summary accounts for: each ended one
 // way, so it equals Deliveries.
 func (s summary) accounted() int {
-	return s.Succeeded + s.Permanent + s.Exhausted + s.Deadline + s.Refused + s.Unknown + s.HandedOff + s.DuplicatesPrevented + s.EarlierRun + s.Other
+	return s.Succeeded + s.Permanent + s.Exhausted + s.Deadline + s.Refused + s.LimitRefused + s.Unknown + s.HandedOff + s.DuplicatesPrevented + s.EarlierRun + s.Other
 }
 
 // accounting names the terms of accounted.
@@ -264,7 +283,7 @@ func (s summary) resendable() []string {
 	for _, r := range []struct {
 		n       int
 		outcome retry.Outcome
-	}{{s.Exhausted, retry.OutcomeExhausted}, {s.Deadline, retry.OutcomeDeadline}, {s.Refused, retry.OutcomeRefused}} {
+	}{{s.Exhausted, retry.OutcomeExhausted}, {s.Deadline, retry.OutcomeDeadline}, {s.Refused + s.LimitRefused, retry.OutcomeRefused}} {
 		if r.n > 0 {
 			reasons = append(reasons, r.outcome.String())
 		}
