@@ -20,8 +20,13 @@ type AdaptiveOptions struct {
 	// limits start; a Min or Max alone moves Initial within them.
 	Initial, Min, Max int
 	// Backoff is what the limit is multiplied by after a window of
-	// attempts of which more than a tenth failed, in (0, 1). Default: 0.8.
+	// attempts of which more than FailedShare failed, in (0, 1). Default: 0.8.
 	Backoff float64
+	// FailedShare is the share of a window's attempts that must fail for
+	// the window to say the downstream is overloaded, in (0, 1). Default:
+	// 0.1. Raise it for a downstream that fails more than a tenth of its
+	// attempts as a rule, overloaded or not: the limit would stay low.
+	FailedShare float64
 	// MaxLatency, if set, is the slowest an attempt may be and still
 	// count as answered: a slower one counts as failed, however long the
 	// downstream has been slow. It must be at least 1 ms; 0 leaves it off.
@@ -44,9 +49,11 @@ type AdaptiveOptions struct {
 // (AIMD), as a client sees a downstream's overload: in failures and
 // timeouts, which a client can tell apart from its own load without
 // measuring the downstream's latency when idle. Each window of as many
-// ended attempts as the limit: when more than a tenth failed, the limit
-// is multiplied by Backoff; otherwise, if at least half of it was in
-// use, it grows by one. Retries, hedges and Sheddable attempts may use
+// ended attempts as the limit: when more than FailedShare of them failed
+// (a tenth), the limit is multiplied by Backoff; otherwise, if at least
+// half of it was in use, it grows by one. A downstream whose failures
+// are not overload (a third of its attempts fail at random) keeps the
+// limit low unless FailedShare is raised above its usual share. Retries, hedges and Sheddable attempts may use
 // only nine tenths of it, so that first attempts are shed last. Build one
 // with [NewAdaptive] (the zero Adaptive refuses every attempt); it is
 // safe for concurrent use.
@@ -95,6 +102,9 @@ func NewAdaptive(o AdaptiveOptions) (*Adaptive, error) {
 	if o.Backoff == 0 {
 		o.Backoff = 0.8
 	}
+	if o.FailedShare == 0 {
+		o.FailedShare = 0.1
+	}
 	if o.QueueTimeout == 0 {
 		o.QueueTimeout = 100 * time.Millisecond
 	}
@@ -103,6 +113,8 @@ func NewAdaptive(o AdaptiveOptions) (*Adaptive, error) {
 		return nil, fmt.Errorf("overload: the limit's Min %d, Initial %d and Max %d must keep 1 <= Min <= Initial <= Max <= %d", o.Min, o.Initial, o.Max, maxLimit)
 	case !(o.Backoff > 0 && o.Backoff < 1):
 		return nil, fmt.Errorf("overload: the limit's Backoff %v must be in (0, 1)", o.Backoff)
+	case !(o.FailedShare > 0 && o.FailedShare < 1):
+		return nil, fmt.Errorf("overload: the limit's FailedShare %v must be in (0, 1)", o.FailedShare)
 	case o.MaxLatency != 0 && o.MaxLatency < time.Millisecond:
 		return nil, fmt.Errorf("overload: the limit's MaxLatency %v is below 1ms: is it in the unit you meant?", o.MaxLatency)
 	case o.MaxQueued < 0 || o.MaxQueued > maxLimit:
@@ -295,7 +307,7 @@ func (l *Adaptive) closeWindow() {
 		}
 		next := lim
 		switch {
-		case failed*10 > answered+failed:
+		case float64(failed) > l.o.FailedShare*float64(answered+failed):
 			next = min(int64(math.Floor(float64(lim)*l.o.Backoff)), lim-1)
 		case (int64(s&inFlightMask)+1)*2 >= lim: // the attempt that filled the window was in flight too
 			next = lim + 1

@@ -49,6 +49,7 @@ func TestNewAdaptive_refusesWhatItCannotUse(t *testing.T) {
 		"max too large":       {overload.AdaptiveOptions{Max: 1 << 21}, "Max 2097152"},
 		"backoff of one":      {overload.AdaptiveOptions{Backoff: 1}, "Backoff 1"},
 		"negative backoff":    {overload.AdaptiveOptions{Backoff: -0.5}, "Backoff -0.5"},
+		"failed share of one": {overload.AdaptiveOptions{FailedShare: 1}, "FailedShare 1 must be in (0, 1)"},
 		"latency in ns":       {overload.AdaptiveOptions{MaxLatency: 500}, "MaxLatency 500ns is below 1ms"},
 		"negative queue":      {overload.AdaptiveOptions{MaxQueued: -1}, "MaxQueued -1"},
 		"queue timeout in ns": {overload.AdaptiveOptions{QueueTimeout: 30}, "QueueTimeout 30ns is below 1ms"},
@@ -301,4 +302,18 @@ func TestAdaptive_growsFromItsMinimum(t *testing.T) {
 		}
 	}
 	assert.Greater(t, l.Stats().Limit, 1)
+}
+
+// TestAdaptive_failedShareSaysWhatOverloadIs: with FailedShare 0.4, a
+// downstream that fails three tenths of its attempts at random keeps a
+// growing limit; at the default it would fall.
+func TestAdaptive_failedShareSaysWhatOverloadIs(t *testing.T) {
+	for share, grows := range map[float64]bool{0: false, 0.4: true} {
+		l := newAdaptive(t, overload.AdaptiveOptions{FailedShare: share})
+		for range 10 {
+			lim := l.Stats().Limit
+			window(t, l, lim*3/10, lim/2)
+		}
+		assert.Equal(t, grows, l.Stats().Limit > 20, "FailedShare %v: limit %d", share, l.Stats().Limit)
+	}
 }

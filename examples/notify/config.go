@@ -85,7 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.permanentRate, "permanent-rate", 0.02, "share of jobs that fail permanently: empty message or invalid user ID (0 to 1)")
 	fs.Float64Var(&c.redeliverRate, "redeliver-rate", 0.05, "share of jobs the queue delivers twice, as after a lost acknowledgement (0 to 1)")
 	fs.BoolVar(&c.noBudget, "no-budget", false, "no shared retry budget: every job makes all its attempts (the summary is then the same for a seed at any -fail-rate)")
-	fs.BoolVar(&c.limit, "limit", false, "a concurrency limit on the push service shared by every job (overload.NewAdaptive's defaults: 20 to start, AIMD on the failures): each attempt holds a permit while its request is out, and one refused ends its job, counted beside the budget's refusals")
+	fs.BoolVar(&c.limit, "limit", false, "a concurrency limit on the push service shared by every job (overload.NewAdaptive: 20 to start, AIMD on the failures, FailedShare -fail-rate plus 0.2): each attempt holds a permit while its request is out, and one refused ends its job, counted beside the budget's refusals")
 	fs.BoolVar(&c.atLeastOnce, "at-least-once", false, "IdempotencyOptions.AtLeastOnce: a redelivery of a job whose outcome is unknown (its deadline passed while the request was out) sends it again once the idempotency lease has run out, instead of replaying the unknown outcome; memory store only")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the jobs, the failures and the jitter: the same seed gives the same summary")
 	fs.DurationVar(&c.deadline, "deadline", defaultDeadline, "each job's context deadline, on its virtual clock")
