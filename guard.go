@@ -6,9 +6,10 @@ import (
 	"github.com/steadfast-go/retry/overload"
 )
 
-// guarding is the hook of OverloadOptions.Budget and Breaker: the breaker is asked
-// before each attempt that calls fn and hears how it ended; the budget
-// hears every such attempt, and is asked before each retry of one.
+// guarding is the hook of OverloadOptions.Budget, Breaker and Limit: the
+// breaker, then the limit, are asked before each attempt that calls fn
+// and hear how it ended; the budget hears every such attempt, and is
+// asked before each retry of one.
 type guarding[T any] struct {
 	noHook[T]
 	attemptGuard // the last attempt's, and the call's reached and asked
@@ -89,5 +90,6 @@ func (g *guarding[T]) waited(c *call, d time.Duration) error {
 
 // unwind tells a breaker that allowed the attempt, when fn or what judges
 // its error (WithRetryIf) panicked, that it failed (as gobreaker's own
-// Execute counts it), so that a half-open breaker is not left waiting.
+// Execute counts it), so that a half-open breaker is not left waiting,
+// and gives the limit's permit back.
 func (g *guarding[T]) unwind(c *call, _ *attemptState) { g.abort(c.cfg) }
