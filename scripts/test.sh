@@ -47,8 +47,8 @@ for mod in $(echo "$mods" | sort); do
   for run in -race "no -race"; do
     flags=(-race ./...)
     if [ "$run" != -race ]; then
-      # The tests that skipped under -race, in their packages, or none.
-      mapfile -t skipped < <("$summary" skipped -module "$path" -run -race "$runs")
+      # The tests that skipped for the race detector, in their packages.
+      mapfile -t skipped < <("$summary" skipped -module "$path" -run -race -reason 'race' "$runs")
       [ "${#skipped[@]}" -eq 0 ] && continue
       flags=(-run "${skipped[0]}" "${skipped[@]:1}")
     fi

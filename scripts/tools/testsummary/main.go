@@ -7,13 +7,13 @@
 //
 //	go test -json ./... | testsummary record -to FILE -module PATH -run LABEL
 //	testsummary note -to FILE MESSAGE...
-//	testsummary skipped -module PATH -run LABEL FILE
+//	testsummary skipped -module PATH -run LABEL [-reason REGEXP] FILE
 //	testsummary report [-allow-skips REGEXP] FILE
 //
 // skipped prints, for a run recorded in FILE, a go test -run pattern that
 // selects every top-level test that skipped in it (or that has a skipped
-// subtest) on its first line, then the packages they are in, one a line;
-// nothing when none skipped.
+// subtest), with -reason only those whose reason matches, on its first
+// line, then the packages they are in, one a line; nothing when none did.
 //
 // With -allow-skips, a skip whose "TestName: reason" does not match the
 // regular expression fails the report: under CI=true no test may skip for
@@ -79,8 +79,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "skipped":
 		module := fs.String("module", "", "the module of the run")
 		label := fs.String("run", "", "the run's label")
+		reasonRE := fs.String("reason", "", "only the skips whose reason matches this regular expression")
 		if fs.Parse(args[1:]) != nil || fs.NArg() != 1 {
-			fmt.Fprintln(stderr, "usage: testsummary skipped -module PATH -run LABEL FILE")
+			fmt.Fprintln(stderr, "usage: testsummary skipped -module PATH -run LABEL [-reason REGEXP] FILE")
+			return 2
+		}
+		why, err := regexp.Compile(*reasonRE)
+		if err != nil {
+			fmt.Fprintln(stderr, "testsummary: -reason:", err)
 			return 2
 		}
 		runs, err := readRuns(fs.Arg(0))
@@ -88,7 +94,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "testsummary:", err)
 			return 1
 		}
-		if pattern, pkgs := skipped(runs, *module, *label); pattern != "" {
+		if pattern, pkgs := skipped(runs, *module, *label, why); pattern != "" {
 			fmt.Fprintln(stdout, pattern)
 			for _, p := range pkgs {
 				fmt.Fprintln(stdout, p)
@@ -270,15 +276,18 @@ func readRuns(name string) ([]runSummary, error) {
 }
 
 // skipped returns a -run pattern for the top-level tests that skipped, or
-// had a subtest skip, in the run of module labelled label, and their
-// packages, both sorted.
-func skipped(runs []runSummary, module, label string) (pattern string, pkgs []string) {
+// had a subtest skip, for a reason that why matches, in the run of module
+// labelled label, and their packages, both sorted.
+func skipped(runs []runSummary, module, label string, why *regexp.Regexp) (pattern string, pkgs []string) {
 	var tests []string
 	for _, r := range runs {
 		if r.Note != "" || r.Module != module || r.Run != label {
 			continue
 		}
 		for _, s := range r.Skips {
+			if !why.MatchString(s.Reason) {
+				continue
+			}
 			top, _, _ := strings.Cut(s.Test, "/")
 			tests = append(tests, regexp.QuoteMeta(top))
 			pkgs = append(pkgs, s.Package)

@@ -111,6 +111,10 @@ func TestSkippedSelectsTheTestsThatSkippedInARun(t *testing.T) {
 	assert.Equal(t, "^(TestSkip|TestSub)$\nexample.com/m/a\n", out.String(), "a skipped subtest selects its parent")
 
 	out.Reset()
+	require.Equal(t, 0, run([]string{"skipped", "-module", "example.com/m", "-run", "-race", "-reason", "race detector", file}, nil, &out, &errOut), errOut.String())
+	assert.Equal(t, "^(TestSub)$\nexample.com/m/a\n", out.String(), "only the skips for the race detector")
+
+	out.Reset()
 	require.Equal(t, 0, run([]string{"skipped", "-module", "example.com/m", "-run", "no -race", file}, nil, &out, &errOut))
 	assert.Empty(t, out.String(), "nothing for a run with no skips")
 }
