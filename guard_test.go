@@ -107,9 +107,12 @@ func TestLimit_refusalEndsTheCallAndMatchesErrLimitExceeded(t *testing.T) {
 			assert.Equal(t, retry.OutcomeRefused, e.Outcome)
 			assert.Equal(t, int(refuseAt), calls, "fn is not called for the refused attempt")
 			assert.Equal(t, int(refuseAt), e.Attempts)
+			assert.Equal(t, map[overload.Kind]error{overload.FirstAttempt: nil, overload.RetryAttempt: errTransient}[refuseAt], e.Last,
+				"the last attempt's error, none if no attempt ran")
 			letters := sink.Records()
 			require.Len(t, letters, 1)
 			assert.Equal(t, retry.OutcomeRefused, letters[0].Reason)
+			assert.Equal(t, map[overload.Kind]string{overload.FirstAttempt: "", overload.RetryAttempt: "transient"}[refuseAt], letters[0].LastError)
 			assert.Zero(t, l.held())
 		})
 	}
@@ -267,6 +270,9 @@ func TestLimit_everyEntryPointTakesAndGivesBackThePermit(t *testing.T) {
 			err = call(refused, func(context.Context) error { calls++; return nil })
 			assert.ErrorIs(t, err, overload.ErrLimitExceeded)
 			assert.Zero(t, calls)
+			var e *retry.Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, retry.Error{Outcome: retry.OutcomeRefused, Cause: overload.ErrLimitExceeded}, *e, "no attempt, no last error")
 		})
 	}
 }

@@ -55,6 +55,7 @@ func (hs *hooks[T]) startHooked(c *call) (v T, err error, done bool) {
 		c.attempts, c.wait.prev = r.attempts, r.wait
 	}
 	if r, ok := c.last.(refusedFirst); ok {
+		c.last = nil // no attempt was made
 		return v, c.errorOf(OutcomeRefused, r.why, nil), true
 	}
 	switch {
