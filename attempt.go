@@ -64,7 +64,7 @@ func (g *attemptGuard) admit(c *call, a *attemptState, k overload.Kind) (why err
 		}
 	}
 	if l := cfg.limit; l != nil {
-		if why = l.Acquire(c.ctx, limitAttempt(c, k)); why != nil {
+		if why = l.Acquire(c.ctx, overload.Attempt{Kind: k}); why != nil {
 			if done := g.done; done != nil {
 				g.done = nil
 				done(notCountedError{why})
@@ -122,7 +122,7 @@ func finishAttempt(c *call, a *attemptState, g *attemptGuard, n int, err error) 
 // on a parked call's stack.
 func limitedFirst(c *call, fn func(context.Context) error) (err error) {
 	l := c.cfg.limit
-	if why := l.Acquire(c.ctx, limitAttempt(c, overload.FirstAttempt)); why != nil {
+	if why := l.Acquire(c.ctx, overload.Attempt{Kind: overload.FirstAttempt}); why != nil {
 		return refusedFirst{why}
 	}
 	returned := false
@@ -138,7 +138,7 @@ func limitedFirst(c *call, fn func(context.Context) error) (err error) {
 // limitedFirstValue is limitedFirst for fn that returns a value.
 func limitedFirstValue[T any](c *call, fn func(context.Context) (T, error)) (v T, err error) {
 	l := c.cfg.limit
-	if why := l.Acquire(c.ctx, limitAttempt(c, overload.FirstAttempt)); why != nil {
+	if why := l.Acquire(c.ctx, overload.Attempt{Kind: overload.FirstAttempt}); why != nil {
 		return v, refusedFirst{why}
 	}
 	returned := false
@@ -149,11 +149,6 @@ func limitedFirstValue[T any](c *call, fn func(context.Context) (T, error)) (v T
 		l.Release(overload.Answered, 0)
 	}
 	return v, err
-}
-
-// limitAttempt is what the limit hears of an attempt of kind k of c.
-func limitAttempt(c *call, k overload.Kind) overload.Attempt {
-	return overload.Attempt{Kind: k, Criticality: overload.CriticalityOf(c.ctx)}
 }
 
 // releaseUnless gives a first attempt's permit back, dropped, unless fn

@@ -195,8 +195,8 @@
 //
 // An [overload.Limit] bounds the attempts in flight to a downstream. Every
 // attempt, first, retry or hedge, asks it for a permit once the breaker
-// allowed it ([overload.Attempt] says which, with the [overload.Criticality]
-// of the call's context); a refusal ends the call with an [*Error] of
+// allowed it ([overload.Attempt] says which, and the call's context its
+// [overload.Criticality]); a refusal ends the call with an [*Error] of
 // [OutcomeRefused] matching [overload.ErrLimitExceeded], fn not called. The
 // permit goes back when the attempt ends, before any wait, with how the
 // policy judged it: answered, failed (worth retrying) or dropped (the

@@ -25,11 +25,12 @@ type recordingLimit struct {
 	timed    bool
 	inFlight int
 	acquired []overload.Attempt
+	critical []overload.Criticality // of each acquired attempt's context
 	released []overload.Result
 	latency  []time.Duration
 }
 
-func (l *recordingLimit) Acquire(_ context.Context, a overload.Attempt) error {
+func (l *recordingLimit) Acquire(ctx context.Context, a overload.Attempt) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.refuse != nil && l.refuse(a) {
@@ -37,6 +38,7 @@ func (l *recordingLimit) Acquire(_ context.Context, a overload.Attempt) error {
 	}
 	l.inFlight++
 	l.acquired = append(l.acquired, a)
+	l.critical = append(l.critical, overload.CriticalityOf(ctx))
 	return nil
 }
 
@@ -148,7 +150,8 @@ func TestLimit_criticalityTravelsInTheContext(t *testing.T) {
 	r := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Limit: l}))
 	ctx := overload.WithCriticality(context.Background(), overload.Sheddable)
 	require.NoError(t, r.Do(ctx, func(context.Context) error { return nil }))
-	assert.Equal(t, []overload.Attempt{{Kind: overload.FirstAttempt, Criticality: overload.Sheddable}}, l.acquired)
+	assert.Equal(t, []overload.Attempt{{Kind: overload.FirstAttempt}}, l.acquired)
+	assert.Equal(t, []overload.Criticality{overload.Sheddable}, l.critical)
 }
 
 func TestLimit_timedLimitHearsEachAttemptsLatency(t *testing.T) {

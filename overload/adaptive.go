@@ -132,30 +132,34 @@ func NewAdaptive(o AdaptiveOptions) (*Adaptive, error) {
 	return l, nil
 }
 
-// room is how many attempts of a may be in flight under limit lim: nine
-// tenths of it for those shed first.
-func room(a Attempt, lim int64) int64 {
-	if a.Kind == FirstAttempt && a.Criticality != Sheddable {
-		return lim
-	}
-	return lim - lim/10
-}
 
 // Acquire takes a permit for a if the limit has room for it, or queues a
 // first attempt (see MaxQueued); it refuses with [ErrLimitExceeded].
 func (l *Adaptive) Acquire(ctx context.Context, a Attempt) error {
-	// One atomic add takes the permit; a refused one is given back.
+	// One atomic add takes the permit; a refused one is given back. Nine
+	// tenths of the limit are for every attempt; only a first attempt
+	// that is not Sheddable may take the last tenth, and only then is
+	// the context looked at.
+	first := a.Kind == FirstAttempt
 	if l.queued.Load() == 0 { // none waits: a newcomer may not pass them
-		if int64(l.state.Add(1)&inFlightMask) <= room(a, l.limit.Load()) {
+		n, lim := int64(l.state.Add(1)&inFlightMask), l.limit.Load()
+		if n <= lim-lim/10 || first && n <= lim && CriticalityOf(ctx) != Sheddable {
 			return nil
 		}
 		l.state.Add(^uint64(0))
 	}
-	if a.Kind != FirstAttempt || a.Criticality == Sheddable || l.o.MaxQueued == 0 {
+	if !first || l.o.MaxQueued == 0 {
 		l.refused.Add(1)
 		return ErrLimitExceeded
 	}
-	return l.wait(ctx, a.Criticality == Critical)
+	switch CriticalityOf(ctx) {
+	case Sheddable:
+		l.refused.Add(1)
+		return ErrLimitExceeded
+	case Critical:
+		return l.wait(ctx, true)
+	}
+	return l.wait(ctx, false)
 }
 
 // wait queues a first attempt until a released permit is handed to it.

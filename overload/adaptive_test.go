@@ -16,11 +16,11 @@ import (
 )
 
 var (
-	first     = overload.Attempt{Kind: overload.FirstAttempt}
-	retried   = overload.Attempt{Kind: overload.RetryAttempt}
-	hedged    = overload.Attempt{Kind: overload.HedgeAttempt}
-	critical  = overload.Attempt{Kind: overload.FirstAttempt, Criticality: overload.Critical}
-	sheddable = overload.Attempt{Kind: overload.FirstAttempt, Criticality: overload.Sheddable}
+	first     = try{overload.Attempt{Kind: overload.FirstAttempt}, context.Background()}
+	retried   = try{overload.Attempt{Kind: overload.RetryAttempt}, context.Background()}
+	hedged    = try{overload.Attempt{Kind: overload.HedgeAttempt}, context.Background()}
+	critical  = try{overload.Attempt{Kind: overload.FirstAttempt}, overload.WithCriticality(context.Background(), overload.Critical)}
+	sheddable = try{overload.Attempt{Kind: overload.FirstAttempt}, overload.WithCriticality(context.Background(), overload.Sheddable)}
 )
 
 func newAdaptive(t *testing.T, o overload.AdaptiveOptions) *overload.Adaptive {
@@ -30,11 +30,21 @@ func newAdaptive(t *testing.T, o overload.AdaptiveOptions) *overload.Adaptive {
 	return l
 }
 
+// try is an attempt and the context of its call, which carries its
+// criticality.
+type try struct {
+	a   overload.Attempt
+	ctx context.Context
+}
+
+// on asks l for a permit for x.
+func (x try) on(l overload.Limit) error { return l.Acquire(x.ctx, x.a) }
+
 // acquireAll takes n permits for a and fails the test if one is refused.
-func acquireAll(t *testing.T, l overload.Limit, a overload.Attempt, n int) {
+func acquireAll(t *testing.T, l overload.Limit, a try, n int) {
 	t.Helper()
 	for i := range n {
-		require.NoError(t, l.Acquire(context.Background(), a), "permit %d", i+1)
+		require.NoError(t, a.on(l), "permit %d", i+1)
 	}
 }
 
@@ -71,26 +81,26 @@ func TestNewAdaptive_defaults(t *testing.T) {
 
 func TestAdaptive_zeroValueRefusesEveryAttempt(t *testing.T) {
 	var l overload.Adaptive
-	assert.ErrorIs(t, l.Acquire(context.Background(), first), overload.ErrLimitExceeded)
+	assert.ErrorIs(t, first.on(&l), overload.ErrLimitExceeded)
 	assert.Equal(t, overload.LimitStats{Refused: 1}, l.Stats())
 }
 
 func TestAdaptive_fixedLimitBoundsAttemptsInFlight(t *testing.T) {
 	l := newAdaptive(t, overload.AdaptiveOptions{Min: 3, Max: 3})
 	acquireAll(t, l, first, 3)
-	assert.ErrorIs(t, l.Acquire(context.Background(), first), overload.ErrLimitExceeded)
+	assert.ErrorIs(t, first.on(l), overload.ErrLimitExceeded)
 	l.Release(overload.Answered, 0)
-	assert.NoError(t, l.Acquire(context.Background(), first), "a released permit is free again")
+	assert.NoError(t, first.on(l), "a released permit is free again")
 	assert.Equal(t, overload.LimitStats{Limit: 3, InFlight: 3, Refused: 1}, l.Stats())
 }
 
 func TestAdaptive_retriesHedgesAndSheddableAreShedFirst(t *testing.T) {
-	for _, a := range []overload.Attempt{retried, hedged, sheddable} {
+	for _, a := range []try{retried, hedged, sheddable} {
 		l := newAdaptive(t, overload.AdaptiveOptions{Min: 20, Max: 20})
 		acquireAll(t, l, a, 18)
-		assert.ErrorIs(t, l.Acquire(context.Background(), a), overload.ErrLimitExceeded, "nine tenths of the limit for %+v", a)
+		assert.ErrorIs(t, a.on(l), overload.ErrLimitExceeded, "nine tenths of the limit for %+v", a)
 		acquireAll(t, l, first, 2)
-		assert.ErrorIs(t, l.Acquire(context.Background(), critical), overload.ErrLimitExceeded)
+		assert.ErrorIs(t, critical.on(l), overload.ErrLimitExceeded)
 	}
 }
 
@@ -101,7 +111,7 @@ func window(t *testing.T, l *overload.Adaptive, failed, busy int) {
 	lim := l.Stats().Limit
 	acquireAll(t, l, first, busy)
 	for i := range lim {
-		require.NoError(t, l.Acquire(context.Background(), first))
+		require.NoError(t, first.on(l))
 		r := overload.Answered
 		if i < failed {
 			r = overload.Failed
@@ -156,10 +166,10 @@ func TestAdaptive_queueHandsAReleasedPermitOver(t *testing.T) {
 		l := newAdaptive(t, overload.AdaptiveOptions{Min: 1, Max: 1, MaxQueued: 2, QueueTimeout: time.Second})
 		acquireAll(t, l, first, 1)
 		got := make(chan error, 1)
-		go func() { got <- l.Acquire(context.Background(), first) }()
+		go func() { got <- first.on(l) }()
 		synctest.Wait()
 		assert.Equal(t, 1, l.Stats().Queued)
-		assert.ErrorIs(t, l.Acquire(context.Background(), retried), overload.ErrLimitExceeded, "a retry never queues")
+		assert.ErrorIs(t, retried.on(l), overload.ErrLimitExceeded, "a retry never queues")
 		l.Release(overload.Answered, 0)
 		assert.NoError(t, <-got)
 		assert.Equal(t, overload.LimitStats{Limit: 1, InFlight: 1, Refused: 1}, l.Stats())
@@ -177,7 +187,7 @@ func TestAdaptive_queueTakesTheRoomALimitGrowsBy(t *testing.T) {
 		acquireAll(t, l, first, 2)
 		got := make(chan error, 3)
 		for range 3 {
-			go func() { got <- l.Acquire(context.Background(), first) }()
+			go func() { got <- first.on(l) }()
 		}
 		synctest.Wait()
 		require.Equal(t, overload.LimitStats{Limit: 2, InFlight: 2, Queued: 3}, l.Stats())
@@ -202,13 +212,13 @@ func TestAdaptive_queueIsBoundedInTime(t *testing.T) {
 		l := newAdaptive(t, overload.AdaptiveOptions{Min: 1, Max: 1, MaxQueued: 1, QueueTimeout: time.Second})
 		acquireAll(t, l, first, 1)
 		start := time.Now()
-		assert.ErrorIs(t, l.Acquire(context.Background(), first), overload.ErrLimitExceeded)
+		assert.ErrorIs(t, first.on(l), overload.ErrLimitExceeded)
 		assert.Equal(t, time.Second, time.Since(start))
 
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		start = time.Now()
-		assert.ErrorIs(t, l.Acquire(ctx, first), overload.ErrLimitExceeded)
+		assert.ErrorIs(t, l.Acquire(ctx, first.a), overload.ErrLimitExceeded)
 		assert.Equal(t, 300*time.Millisecond, time.Since(start), "within the call's deadline")
 		assert.Equal(t, overload.LimitStats{Limit: 1, InFlight: 1, Refused: 2}, l.Stats())
 	})
@@ -220,8 +230,8 @@ func TestAdaptive_criticalAttemptsAreServedFirst(t *testing.T) {
 		acquireAll(t, l, first, 1)
 		var order []string
 		var mu sync.Mutex
-		wait := func(name string, a overload.Attempt) {
-			err := l.Acquire(context.Background(), a)
+		wait := func(name string, a try) {
+			err := a.on(l)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -251,8 +261,8 @@ func TestAdaptive_concurrentAttemptsNeverPassTheLimit(t *testing.T) {
 	for w := range 32 {
 		wg.Go(func() {
 			for i := range 500 {
-				a := []overload.Attempt{first, retried, hedged, critical, sheddable}[(w+i)%5]
-				if l.Acquire(context.Background(), a) != nil {
+				a := []try{first, retried, hedged, critical, sheddable}[(w+i)%5]
+				if a.on(l) != nil {
 					continue
 				}
 				n := inFlight.Add(1)
@@ -276,7 +286,7 @@ func TestAdaptive_queueRunsOnTheGivenClock(t *testing.T) {
 	l := newAdaptive(t, overload.AdaptiveOptions{Min: 1, Max: 1, MaxQueued: 1, QueueTimeout: time.Second, Clock: mock})
 	acquireAll(t, l, first, 1)
 	got := make(chan error, 1)
-	go func() { got <- l.Acquire(context.Background(), first) }()
+	go func() { got <- first.on(l) }()
 	for l.Stats().Queued == 0 {
 		time.Sleep(time.Millisecond)
 	}

@@ -116,7 +116,7 @@ var firstAttempt = overload.Attempt{Kind: overload.FirstAttempt}
 // to give it back and count it (the window then closes once per limit's
 // worth of them).
 func BenchmarkAdaptive_permit(b *testing.B) {
-	l, err := overload.NewAdaptive(overload.AdaptiveOptions{Max: 1 << 20})
+	l, err := overload.NewAdaptive(overload.AdaptiveOptions{})
 	require.NoError(b, err)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -127,6 +127,21 @@ func BenchmarkAdaptive_permit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkAdaptive_permitOneCaller is the permit of one caller alone,
+// as a first try through a Retrier takes it: what its path costs beside
+// the two atomic adds.
+func BenchmarkAdaptive_permitOneCaller(b *testing.B) {
+	l, err := overload.NewAdaptive(overload.AdaptiveOptions{})
+	require.NoError(b, err)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if l.Acquire(ctx, firstAttempt) == nil {
+			l.Release(overload.Answered, 0)
+		}
+	}
 }
 
 // BenchmarkFloor_twoSharedAdds is the permit's floor: two atomic adds to

@@ -13,9 +13,10 @@ import (
 // a wait between attempts. [Adaptive] is the library's. Implementations
 // must be safe for concurrent use; only Acquire may block.
 type Limit interface {
-	// Acquire takes a permit for attempt a, or returns an error that
-	// matches [ErrLimitExceeded]. It may wait for a permit until ctx
-	// ends; it is called on the attempt's goroutine (a hedge's own).
+	// Acquire takes a permit for attempt a of the call whose context is
+	// ctx, or returns an error that matches [ErrLimitExceeded]. It may
+	// wait for a permit until ctx ends; it is called on the attempt's
+	// goroutine (a hedge's own).
 	Acquire(ctx context.Context, a Attempt) error
 	// Release gives back the permit of an attempt, which ended with r
 	// after latency by the Retrier's clock (0 unless the Limit has a
@@ -29,10 +30,11 @@ type Limit interface {
 // retry.OutcomeRefused.
 var ErrLimitExceeded = errors.New("concurrency limit reached")
 
-// Attempt is what a [Limit] is told of an attempt.
+// Attempt is what a [Limit] is told of an attempt. The call's
+// [Criticality] is in the context Acquire gets ([CriticalityOf]): a limit
+// reads it only when it must choose, since a lookup walks the context.
 type Attempt struct {
-	Kind        Kind
-	Criticality Criticality // from the call's context: [WithCriticality]
+	Kind Kind
 }
 
 // Kind says what an attempt is to a [Limit]: when it is full, retries and

@@ -134,9 +134,9 @@ func TestLimit(t *testing.T, newLimit func(t *testing.T) overload.Limit) {
 	t.Run("concurrent use", func(t *testing.T) {
 		l := newLimit(t)
 		contract.Concurrently(workers, rounds, func(w, i int) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			ctx, cancel := context.WithTimeout(overload.WithCriticality(context.Background(), overload.Criticality(i%3)), time.Millisecond)
 			defer cancel()
-			a := overload.Attempt{Kind: kinds[(w+i)%3], Criticality: overload.Criticality(i % 3)}
+			a := overload.Attempt{Kind: kinds[(w+i)%3]}
 			if err := l.Acquire(ctx, a); err != nil {
 				if !errors.Is(err, overload.ErrLimitExceeded) {
 					t.Errorf("Acquire refused with %v, which does not match overload.ErrLimitExceeded", err)
