@@ -199,11 +199,16 @@ func record(r io.Reader, w io.Writer) (runSummary, error) {
 				}
 			}
 			delete(outputs, key)
-		case e.Action == "fail" && !failedTests[e.Package]:
-			// A package that failed with no failed test: it did not build,
-			// or TestMain, a leak check or a crash failed it.
-			sum.Failed++
-			sum.Fails = append(sum.Fails, result{Package: e.Package})
+		case e.Action == "fail" && e.Test == "":
+			// A test that never ended (a timeout's panic, a crash) holds
+			// the reason in its output: print it.
+			printUnfinished(w, outputs, e.Package)
+			if !failedTests[e.Package] {
+				// A package that failed with no failed test: it did not
+				// build, or TestMain, a leak check or a crash failed it.
+				sum.Failed++
+				sum.Fails = append(sum.Fails, result{Package: e.Package})
+			}
 		}
 	}
 	// go test runs packages in parallel, so their events interleave in
@@ -214,6 +219,27 @@ func record(r io.Reader, w io.Writer) (runSummary, error) {
 		})
 	}
 	return sum, sc.Err()
+}
+
+// printUnfinished prints, and forgets, the output of pkg's tests that
+// never ended, in the order of their names.
+func printUnfinished(w io.Writer, outputs map[[2]string][]string, pkg string) {
+	var keys [][2]string
+	for k := range outputs {
+		if k[0] == pkg {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int { return cmp.Compare(a[1], b[1]) })
+	for _, k := range keys {
+		fmt.Fprintf(w, "--- UNFINISHED: %s\n", k[1])
+		for _, out := range outputs[k] {
+			if !isFrame(out) {
+				fmt.Fprint(w, out)
+			}
+		}
+		delete(outputs, k)
+	}
 }
 
 // isFrame says whether a line of test output is test2json's framing of

@@ -156,3 +156,18 @@ func TestNonJSONLinesPassThrough(t *testing.T) {
 	assert.Equal(t, "go: some error\nok  \tp\t0.1s\n", shown.String())
 	assert.Equal(t, runSummary{}, sum)
 }
+
+func TestRecordPrintsTheTestsThatNeverEnded(t *testing.T) {
+	events := strings.Join([]string{
+		`{"Action":"run","Package":"example.com/m/h","Test":"TestHang"}`,
+		`{"Action":"output","Package":"example.com/m/h","Test":"TestHang","Output":"=== RUN   TestHang\n"}`,
+		`{"Action":"output","Package":"example.com/m/h","Test":"TestHang","Output":"panic: test timed out after 1s\n"}`,
+		`{"Action":"output","Package":"example.com/m/h","Test":"TestHang","Output":"goroutine 7 [chan receive]:\n"}`,
+		`{"Action":"fail","Package":"example.com/m/h","Elapsed":1}`,
+	}, "\n")
+	var shown bytes.Buffer
+	sum, err := record(strings.NewReader(events), &shown)
+	require.NoError(t, err)
+	assert.Equal(t, "--- UNFINISHED: TestHang\npanic: test timed out after 1s\ngoroutine 7 [chan receive]:\n", shown.String())
+	assert.Equal(t, []result{{Package: "example.com/m/h"}}, sum.Fails)
+}
