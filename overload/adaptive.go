@@ -132,7 +132,6 @@ func NewAdaptive(o AdaptiveOptions) (*Adaptive, error) {
 	return l, nil
 }
 
-
 // Acquire takes a permit for a if the limit has room for it, or queues a
 // first attempt (see MaxQueued); it refuses with [ErrLimitExceeded].
 func (l *Adaptive) Acquire(ctx context.Context, a Attempt) error {
