@@ -72,6 +72,42 @@ func (b *counting) allClosed(t *testing.T) {
 		"every response body is closed (%d opened, %d closed)", b.opened.Load(), b.closed.Load())
 }
 
+// statusSeen is a base transport that closes seen once a response with
+// status code has come back: a server handler holds a request until then,
+// so that another attempt's status is in before its own answer. Which
+// attempt the server gets first, the first or the hedge, is the network's
+// choice under load; the test must not depend on it.
+type statusSeen struct {
+	rt   http.RoundTripper
+	code int
+	seen chan struct{}
+	once sync.Once
+}
+
+func (s *statusSeen) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.rt.RoundTrip(req)
+	if err == nil && resp.StatusCode == s.code {
+		s.once.Do(func() { close(s.seen) })
+	}
+	return resp, err
+}
+
+// newStatusSeen is a statusSeen for code, made before the server whose
+// handler waits on it; seenClient puts it over the env's transport.
+func newStatusSeen(code int) *statusSeen {
+	return &statusSeen{code: code, seen: make(chan struct{})}
+}
+
+// seenClient is countingClient over s.
+func (e *env) seenClient(r *retry.Retrier, s *statusSeen) (*http.Client, *counting) {
+	e.t.Helper()
+	s.rt = e.base
+	b := &counting{rt: s}
+	tr, err := retryhttp.NewTransport(r, &retryhttp.Options{Base: b})
+	require.NoError(e.t, err)
+	return &http.Client{Transport: tr}, b
+}
+
 // countingClient returns a client through a Transport whose base counts
 // the bodies of the env's base transport.
 func (e *env) countingClient(r *retry.Retrier, opts *retryhttp.Options) (*http.Client, *counting) {
@@ -315,27 +351,19 @@ func TestPermanentStatusOnAHedgeEndsTheCall(t *testing.T) {
 	b.allClosed(t)
 }
 
-// firstEnd is an observer that closes ch when an attempt first ends.
-type firstEnd struct {
-	recorder
-	ch   chan struct{}
-	once sync.Once
-}
-
-func (o *firstEnd) OnAttemptEnd(ctx context.Context, e retry.AttemptEnd) {
-	o.recorder.OnAttemptEnd(ctx, e)
-	o.once.Do(func() { close(o.ch) })
-}
-
 // TestRetryableStatusOnAHedgeLetsTheOthersRun: one attempt's retryable
 // status does not end the hedged call: the other runs on and wins. The
-// server holds the first request it gets until the other attempt ended.
+// server holds the first request it gets until the other's 503 is back
+// at the client. (It held it until an observer heard an attempt end:
+// when the hedge reached the server first, the first attempt's 503 was
+// told only once the round was decided, which waited for the hedge, held
+// for it: a hang under load.)
 func TestRetryableStatusOnAHedgeLetsTheOthersRun(t *testing.T) {
-	obs := &firstEnd{ch: make(chan struct{})}
+	s503 := newStatusSeen(http.StatusServiceUnavailable)
 	e := newEnv(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
 			select {
-			case <-obs.ch: // the other attempt has failed
+			case <-s503.seen: // the other attempt has failed
 			case <-r.Context().Done():
 				return
 			}
@@ -345,7 +373,7 @@ func TestRetryableStatusOnAHedgeLetsTheOthersRun(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, "response "+strconv.Itoa(n))
 	})
-	c, b := e.countingClient(hedging(t, 2, retry.WithObserver(obs)), nil)
+	c, b := e.seenClient(hedging(t, 2), s503)
 	resp, body, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
@@ -358,12 +386,13 @@ func TestRetryableStatusOnAHedgeLetsTheOthersRun(t *testing.T) {
 // gets a retryable status, the caller gets the response whose status the
 // call ended on, body whole, the others closed.
 func TestHedgedCallEndsOnTheLastStatus(t *testing.T) {
-	obs := &firstEnd{ch: make(chan struct{})}
+	obs := &recorder{}
+	s503 := newStatusSeen(http.StatusServiceUnavailable)
 	e := newEnv(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		code := http.StatusServiceUnavailable
-		if n == 1 {
+		if n == 1 { // held until the other's 503 is back: see TestRetryableStatusOnAHedgeLetsTheOthersRun
 			select {
-			case <-obs.ch:
+			case <-s503.seen:
 			case <-r.Context().Done():
 				return
 			}
@@ -372,7 +401,7 @@ func TestHedgedCallEndsOnTheLastStatus(t *testing.T) {
 		w.WriteHeader(code)
 		io.WriteString(w, "response "+strconv.Itoa(n))
 	})
-	c, b := e.countingClient(hedging(t, 2, retry.WithObserver(obs)), nil)
+	c, b := e.seenClient(hedging(t, 2, retry.WithObserver(obs)), s503)
 	resp, body, err := do(t, c, newRequest(t, context.Background(), http.MethodGet, e.srv.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, 2, retryhttp.Attempts(resp))
