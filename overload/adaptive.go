@@ -163,10 +163,6 @@ func (l *Adaptive) Acquire(ctx context.Context, a Attempt) error {
 
 // wait queues a first attempt until a released permit is handed to it.
 func (l *Adaptive) wait(ctx context.Context, critical bool) error {
-	w := &limitWaiter{ready: make(chan bool, 1), critical: critical}
-	// Armed before it can be seen queued: a test's clock may move then.
-	timer := l.o.Clock.Timer(l.o.QueueTimeout)
-	defer timer.Stop()
 	l.mu.Lock()
 	if l.queued.Load() == 0 && l.tryTake() {
 		l.mu.Unlock()
@@ -177,6 +173,11 @@ func (l *Adaptive) wait(ctx context.Context, critical bool) error {
 		l.refused.Add(1)
 		return ErrLimitExceeded
 	}
+	// Armed before it can be seen queued (a test's clock may move then),
+	// and only for an attempt that queues: a refusal arms none.
+	timer := l.o.Clock.Timer(l.o.QueueTimeout)
+	defer timer.Stop()
+	w := &limitWaiter{ready: make(chan bool, 1), critical: critical}
 	i := len(l.waiters)
 	for critical && i > 0 && !l.waiters[i-1].critical {
 		i--
@@ -206,6 +207,8 @@ func (l *Adaptive) wait(ctx context.Context, critical bool) error {
 	return ErrLimitExceeded
 }
 
+// admitted is what a waiter that was handed ok returns: nil for a
+// permit, a counted refusal for being put out.
 func (l *Adaptive) admitted(ok bool) error {
 	if ok {
 		return nil

@@ -33,6 +33,15 @@ func TestAllocs(t *testing.T) {
 	full, err := overload.NewAdaptive(overload.AdaptiveOptions{Min: 1, Max: 1})
 	require.NoError(t, err)
 	require.NoError(t, full.Acquire(ctx, firstAttempt))
+	// A limit whose one permit is held and whose queue of one is taken:
+	// a refusal from the full queue arms no timer and makes no waiter.
+	fullQueue, err := overload.NewAdaptive(overload.AdaptiveOptions{Min: 1, Max: 1, MaxQueued: 1, QueueTimeout: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, fullQueue.Acquire(ctx, firstAttempt))
+	queued := make(chan error, 1)
+	go func() { queued <- fullQueue.Acquire(ctx, firstAttempt) }()
+	require.Eventually(t, func() bool { return fullQueue.Stats().Queued == 1 }, 5*time.Second, time.Millisecond)
+	defer func() { fullQueue.Release(overload.Dropped, 0); require.NoError(t, <-queued) }()
 	for _, tc := range []struct {
 		name       string
 		wantAllocs float64
@@ -48,6 +57,7 @@ func TestAllocs(t *testing.T) {
 		{"ratio_zero_refusal", 0, func() { _ = zero.Retry(0) }},
 		{"limit_permit", 0, func() { _ = limit.Acquire(ctx, firstAttempt); limit.Release(overload.Answered, 0) }},
 		{"limit_refusal", 0, func() { _ = full.Acquire(ctx, firstAttempt) }},
+		{"limit_full_queue_refusal", 0, func() { _ = fullQueue.Acquire(ctx, firstAttempt) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.LessOrEqual(t, testing.AllocsPerRun(1000, tc.fn), tc.wantAllocs)
