@@ -187,3 +187,42 @@ func BenchmarkFloor_sharedAdd(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRate_admit is what the rate costs an attempt it admits: a
+// clock reading and one compare-and-swap of a shared word. The rate is
+// high enough that none is refused.
+func BenchmarkRate_admit(b *testing.B) {
+	r, err := overload.NewRate(overload.RateOptions{PerSecond: 1e9})
+	require.NoError(b, err)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if r.Admit(ctx, firstAttempt) != nil {
+			b.Fatal("refused")
+		}
+	}
+}
+
+// BenchmarkPause_notPaused is what a pause costs a call while its
+// downstream is not paused: one atomic load.
+func BenchmarkPause_notPaused(b *testing.B) {
+	p, err := overload.NewPause(overload.PauseOptions{})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if p.Paused() {
+			b.Fatal("paused")
+		}
+	}
+}
+
+// BenchmarkFloor_clockReading is the rate's floor beside its one
+// compare-and-swap: a reading of the monotonic clock.
+func BenchmarkFloor_clockReading(b *testing.B) {
+	base := time.Now()
+	for b.Loop() {
+		if time.Since(base) < 0 {
+			b.Fatal("never")
+		}
+	}
+}

@@ -20,7 +20,14 @@ var ErrCircuitOpen = errors.New("circuit open")
 // (gobreaker: Settings.IsExcluded).
 var ErrNotCounted = errors.New("attempt not counted: it says nothing of the downstream")
 
-// Refuser says who refused a call: a budget, a breaker or a limit. The
+// ErrPaused is matched (errors.Is) by the error of a call whose attempt
+// a [Pause] held past the call's deadline: the call ends at once, as a
+// wait past the deadline does, with its last attempt's error if it made
+// one. The call ends with retry.OutcomeRefused.
+var ErrPaused = errors.New("downstream paused: it asked for a pause that outlasts the call's deadline")
+
+// Refuser says who refused a call: a budget, a breaker, a limit, a rate
+// limit or a pause. The
 // zero value is [NotRefused].
 type Refuser uint8
 
@@ -30,11 +37,14 @@ const (
 	RefusedByBudget                 // [ErrBudgetExhausted]
 	RefusedByBreaker                // [ErrCircuitOpen]
 	RefusedByLimit                  // [ErrLimitExceeded]
+	RefusedByRate                   // [ErrRateLimited]
+	RefusedByPause                  // [ErrPaused]
 )
 
 // RefuserOf returns who refused a call that ended with err: the first of
-// [ErrBudgetExhausted], [ErrCircuitOpen] and [ErrLimitExceeded] that err
-// matches, for metrics and logs that say who refused it.
+// [ErrBudgetExhausted], [ErrCircuitOpen], [ErrLimitExceeded],
+// [ErrRateLimited] and [ErrPaused] that err matches, for metrics and logs
+// that say who refused it.
 func RefuserOf(err error) Refuser {
 	switch {
 	case err == nil:
@@ -45,11 +55,15 @@ func RefuserOf(err error) Refuser {
 		return RefusedByBreaker
 	case errors.Is(err, ErrLimitExceeded):
 		return RefusedByLimit
+	case errors.Is(err, ErrRateLimited):
+		return RefusedByRate
+	case errors.Is(err, ErrPaused):
+		return RefusedByPause
 	}
 	return NotRefused
 }
 
-// String returns "budget", "breaker" or "limit", the label metrics and
+// String returns "budget", "breaker", "limit", "rate" or "pause", the label metrics and
 // logs give the refuser, or "" for NotRefused and unknown values.
 func (r Refuser) String() string {
 	switch r {
@@ -59,6 +73,10 @@ func (r Refuser) String() string {
 		return "breaker"
 	case RefusedByLimit:
 		return "limit"
+	case RefusedByRate:
+		return "rate"
+	case RefusedByPause:
+		return "pause"
 	}
 	return ""
 }

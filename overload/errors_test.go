@@ -18,9 +18,12 @@ func TestRefuserOf(t *testing.T) {
 		fmt.Errorf("w: %w", overload.ErrCircuitOpen):                        overload.RefusedByBreaker,
 		overload.ErrLimitExceeded:                                           overload.RefusedByLimit,
 		errors.Join(overload.ErrLimitExceeded, overload.ErrBudgetExhausted): overload.RefusedByBudget,
+		fmt.Errorf("w: %w", overload.ErrRateLimited):                        overload.RefusedByRate,
+		overload.ErrPaused:                                                  overload.RefusedByPause,
 	} {
 		assert.Equal(t, want, overload.RefuserOf(err), "%v", err)
 	}
-	assert.Equal(t, []string{"", "budget", "breaker", "limit", ""},
-		[]string{overload.NotRefused.String(), overload.RefusedByBudget.String(), overload.RefusedByBreaker.String(), overload.RefusedByLimit.String(), overload.Refuser(9).String()})
+	assert.Equal(t, []string{"", "budget", "breaker", "limit", "rate", "pause", ""},
+		[]string{overload.NotRefused.String(), overload.RefusedByBudget.String(), overload.RefusedByBreaker.String(), overload.RefusedByLimit.String(),
+			overload.RefusedByRate.String(), overload.RefusedByPause.String(), overload.Refuser(9).String()})
 }
