@@ -50,11 +50,12 @@ func mayRetry(cfg *config, d time.Duration) (why error) {
 	return nil
 }
 
-// admit asks a breaker, then a limit, to let attempt a, of kind k, call
-// fn, keeping the breaker's done and the limit's permit until the
-// attempt is judged; why is a refusal. The limit may make a first
-// attempt wait for a permit within the call's context. A breaker that
-// allowed an attempt the limit refused hears it was not counted.
+// admit asks a breaker, then a rate, then a limit, to let attempt a, of
+// kind k, call fn, keeping the breaker's done and the limit's permit
+// until the attempt is judged; why is a refusal. The limit may make a
+// first attempt wait for a permit within the call's context. A breaker
+// that allowed an attempt the rate or the limit refused hears it was not
+// counted.
 func (g *attemptGuard) admit(c *call, a *attemptState, k overload.Kind) (why error) {
 	cfg := c.cfg
 	g.told = false
@@ -63,12 +64,15 @@ func (g *attemptGuard) admit(c *call, a *attemptState, k overload.Kind) (why err
 			return why
 		}
 	}
+	if r := cfg.rate; r != nil {
+		if why = r.Admit(c.ctx, overload.Attempt{Kind: k}); why != nil {
+			g.notCounted(why)
+			return why
+		}
+	}
 	if l := cfg.limit; l != nil {
 		if why = l.Acquire(c.ctx, overload.Attempt{Kind: k}); why != nil {
-			if done := g.done; done != nil {
-				g.done = nil
-				done(notCountedError{why})
-			}
+			g.notCounted(why)
 			return why
 		}
 		g.permit = true
@@ -77,6 +81,15 @@ func (g *attemptGuard) admit(c *call, a *attemptState, k overload.Kind) (why err
 		}
 	}
 	return nil
+}
+
+// notCounted tells a breaker that allowed an attempt refused after it
+// that the attempt was not counted.
+func (g *attemptGuard) notCounted(why error) {
+	if done := g.done; done != nil {
+		g.done = nil
+		done(notCountedError{why})
+	}
 }
 
 // startAttempt tells the observer that attempt a starts, after a wait of
@@ -112,18 +125,22 @@ func finishAttempt(c *call, a *attemptState, g *attemptGuard, n int, err error) 
 	}
 }
 
-// limitedFirst is an entry point's first attempt of fn through the
-// limit of c, which holds only the config and the context
-// (config.plainFirst): a success gives the permit back at once, a failure
-// keeps it for the loop to judge (hooks.begin), and a refusal is a
-// refusedFirst, which the loop ends the call with. A panic in fn gives it
-// back, dropped. It takes two words of arguments, as fn does: a caller
-// keeps spill space for its callees' widest arguments, and Do's frame is
-// on a parked call's stack.
-func limitedFirst(c *call, fn func(context.Context) error) (err error) {
+// guardedFirst is an entry point's first attempt of fn through the pause,
+// the rate and the limit of c, which holds only the config and the
+// context (config.plainFirst): a success gives the limit's permit back at
+// once, a failure keeps it for the loop to judge (hooks.begin), a
+// refusal is a refusedFirst, which the loop ends the call with, and a
+// pause in force is a pausedFirst, which the loop's first attempt holds. A
+// panic in fn gives the permit back, dropped. It takes two words of
+// arguments, as fn does: a caller keeps spill space for its callees'
+// widest arguments, and Do's frame is on a parked call's stack.
+func guardedFirst(c *call, fn func(context.Context) error) (err error) {
+	if err = admitFirst(c); err != nil {
+		return err
+	}
 	l := c.cfg.limit
-	if why := l.Acquire(c.ctx, overload.Attempt{Kind: overload.FirstAttempt}); why != nil {
-		return refusedFirst{why}
+	if l == nil {
+		return fn(c.ctx)
 	}
 	returned := false
 	defer releaseUnless(l, &returned)
@@ -135,11 +152,14 @@ func limitedFirst(c *call, fn func(context.Context) error) (err error) {
 	return err
 }
 
-// limitedFirstValue is limitedFirst for fn that returns a value.
-func limitedFirstValue[T any](c *call, fn func(context.Context) (T, error)) (v T, err error) {
+// guardedFirstValue is guardedFirst for fn that returns a value.
+func guardedFirstValue[T any](c *call, fn func(context.Context) (T, error)) (v T, err error) {
+	if err = admitFirst(c); err != nil {
+		return v, err
+	}
 	l := c.cfg.limit
-	if why := l.Acquire(c.ctx, overload.Attempt{Kind: overload.FirstAttempt}); why != nil {
-		return v, refusedFirst{why}
+	if l == nil {
+		return fn(c.ctx)
 	}
 	returned := false
 	defer releaseUnless(l, &returned)
@@ -149,6 +169,27 @@ func limitedFirstValue[T any](c *call, fn func(context.Context) (T, error)) (v T
 		l.Release(overload.Answered, 0)
 	}
 	return v, err
+}
+
+// admitFirst asks the pause, the rate, then the limit, for an entry
+// point's first attempt: nil, a pausedFirst, or a refusedFirst.
+func admitFirst(c *call) error {
+	cfg := c.cfg
+	if cfg.pause.Paused() {
+		return pausedFirst{}
+	}
+	first := overload.Attempt{Kind: overload.FirstAttempt}
+	if r := cfg.rate; r != nil {
+		if why := r.Admit(c.ctx, first); why != nil {
+			return refusedFirst{why}
+		}
+	}
+	if l := cfg.limit; l != nil {
+		if why := l.Acquire(c.ctx, first); why != nil {
+			return refusedFirst{why}
+		}
+	}
+	return nil
 }
 
 // releaseUnless gives a first attempt's permit back, dropped, unless fn
@@ -164,6 +205,12 @@ func releaseUnless(l overload.Limit, returned *bool) {
 type refusedFirst struct{ why error }
 
 func (r refusedFirst) Error() string { return r.why.Error() }
+
+// pausedFirst is an entry point's first attempt that a pause in force
+// left for the loop to hold: no attempt was made.
+type pausedFirst struct{}
+
+func (pausedFirst) Error() string { return overload.ErrPaused.Error() }
 
 // timeAttempt keeps how long attempt a took, for a limit that wants it.
 func (g *attemptGuard) timeAttempt(c *call, a *attemptState) {

@@ -54,6 +54,9 @@ func TestAllocs(t *testing.T) {
 	f := &threeFailures{}
 	limited := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Limit: newAdaptive(t)}), retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
 	limitedFailing := &threeFailures{}
+	paced := mustNew(t, retry.WithOverload(&retry.OverloadOptions{Pause: newPause(t), Rate: newRate(t), Limit: newAdaptive(t)}),
+		retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
+	pacedFailing := &threeFailures{}
 	value := func(context.Context) (int, error) { return 1, nil }
 	cases := []struct {
 		name       string
@@ -65,6 +68,8 @@ func TestAllocs(t *testing.T) {
 		{"retrier_three_failures_zero_waits", 0, func() { sink = noBudget.Do(ctx, f.call) }},
 		{"retrier_limited_first_try_success", 0, func() { sink = limited.Do(ctx, succeed) }},
 		{"retrier_limited_three_failures_zero_waits", 0, func() { sink = limited.Do(ctx, limitedFailing.call) }},
+		{"retrier_paced_first_try_success", 0, func() { sink = paced.Do(ctx, succeed) }},
+		{"retrier_paced_three_failures_zero_waits", 0, func() { sink = paced.Do(ctx, pacedFailing.call) }},
 		{"package_do_three_options", 1, func() { // the backoff boxed into its interface: 24 B where the option is built
 			// What users write, as BenchmarkDo_threeOptions does.
 			sink = retry.Do(ctx, succeed,
@@ -139,6 +144,42 @@ func BenchmarkRetrierDo_firstTrySuccess_limit(b *testing.B) {
 	for b.Loop() {
 		sink = r.Do(ctx, succeedFn)
 	}
+}
+
+// BenchmarkRetrierDo_firstTrySuccess_pause adds a shared pause, never
+// in force, to New's default budget: its cost is one atomic load.
+func BenchmarkRetrierDo_firstTrySuccess_pause(b *testing.B) {
+	ctx := context.Background()
+	r := mustNew(b, retry.WithOverload(&retry.OverloadOptions{Pause: newPause(b)}))
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = r.Do(ctx, succeedFn)
+	}
+}
+
+// BenchmarkRetrierDo_firstTrySuccess_rate adds a rate, overload.Rate at a
+// rate it never reaches, to New's default budget.
+func BenchmarkRetrierDo_firstTrySuccess_rate(b *testing.B) {
+	ctx := context.Background()
+	r := mustNew(b, retry.WithOverload(&retry.OverloadOptions{Rate: newRate(b)}))
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = r.Do(ctx, succeedFn)
+	}
+}
+
+// newPause is an overload.Pause with its defaults.
+func newPause(t testing.TB) *overload.Pause {
+	p, err := overload.NewPause(overload.PauseOptions{})
+	require.NoError(t, err)
+	return p
+}
+
+// newRate is an overload.Rate that admits a billion attempts a second.
+func newRate(t testing.TB) *overload.Rate {
+	r, err := overload.NewRate(overload.RateOptions{PerSecond: 1e9})
+	require.NoError(t, err)
+	return r
 }
 
 // newAdaptive is an overload.Adaptive with its defaults.

@@ -6,10 +6,11 @@ import (
 	"github.com/steadfast-go/retry/overload"
 )
 
-// guarding is the hook of OverloadOptions.Budget, Breaker and Limit: the
-// breaker, then the limit, are asked before each attempt that calls fn
-// and hear how it ended; the budget hears every such attempt, and is
-// asked before each retry of one.
+// guarding is the hook of OverloadOptions.Budget, Breaker, Rate, Limit
+// and Pause: the pause holds each attempt while it is in force; the
+// breaker, the rate, then the limit, are asked before each attempt that
+// calls fn, and the breaker and the limit hear how it ended; the budget
+// hears every such attempt, and is asked before each retry of one.
 type guarding[T any] struct {
 	noHook[T]
 	attemptGuard // the last attempt's, and the call's reached and asked
@@ -19,6 +20,13 @@ func (g *guarding[T]) before(c *call, a *attemptState) (v T, err error, act acti
 	k := overload.RetryAttempt
 	if !g.reached && c.cfg.resume == nil {
 		k = overload.FirstAttempt // the call's first to call fn
+	}
+	if c.cfg.pause.Paused() {
+		c.attempts-- // none is made while held
+		if err = holdForPause(c); err != nil {
+			return v, err, endCall
+		}
+		c.attempts++
 	}
 	if why := g.admit(c, a, k); why != nil {
 		c.attempts-- // no attempt was made

@@ -54,14 +54,17 @@ func (hs *hooks[T]) startHooked(c *call) (v T, err error, done bool) {
 	if r := c.cfg.resume; r != nil { // never with a first attempt of the entry point's: not plainFirst
 		c.attempts, c.wait.prev = r.attempts, r.wait
 	}
-	if r, ok := c.last.(refusedFirst); ok {
+	switch r := c.last.(type) {
+	case refusedFirst:
 		c.last = nil // no attempt was made
 		return v, c.errorOf(OutcomeRefused, r.why, nil), true
+	case pausedFirst:
+		c.last = nil // none yet: the loop's first holds
 	}
 	switch {
 	case c.last != nil:
 		c.attempts, c.ran = 1, true
-		hs.guard.permit = c.cfg.limit != nil // limitedFirst's, held for the loop to judge
+		hs.guard.permit = c.cfg.limit != nil // guardedFirst's, held for the loop to judge
 		return v, c.last, false
 	case c.cfg.features&featIdempotency == 0 || c.ctx.Err() != nil:
 		return v, nil, false

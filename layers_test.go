@@ -29,8 +29,8 @@ var layers = [][]string{
 	{"policy.go", "hook.go"},
 	// Features: the attempt hooks' one path (attempt.go), then each
 	// feature's hook of the seam in hook.go.
-	{"attempt.go", "timeout.go", "guard.go", "idempotency_renew.go", "idempotency_store.go", "idempotency_do.go", "handoff_hook.go",
-		"deadletter_record.go", "observe.go"},
+	{"attempt.go", "timeout.go", "idempotency_renew.go", "idempotency_store.go", "idempotency_do.go", "handoff_hook.go",
+		"pause.go", "guard.go", "deadletter_record.go", "observe.go"},
 	// Engine: the hedged round's hedges, the hooks' dispatcher (an
 	// attempt, plain or hedged), the loop.
 	{"hedge_round.go", "hooks.go", "engine.go"},

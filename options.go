@@ -160,6 +160,8 @@ type config struct {
 	bucket         *overload.TokenBucket // budget, when it is one: its success inlines; set by derive
 	breaker        overload.Breaker      // nil: no breaker
 	limit          overload.Limit        // nil: no concurrency limit
+	rate           overload.RateLimit    // nil: no rate limit
+	pause          *overload.Pause       // nil: no shared pause
 	limitTimed     bool                  // the limit wants latencies (its Timed); set by derive
 	hedge          *hedgeConfig          // nil: no hedging
 	hedged         *config               // with hedge: this config as Hedge's calls run it, featHedge on; set by derive
@@ -187,15 +189,19 @@ const (
 	featHandOff                             // WithHandOff
 	featResume                              // WithResume: no hook, but the call starts where a handed-off one stopped
 	featLimit                               // OverloadOptions.Limit
+	featRate                                // OverloadOptions.Rate
+	featPause                               // OverloadOptions.Pause
 
-	featGuard = featBudget | featBreaker | featLimit // the guard's (guard.go)
+	featGuard = featBudget | featBreaker | featLimit | featRate | featPause // the guard's (guard.go)
+	// featAdmit are what an entry point's first attempt asks (guardedFirst).
+	featAdmit = featLimit | featRate | featPause
 )
 
 // plainFirst says whether a call's first attempt is a plain call of fn,
-// which only a budget and an untimed limit hear of, so that an entry
-// point may make it itself (limitedFirst takes the limit's permit).
+// which only a budget, a pause, a rate and an untimed limit hear of, so
+// that an entry point may make it itself (guardedFirst asks them).
 func (cfg *config) plainFirst() bool {
-	return cfg.features&^(featBudget|featLimit) == 0 && !cfg.limitTimed
+	return cfg.features&^(featBudget|featAdmit) == 0 && !cfg.limitTimed
 }
 
 // hooked says whether a call has hooks: the time budget is the policy's.
@@ -284,6 +290,8 @@ func (cfg *config) derive() error {
 		{cfg.budget != nil, featBudget},
 		{cfg.breaker != nil, featBreaker},
 		{cfg.limit != nil, featLimit},
+		{cfg.rate != nil, featRate},
+		{cfg.pause != nil, featPause},
 		{cfg.observer != nil, featObserver},
 		{cfg.attemptTimeout > 0, featAttemptTimeout},
 		{cfg.idem != nil, featIdempotency},
@@ -464,6 +472,12 @@ func (cfg *config) overload(o *OverloadOptions) {
 	}
 	if o.Limit != nil {
 		cfg.limit = o.Limit
+	}
+	if o.Rate != nil {
+		cfg.rate = o.Rate
+	}
+	if o.Pause != nil {
+		cfg.pause = o.Pause
 	}
 	if o.NestedRetries {
 		cfg.nestedRetries = true

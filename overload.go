@@ -25,6 +25,20 @@ type OverloadOptions struct {
 	// included: [overload.Adaptive], one per downstream. Each attempt
 	// takes a permit after the breaker allowed it. Default: none.
 	Limit overload.Limit
+	// Rate bounds the attempts per second to the downstream, hedges
+	// included: [overload.Rate] in one process, the redislimit module's
+	// across a fleet; one per downstream. It is asked after the breaker,
+	// before the limit. Default: none.
+	Rate overload.RateLimit
+	// Pause holds every call's next attempt, first attempts included,
+	// while the downstream is rate-limited: an attempt whose error
+	// carries a server's delay ([After]: Retry-After, gRPC pushback)
+	// pauses it, and the held attempts go spread over
+	// PauseOptions.Spread after the end; no hedge is sent while it is
+	// paused. A call whose deadline comes first ends at once, refused
+	// ([overload.ErrPaused]); one with [WithHandOff] hands a long pause
+	// off as it would a wait. One per downstream. Default: none.
+	Pause *overload.Pause
 	// NestedRetries lets this Retrier retry an error another Retrier gave
 	// up on: an [*Error] of [OutcomeExhausted], [OutcomeMaxElapsed],
 	// [OutcomeRefused] or [OutcomeUnknown] in fn's error. By default such
@@ -35,8 +49,9 @@ type OverloadOptions struct {
 }
 
 // WithOverload sets what keeps the Retrier's calls from burying a
-// struggling downstream: a retry budget, a circuit breaker, and whether
-// errors other Retriers gave up on are retried. nil changes nothing.
+// struggling downstream: a retry budget, a circuit breaker, limits on
+// attempts in flight and per second, a shared pause, and whether errors
+// other Retriers gave up on are retried. nil changes nothing.
 func WithOverload(o *OverloadOptions) Option {
 	if o == nil {
 		return Option{set: setOverload, v: &OverloadOptions{}}
@@ -49,6 +64,9 @@ func WithOverload(o *OverloadOptions) Option {
 	}
 	if s, isNil := nilArg(o.Limit); isNil && o.Limit != nil {
 		return invalid("WithOverload: Limit is %s; leave it nil for none", s)
+	}
+	if s, isNil := nilArg(o.Rate); isNil && o.Rate != nil {
+		return invalid("WithOverload: Rate is %s; leave it nil for none", s)
 	}
 	if o.Budget != nil && o.NoBudget {
 		return invalid("WithOverload: both Budget and NoBudget are set")

@@ -81,14 +81,14 @@ type alwaysRetried interface{ alwaysRetried() }
 // x/time/rate's ReserveN(t): attempt is the number of the attempt that
 // failed, prev the wait before it, elapsed the time since the call
 // started (0 without a time budget), left the time to the context's
-// deadline when hasDeadline. The loop and an idempotent call waiting for
+// deadline when hasDeadline, floor the least wait (a pause in force). The loop and an idempotent call waiting for
 // another holder (which passes no attempt limit) ask it alike, and a
 // budget and a breaker read its verdict (see judged): each error is
 // classified once.
 //
 // The order of checks is fixed: permanent, context, classification,
 // attempts, time budget, context deadline.
-func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err error, ctxDone bool, elapsed, left time.Duration, hasDeadline bool) (time.Duration, verdict, bool) {
+func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err error, ctxDone bool, elapsed, left time.Duration, hasDeadline bool, floor time.Duration) (time.Duration, verdict, bool) {
 	m := classify(err)
 	if v := cfg.endsCall(m, ctxDone); v != waitAndRetry {
 		return 0, v, false
@@ -105,6 +105,7 @@ func (cfg *config) decide(attempt, maxAttempts int, prev time.Duration, err erro
 		// server's delay needs computing.
 		d = cfg.waitAfter(attempt, prev, m.hint, m.hinted, nil)
 	}
+	d = max(d, floor)
 	switch {
 	case cfg.maxElapsed > 0 && d >= cfg.maxElapsed-elapsed:
 		return d, stopMaxElapsed, m.hinted
@@ -240,11 +241,26 @@ func (c *call) decideFor(attempt int, prev time.Duration, err error, maxAttempts
 	}
 	// A deadline already past ends the call as the context's end does,
 	// even before the context's own timer has said so.
-	d, v, hinted := c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil || hasDeadline && left <= 0, elapsed, left, hasDeadline)
+	d, v, hinted := c.cfg.decide(attempt, maxAttempts, prev, err, c.ctx.Err() != nil || hasDeadline && left <= 0, elapsed, left, hasDeadline, c.pauseFor(err))
 	if v == stopDeadline && c.cfg.handOff.takes(d) {
 		v = waitAndRetry // a call handed off returns at once: its deadline need not cover the wait
 	}
 	return decision{wait: d, verdict: v, hinted: hinted, made: true}
+}
+
+// pauseFor pauses the downstream for the server's delay that err, an
+// attempt's error worth retrying, carries, and returns the least wait
+// before the call's next attempt: the pause's rest, spread (0 while
+// none is in force).
+func (c *call) pauseFor(err error) time.Duration {
+	p := c.cfg.pause
+	if p == nil {
+		return 0
+	}
+	if m := classify(err); m.hinted && c.cfg.endsCall(m, false) == waitAndRetry {
+		p.Extend(c.ctx, m.hint)
+	}
+	return p.Hold(c.ctx)
 }
 
 // decision is the policy's word on a failed attempt: wait, or stop for

@@ -62,10 +62,10 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 	c.cfg, c.ctx = cfg, ctx
 	if cfg.plainFirst() {
 		if ctx.Err() == nil { // two ifs: see engine.go
-			if cfg.limit == nil {
+			if cfg.features&featAdmit == 0 {
 				c.last = fn(ctx)
 			} else {
-				c.last = limitedFirst(&c, fn) // two words of arguments: see limitedFirst
+				c.last = guardedFirst(&c, fn) // two words of arguments: see guardedFirst
 			}
 			if c.last == nil {
 				if cfg.budget != nil && !cfg.fullBucket() {
@@ -106,10 +106,10 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 		if ctx.Err() == nil { // two ifs: see engine.go
 			var v T
 			var err error
-			if cfg.limit == nil {
+			if cfg.features&featAdmit == 0 {
 				v, err = fn(ctx)
 			} else {
-				v, err = limitedFirstValue(&call{cfg: cfg, ctx: ctx}, fn)
+				v, err = guardedFirstValue(&call{cfg: cfg, ctx: ctx}, fn)
 			}
 			if err == nil {
 				if cfg.budget != nil && !cfg.fullBucket() {
@@ -201,12 +201,12 @@ func prepare(ctx context.Context, fn func(context.Context) error, opts []Option)
 		return nil, c.err, true
 	}
 	if c.plainFirst() && ctx != nil && fn != nil && ctx.Err() == nil {
-		if c.limit == nil {
+		if c.features&featAdmit == 0 {
 			first = fn(ctx)
 		} else {
-			// On the heap first: limitedFirst's call would move c there.
+			// On the heap first: guardedFirst's call would move c there.
 			r = &Retrier{c: c}
-			first = limitedFirst(&call{cfg: &r.c, ctx: ctx}, fn)
+			first = guardedFirst(&call{cfg: &r.c, ctx: ctx}, fn)
 		}
 		if first == nil {
 			if c.budget != nil && !c.fullBucket() {

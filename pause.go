@@ -1,0 +1,29 @@
+package retry
+
+import "github.com/steadfast-go/retry/overload"
+
+// The pause of OverloadOptions.Pause: the guard holds a call's attempts
+// here while its downstream is paused; the policy sets the pause
+// (call.pauseFor) and waits it out between attempts.
+
+// holdForPause holds the call's next attempt while its downstream is
+// paused (OverloadOptions.Pause): in memory, or handed off as a long wait
+// is. It returns the call's error if the pause outlasts the call's
+// deadline (at once, as a wait past it does) or the context ends first.
+func holdForPause(c *call) error {
+	p := c.cfg.pause
+	for d := p.Hold(c.ctx); d > 0; d = p.Hold(c.ctx) {
+		if deadline, ok := c.ctx.Deadline(); ok && d >= c.cfg.clockUntil(deadline) {
+			return c.errorOf(OutcomeRefused, After(overload.ErrPaused, d), nil)
+		}
+		if c.cfg.handOff.takes(d) {
+			if err := handOffWait(c, d); err != nil {
+				return err
+			}
+		}
+		if !c.sleepOrDone(d) {
+			return c.stopForContext()
+		}
+	}
+	return nil
+}
