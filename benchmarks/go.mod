@@ -17,6 +17,7 @@ require (
 	github.com/steadfast-go/retry/retrypgx v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
+	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.85.0
 )
 
