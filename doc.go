@@ -200,7 +200,16 @@
 // [OutcomeRefused] matching [overload.ErrLimitExceeded], fn not called. The
 // permit goes back when the attempt ends, before any wait, with how the
 // policy judged it: answered, failed (worth retrying) or dropped (the
-// call's context, a lost hedge, a panic).
+// call's context, a lost hedge, a panic). An [overload.RateLimit] is
+// asked likewise, after the breaker and before the limit, and refuses
+// with [overload.ErrRateLimited].
+//
+// An [overload.Pause] is set by an attempt whose error carries a server's
+// delay ([After]): every call sharing it holds its next attempt, first
+// attempts too, until the delay's end plus a random share of the pause's
+// Spread, in memory or handed off as a wait is; a call whose deadline
+// comes first ends at once, [OutcomeRefused] matching
+// [overload.ErrPaused]. No hedge is sent while it is in force.
 //
 // # Observer events
 //
