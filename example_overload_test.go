@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/overload"
@@ -73,4 +74,49 @@ func ExampleWithOverload_limit() {
 	close(release)
 	// Output:
 	// true 2
+}
+
+// One pause per downstream: a 429 with Retry-After that one call meets
+// holds every call's next attempt until then; a call whose deadline
+// comes first ends at once, refused by the pause.
+func ExampleWithOverload_pause() {
+	pause, err := overload.NewPause(overload.PauseOptions{})
+	if err != nil {
+		panic(err)
+	}
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Pause: pause}))
+	if err != nil {
+		panic(err)
+	}
+	tooMany := errors.New("429 Too Many Requests")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = r.Do(ctx, func(context.Context) error { return retry.After(tooMany, time.Minute) })
+	fmt.Println(errors.Is(err, tooMany), pause.Paused())
+	err = r.Do(ctx, func(context.Context) error { return nil })
+	fmt.Println(errors.Is(err, overload.ErrPaused), overload.RefuserOf(err))
+	// Output:
+	// true true
+	// true pause
+}
+
+// A rate of attempts per downstream: past its burst, an attempt is
+// refused before fn runs.
+func ExampleWithOverload_rate() {
+	rate, err := overload.NewRate(overload.RateOptions{PerSecond: 10, Burst: 2})
+	if err != nil {
+		panic(err)
+	}
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Rate: rate}))
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		err = r.Do(context.Background(), func(context.Context) error { return nil })
+		fmt.Println(err == nil, errors.Is(err, overload.ErrRateLimited))
+	}
+	// Output:
+	// true false
+	// true false
+	// false true
 }
