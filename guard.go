@@ -7,7 +7,7 @@ import (
 )
 
 // guarding is the hook of OverloadOptions.Budget, Breaker, Rate, Limit
-// and Pause: the pause holds each attempt while it is in force; the
+// and Pause: the pause holds each attempt while it is in force (hold); the
 // breaker, the rate, then the limit, are asked before each attempt that
 // calls fn, and the breaker and the limit hear how it ended; the budget
 // hears every such attempt, and is asked before each retry of one.
@@ -21,18 +21,23 @@ func (g *guarding[T]) before(c *call, a *attemptState) (v T, err error, act acti
 	if !g.reached && c.cfg.resume == nil {
 		k = overload.FirstAttempt // the call's first to call fn
 	}
-	if c.cfg.pause.Paused() {
-		c.attempts-- // none is made while held
-		if err = holdForPause(c); err != nil {
-			return v, err, endCall
-		}
-		c.attempts++
-	}
 	if why := g.admit(c, a, k); why != nil {
 		c.attempts-- // no attempt was made
 		return v, c.errorOf(OutcomeRefused, why, nil), endCall
 	}
 	return v, nil, runFn
+}
+
+// hold holds the call's next attempt while its downstream is paused
+// (OverloadOptions.Pause), before any other hook of the attempt: an
+// idempotency claim is renewed after a hold, never held through it.
+func (g *guarding[T]) hold(c *call) error {
+	c.attempts-- // none is made while held
+	if err := holdForPause(c); err != nil {
+		return err
+	}
+	c.attempts++
+	return nil
 }
 
 // after tells of a success at once, before any hook after it can panic:

@@ -95,6 +95,12 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 	defer hs.unwindUnless(c, &a, &returned)
 	f := c.cfg.features
 	c.attempts++
+	if f&featPause != 0 && c.cfg.pause.Paused() {
+		if err = hs.guard.hold(c); err != nil {
+			returned = true
+			return v, err, next, true
+		}
+	}
 	act := runFn
 	if hs.idem != nil {
 		v, err, act = hs.idem.before(c, &a)

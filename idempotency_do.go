@@ -97,11 +97,14 @@ func (s *idemCall[T]) unwind(*call, *attemptState) {
 
 // leaseCovers says whether what is left of the claim's lease, measured
 // from when the claim or its renewal was sent, covers an attempt of
-// WithAttemptTimeout (always, without one: the attempt's length is not
-// known).
+// WithAttemptTimeout; without one, whether the lease is not yet over
+// (the attempt's length is not known).
 func (s *idemCall[T]) leaseCovers() bool {
 	at := s.cfg.attemptTimeout
-	return at <= 0 || s.held.Add(s.ic.lease).Sub(s.cfg.clockNow()) >= at
+	if at <= 0 {
+		return s.cfg.clockNow().Before(s.leaseEnd()) // a pause may have held the call past it
+	}
+	return s.held.Add(s.ic.lease).Sub(s.cfg.clockNow()) >= at
 }
 
 // begin claims the key, waiting for another holder's outcome unless told

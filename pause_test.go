@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/memstore"
 	"github.com/steadfast-go/retry/overload"
 )
 
@@ -252,4 +253,30 @@ func TestWithOverload_refusesANilRate(t *testing.T) {
 	_, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Rate: (*overload.Rate)(nil)}))
 	assert.ErrorIs(t, err, retry.ErrInvalidOption)
 	assert.ErrorContains(t, err, "Rate is (*overload.Rate)(nil)")
+}
+
+// An idempotent call is held before its claim is renewed, never through
+// it: a hold longer than the lease lets another caller take the key
+// over, and the held call then finds it taken rather than running the
+// work a second time.
+func TestPause_anIdempotentCallIsHeldBeforeItsClaimIsRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(nil)
+		idem := retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "charge-1", Lease: time.Second})
+		p := newPauseOf(t, overload.PauseOptions{Spread: time.Millisecond})
+		held := pausedRetrier(t, p, idem)
+		free := mustNew(t, idem, retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
+		var runs atomic.Int32
+		work := func(context.Context) error { runs.Add(1); return nil }
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			time.Sleep(2 * time.Second) // the held call's lease is over
+			assert.NoError(t, free.Do(context.Background(), work))
+		})
+		p.Extend(context.Background(), 5*time.Second)
+		err := held.Do(context.Background(), work)
+		wg.Wait()
+		assert.Equal(t, int32(1), runs.Load(), "the work ran once")
+		assert.Error(t, err, "the held call found its key taken over")
+	})
 }
