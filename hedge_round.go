@@ -159,7 +159,7 @@ func (r *hedgeRound[T]) fire() {
 	// Leave to retry now, as the loop asks before a wait, then the
 	// attempt's own admission. No hedge goes to a paused downstream.
 	h.a.number = attemptNumber(h.k)
-	if mayRetry(c.cfg, 0) != nil || c.cfg.pause.Hold(r.base) > 0 || h.g.admit(c, &h.a, overload.HedgeAttempt) != nil {
+	if mayRetry(c.cfg, 0) != nil || c.cfg.pause.Hold(r.base, nil) > 0 || h.g.admit(c, &h.a, overload.HedgeAttempt) != nil {
 		return // no hedge now, and none later in the round
 	}
 	ctx, cancel := context.WithCancelCause(r.base)

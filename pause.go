@@ -12,7 +12,7 @@ import "github.com/steadfast-go/retry/overload"
 // deadline (at once, as a wait past it does) or the context ends first.
 func holdForPause(c *call) error {
 	p := c.cfg.pause
-	for d := p.Hold(c.ctx); d > 0; d = p.Hold(c.ctx) {
+	for d := p.Hold(c.ctx, c.cfg.sample); d > 0; d = p.Hold(c.ctx, c.cfg.sample) {
 		if deadline, ok := c.ctx.Deadline(); ok && d >= c.cfg.clockUntil(deadline) {
 			return c.errorOf(OutcomeRefused, After(overload.ErrPaused, d), nil)
 		}

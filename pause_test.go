@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,4 +280,23 @@ func TestPause_anIdempotentCallIsHeldBeforeItsClaimIsRenewed(t *testing.T) {
 		assert.Equal(t, int32(1), runs.Load(), "the work ran once")
 		assert.Error(t, err, "the held call found its key taken over")
 	})
+}
+
+// A Retrier's seeded source picks its calls' shares of the spread, so a
+// seeded run holds them alike.
+func TestPause_aSeededRetrierHoldsAlike(t *testing.T) {
+	hold := func() (d time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			p := newPauseOf(t, overload.PauseOptions{})
+			r := pausedRetrier(t, p, retry.WithRandom(rand.NewPCG(1, 1)))
+			p.Extend(context.Background(), 2*time.Second)
+			start := time.Now()
+			require.NoError(t, r.Do(context.Background(), func(context.Context) error { return nil }))
+			d = time.Since(start)
+		})
+		return d
+	}
+	first := hold()
+	assert.Equal(t, first, hold())
+	assert.Greater(t, first, 2*time.Second)
 }

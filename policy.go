@@ -206,6 +206,9 @@ func (cfg *config) waitAfter(attempt int, prev, hint time.Duration, hinted bool,
 	return d
 }
 
+// sample is a uniform sample in [0, 1) from the Retrier's source.
+func (cfg *config) sample() float64 { return cfg.uniformSample(nil) }
+
 // uniformSample draws one uniform sample in [0, 1): from rnd if it is not nil
 // ([Retrier.Wait]), else from the Retrier's source.
 func (cfg *config) uniformSample(rnd func() float64) float64 {
@@ -260,7 +263,7 @@ func (c *call) pauseFor(err error) time.Duration {
 	if m := classify(err); m.hinted && c.cfg.endsCall(m, false) == waitAndRetry {
 		p.Extend(c.ctx, m.hint)
 	}
-	return p.Hold(c.ctx)
+	return p.Hold(c.ctx, c.cfg.sample)
 }
 
 // decision is the policy's word on a failed attempt: wait, or stop for

@@ -35,7 +35,7 @@ func TestPartitions_aMillionStayWithinTheBound(t *testing.T) {
 		require.ErrorIs(t, r.Admit(pctx, Attempt{}), ErrRateLimited, "each partition keeps its own rate")
 		p.Extend(pctx, time.Hour)
 		if i%1000 == 0 {
-			require.Positive(t, p.Hold(pctx))
+			require.Positive(t, p.Hold(pctx, nil))
 			biggest = max(biggest, r.parts.size(), p.parts.size())
 		}
 		clk.t = clk.t.Add(time.Microsecond)
@@ -69,7 +69,7 @@ func TestPartitions_pastTheCap(t *testing.T) {
 			admitted++
 		}
 		p.Extend(pctx, time.Minute)
-		if p.Hold(pctx) > 0 {
+		if p.Hold(pctx, nil) > 0 {
 			held++
 		}
 	}

@@ -92,8 +92,10 @@ func (p *Pause) Paused() bool { return p != nil && p.ends.Load() != 0 }
 
 // Hold returns how long an attempt of the call whose context is ctx must
 // wait before it goes: 0 unless its partition is paused; otherwise the
-// rest of the pause and a random share of Spread.
-func (p *Pause) Hold(ctx context.Context) time.Duration {
+// rest of the pause and a share of Spread that u, a uniform sample in
+// [0, 1), picks (nil: math/rand/v2's). A Retrier passes its own source
+// (retry.WithRandom), so that a seeded run holds its calls alike.
+func (p *Pause) Hold(ctx context.Context, u func() float64) time.Duration {
 	if !p.Paused() {
 		return 0
 	}
@@ -110,7 +112,10 @@ func (p *Pause) Hold(ctx context.Context) time.Duration {
 	if now >= end {
 		return 0
 	}
-	return time.Duration(end-now) + rand.N(p.o.Spread)
+	if u == nil {
+		u = rand.Float64
+	}
+	return time.Duration(end-now) + time.Duration(u()*float64(p.o.Spread))
 }
 
 // endOf is partition key's pause's end, or 0.

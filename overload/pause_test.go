@@ -25,14 +25,14 @@ func TestPause_holdsUntilTheEndThenSpreads(t *testing.T) {
 	p, clk := newPause(t, overload.PauseOptions{Spread: 100 * time.Millisecond})
 	ctx := context.Background()
 	assert.False(t, p.Paused())
-	assert.Zero(t, p.Hold(ctx))
+	assert.Zero(t, p.Hold(ctx, nil))
 
 	p.Extend(ctx, 2*time.Second)
 	assert.True(t, p.Paused())
 	assert.Equal(t, clk.Now().Add(2*time.Second), p.Until(ctx))
 	seen := map[time.Duration]bool{}
 	for range 200 {
-		d := p.Hold(ctx)
+		d := p.Hold(ctx, nil)
 		assert.GreaterOrEqual(t, d, 2*time.Second, "never before the server's time")
 		assert.Less(t, d, 2100*time.Millisecond)
 		seen[d] = true
@@ -43,9 +43,9 @@ func TestPause_holdsUntilTheEndThenSpreads(t *testing.T) {
 	assert.Equal(t, clk.Now().Add(2*time.Second), p.Until(ctx))
 
 	clk.Add(1500 * time.Millisecond)
-	assert.GreaterOrEqual(t, p.Hold(ctx), 500*time.Millisecond)
+	assert.GreaterOrEqual(t, p.Hold(ctx, nil), 500*time.Millisecond)
 	clk.Add(500 * time.Millisecond)
-	assert.Zero(t, p.Hold(ctx), "over at its end")
+	assert.Zero(t, p.Hold(ctx, nil), "over at its end")
 	assert.False(t, p.Paused(), "a call after the end pays one atomic load again")
 	assert.True(t, p.Until(ctx).IsZero())
 }
@@ -80,13 +80,13 @@ func TestPause_partitionsArePausedApart(t *testing.T) {
 	a := overload.WithPartition(context.Background(), "tenant-a")
 	b := overload.WithPartition(context.Background(), "tenant-b")
 	p.Extend(a, time.Second)
-	assert.Positive(t, p.Hold(a))
-	assert.Zero(t, p.Hold(b))
-	assert.Zero(t, p.Hold(context.Background()))
+	assert.Positive(t, p.Hold(a, nil))
+	assert.Zero(t, p.Hold(b, nil))
+	assert.Zero(t, p.Hold(context.Background(), nil))
 
 	whole, _ := newPause(t, overload.PauseOptions{})
 	whole.Extend(a, time.Second)
-	assert.Positive(t, whole.Hold(b), "unpartitioned, a pause holds the whole downstream")
+	assert.Positive(t, whole.Hold(b, nil), "unpartitioned, a pause holds the whole downstream")
 }
 
 func TestPause_nilNeverPauses(t *testing.T) {
@@ -94,7 +94,7 @@ func TestPause_nilNeverPauses(t *testing.T) {
 	p.Extend(context.Background(), time.Second)
 	p.ExtendUntil("", time.Now().Add(time.Second))
 	assert.False(t, p.Paused())
-	assert.Zero(t, p.Hold(context.Background()))
+	assert.Zero(t, p.Hold(context.Background(), nil))
 	assert.True(t, p.Until(context.Background()).IsZero())
 }
 
