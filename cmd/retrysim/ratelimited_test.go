@@ -44,6 +44,12 @@ func TestRateLimited_pauseEndsThe429sAndTheSpike(t *testing.T) {
 		assert.Positive(t, r.failed[failedRate], "%s: a rate never waits; it refuses the calls beyond it", r.name)
 		assert.Equal(t, r.failed[failedRate], r.failedCalls(), r.name)
 	}
+	checks := (&results{i: runs}).checks()
+	require.Len(t, checks, 6)
+	for _, c := range checks {
+		assert.Equal(t, "i", c.scenario)
+		assert.True(t, c.ok, "%s: %s", c.bound, c.measured)
+	}
 }
 
 // TestRateLimited_sameSeed: the same seed gives the same run.
