@@ -464,7 +464,7 @@ func (r *results) markdownI() string {
 	var b strings.Builder
 	none, paused := limitedByName(r.i, limitedVariants[0]), limitedByName(r.i, limitedVariants[1])
 	p := none.params
-	fmt.Fprintf(&b, "Without a shared pause %.1f %% of the requests were answered 429 (%d), and the second after a reset saw up to %d requests, %.2fx the limit, and up to %d retries. With the shared pause %.2f %% were (%d), and the second after a reset saw at most %d requests, %.2fx, and at most %d retries; no request went before the time a 429 had named (%d did without it). Goodput was %.1f calls/s without it and %.1f with it.\n\n",
+	fmt.Fprintf(&b, "Without a shared pause %.1f %% of the requests were answered 429 (%d), and the second after a reset saw up to %d requests, %.2fx the limit (retries: up to %d). With the shared pause %.2f %% were (%d), and the second after a reset saw at most %d requests, %.2fx (retries: at most %d); no request went before the time a 429 had named (%d did without it). Goodput was %.1f calls/s without it and %.1f with it.\n\n",
 		100*none.tooManyShare(), none.tooMany(), none.spike(), p.times(float64(none.spike())), none.retrySpike(),
 		100*paused.tooManyShare(), paused.tooMany(), paused.spike(), p.times(float64(paused.spike())), paused.retrySpike(), none.early, none.goodputRate(), paused.goodputRate())
 	fmt.Fprintf(&b, "%d clients for %s, each making a call, then another after 0–%s (uniform); a downstream that admits %d requests in each fixed window of %s (R = %.0f/s) and answers the rest 429 with Retry-After the whole seconds to the window's reset; %d attempts a call, no budget, network latency %s; the pause's Spread %s (the clients over R).\n\n",
