@@ -504,3 +504,57 @@ func metastableFigure(h *metastableResult) (figure, error) {
 	load.Legend.XOffs = -vg.Points(4)
 	return stacked(good, load), nil
 }
+
+// limitedFigure is scenario i's chart: for each variant, a panel of the
+// requests that reached the downstream per second over time, the 429s
+// among them, and the limit; every panel on the same scale, a tick at
+// each window's reset.
+func limitedFigure(runs []*limitedRun) (figure, error) {
+	p := runs[0].params
+	top := 0.0
+	for _, r := range runs {
+		for _, xy := range perSecond(r.reached) {
+			top = max(top, xy.Y)
+		}
+	}
+	top *= 1.4 // room for the legend
+	end := p.duration.Seconds()
+	var resets []plot.Tick
+	for t := time.Duration(0); t <= p.duration; t += p.window {
+		resets = append(resets, plot.Tick{Value: t.Seconds(), Label: fmt.Sprint(t.Seconds())})
+	}
+	ps := make([]*plot.Plot, len(runs))
+	for i, r := range runs {
+		pl := newPlot(r.name, "", "requests per second")
+		for _, c := range []struct {
+			s     series
+			name  string
+			color int
+		}{{r.reached, fmt.Sprintf("requests that reached the downstream (per %s, as a rate)", span(limitedBin)), 2}, {r.refused, "of them, answered 429", 0}} {
+			xys := perSecond(c.s)
+			xys = xys[:min(len(xys), int(p.duration/c.s.step))]
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, err
+			}
+			l.Color = plotutil.Color(c.color)
+			l.Width = vg.Points(1)
+			pl.Add(l)
+			pl.Legend.Add(c.name, l)
+		}
+		if err := dashed(pl, plotter.XYs{{X: 0, Y: p.perSecond}, {X: end, Y: p.perSecond}}, fmt.Sprintf("the limit, R = %.0f/s (%d per window of %s)", p.perSecond, p.quota(), span(p.window))); err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			pl.Legend = plot.NewLegend() // the first panel's says it
+		}
+		pl.X.Min, pl.X.Max = 0, end
+		pl.X.Tick.Marker = plot.ConstantTicks(resets)
+		pl.Y.Min, pl.Y.Max = 0, top
+		pl.Legend.Top = true
+		pl.Legend.XOffs = -vg.Points(4)
+		ps[i] = pl
+	}
+	ps[len(ps)-1].X.Label.Text = "time (s); a tick at each window's reset"
+	return stacked(ps...), nil
+}

@@ -177,6 +177,7 @@ const (
 	scenarioF
 	scenarioG
 	scenarioH
+	scenarioI
 )
 
 func stream(scenario, run, i int) uint64 {

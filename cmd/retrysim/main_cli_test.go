@@ -30,8 +30,8 @@ func TestRun_badFlags(t *testing.T) {
 		{[]string{"-clients", "many"}, `invalid value "many" for flag -clients`},
 		{[]string{"-seed", "-1"}, `invalid value "-1" for flag -seed`},
 		{[]string{"-seed", "abc"}, `invalid value "abc" for flag -seed`},
-		{[]string{"-scenario", "i"}, `-scenario "i": want a, b, c, d, e, f, g, h or all`},
-		{[]string{"-scenario", "ab"}, `-scenario "ab": want a, b, c, d, e, f, g, h or all`},
+		{[]string{"-scenario", "j"}, `-scenario "j": want a, b, c, d, e, f, g, h, i or all`},
+		{[]string{"-scenario", "ab"}, `-scenario "ab": want a, b, c, d, e, f, g, h, i or all`},
 		{[]string{"-out", ""}, "-out: want a directory"},
 		{[]string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
 		{[]string{"b"}, `unexpected argument "b": retrysim takes flags only`},
@@ -59,13 +59,14 @@ func TestRun_help(t *testing.T) {
 	assert.Empty(t, stdout)
 	assert.True(t, strings.HasPrefix(stderr, "usage: retrysim"), stderr)
 	assert.Contains(t, stderr, "-scenario")
-	assert.Contains(t, stderr, "[-scenario a|b|c|d|e|f|g|h|all]")
-	assert.Contains(t, stderr, "a, b, c, d, e, f, g, h or all")
+	assert.Contains(t, stderr, "[-scenario a|b|c|d|e|f|g|h|i|all]")
+	assert.Contains(t, stderr, "a, b, c, d, e, f, g, h, i or all")
 }
 
-// TestParse_scenarioGH: -scenario takes g and h, and all runs them too.
-func TestParse_scenarioGH(t *testing.T) {
-	for _, s := range []string{"g", "h"} {
+// TestParse_scenarioGHI: -scenario takes g, h and i, and all runs them
+// too.
+func TestParse_scenarioGHI(t *testing.T) {
+	for _, s := range []string{"g", "h", "i"} {
 		cfg, err := parse([]string{"-scenario", s}, io.Discard)
 		require.NoError(t, err)
 		assert.Equal(t, s, cfg.scenarios)
@@ -77,6 +78,7 @@ func TestParse_scenarioGH(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, all.has('g'))
 	assert.True(t, all.has('h'))
+	assert.True(t, all.has('i'))
 	assert.Contains(t, all.commandLine(), "-scenario all ")
 }
 

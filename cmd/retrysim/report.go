@@ -22,6 +22,7 @@ type results struct {
 	f      []*outageRun    // blipVariants' runs
 	g      *tailResult
 	h      *metastableResult
+	i      []*limitedRun // limitedVariants' runs
 }
 
 // blipByName finds a run of scenario f.
@@ -146,7 +147,35 @@ func (r *results) checks() []check {
 	if h := r.h; h != nil {
 		cs = append(cs, h.checks()...)
 	}
+	if r.i != nil {
+		cs = append(cs, limitedChecks(r.i)...)
+	}
 	return cs
+}
+
+// limitedChecks are scenario i's bounds: without a shared pause many
+// 429s and a spike well above the limit after a reset; with it few 429s,
+// next to no retries after a reset and a load near the limit, no
+// request sent before the time a 429 named, and the goodput of no pause.
+func limitedChecks(runs []*limitedRun) []check {
+	none, paused := limitedByName(runs, limitedVariants[0]), limitedByName(runs, limitedVariants[1])
+	p := none.params
+	return []check{
+		{scenario: "i", bound: fmt.Sprintf("%s: ≥ %g %% of the requests answered 429", none.name, 100*limitedNoneTooMany),
+			measured: fmt.Sprintf("%.2f %% (%d of %d)", 100*none.tooManyShare(), none.tooMany(), none.requests()), ok: none.tooManyShare() >= limitedNoneTooMany},
+		{scenario: "i", bound: fmt.Sprintf("%s: the second after every reset sees ≥ %gx the limit", none.name, float64(limitedNoneSpike)),
+			measured: fmt.Sprintf("at least %.2fx (%d requests)", p.times(float64(none.quietest())), none.quietest()), ok: p.times(float64(none.quietest())) >= limitedNoneSpike},
+		{scenario: "i", bound: fmt.Sprintf("%s: < %g %% of the requests answered 429", paused.name, 100*limitedPauseTooMany),
+			measured: fmt.Sprintf("%.2f %% (%d of %d)", 100*paused.tooManyShare(), paused.tooMany(), paused.requests()), ok: paused.tooManyShare() < limitedPauseTooMany},
+		{scenario: "i", bound: fmt.Sprintf("%s: retries in the second after every reset ≤ %gx the limit", paused.name, limitedPauseRetries),
+			measured: fmt.Sprintf("at most %.3fx (%d; %d without the pause)", p.times(float64(paused.retrySpike())), paused.retrySpike(), none.retrySpike()), ok: p.times(float64(paused.retrySpike())) <= limitedPauseRetries},
+		{scenario: "i", bound: fmt.Sprintf("%s: the second after every reset sees ≤ %gx the limit", paused.name, float64(limitedPauseSpike)),
+			measured: fmt.Sprintf("at most %.2fx (%d requests)", p.times(float64(paused.spike())), paused.spike()), ok: p.times(float64(paused.spike())) <= limitedPauseSpike},
+		{scenario: "i", bound: paused.name + ": no request sent before the time a 429 named",
+			measured: fmt.Sprintf("%d (%d without the pause)", paused.early, none.early), ok: paused.early == 0},
+		{scenario: "i", bound: paused.name + ": goodput within 1 % of no shared pause's",
+			measured: fmt.Sprintf("%.1f against %.1f calls/s", paused.goodputRate(), none.goodputRate()), ok: math.Abs(paused.goodputRate()-none.goodputRate()) <= 0.01*none.goodputRate()},
+	}
 }
 
 // checks are scenario h's bounds: without protection the system stays
@@ -431,6 +460,27 @@ func (r *results) markdownH() string {
 	return b.String()
 }
 
+func (r *results) markdownI() string {
+	var b strings.Builder
+	none, paused := limitedByName(r.i, limitedVariants[0]), limitedByName(r.i, limitedVariants[1])
+	p := none.params
+	fmt.Fprintf(&b, "Without a shared pause %.1f %% of the requests were answered 429 (%d), and the second after a reset saw up to %d requests, %.2fx the limit (retries: up to %d). With the shared pause %.2f %% were (%d), and the second after a reset saw at most %d requests, %.2fx (retries: at most %d); no request went before the time a 429 had named (%d did without it). Goodput was %.1f calls/s without it and %.1f with it.\n\n",
+		100*none.tooManyShare(), none.tooMany(), none.spike(), p.times(float64(none.spike())), none.retrySpike(),
+		100*paused.tooManyShare(), paused.tooMany(), paused.spike(), p.times(float64(paused.spike())), paused.retrySpike(), none.early, none.goodputRate(), paused.goodputRate())
+	fmt.Fprintf(&b, "%d clients for %s, each making a call, then another after 0–%s (uniform); a downstream that admits %d requests in each fixed window of %s (R = %.0f/s) and answers the rest 429 with Retry-After the whole seconds to the window's reset; %d attempts a call, no budget, network latency %s; the pause's Spread %s (the clients over R).\n\n",
+		p.clients, span(p.duration), span(2*p.think), p.quota(), span(p.window), p.perSecond, p.attempts, span(p.latency), span(p.spread))
+	fmt.Fprintf(&b, "| Variant | Requests | 429s | %% of requests | Most 429s in a second | Second after a reset, most | × R | Retries in it, most | Busiest %s after a reset, per second | × R | Busiest second | Goodput (calls/s) | Calls | Calls failed | Requests before a 429's time |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n", span(limitedBin))
+	for _, o := range r.i {
+		failed := fmt.Sprint(o.failedCalls())
+		if n := o.failed[failedRate]; n > 0 && n == o.failedCalls() {
+			failed += " (refused by the rate)"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %.2f %% | %d | %d | %.2f | %d | %.0f | %.2f | %d | %.1f | %d | %s | %d |\n", o.name, o.requests(), o.tooMany(), 100*o.tooManyShare(), o.tooManyPeak(),
+			o.spike(), p.times(float64(o.spike())), o.retrySpike(), o.spikeBin(), p.times(o.spikeBin()), o.busiest(), o.goodputRate(), o.calls, failed, o.early)
+	}
+	return b.String()
+}
+
 // outageChanges lists the hedged outage runs' changes of the load.
 func (g *tailResult) outageChanges() string {
 	var parts []string
@@ -499,6 +549,9 @@ func (r *results) sections() []section {
 	}
 	if r.h != nil {
 		ss = append(ss, section{"h", "h. Metastable failure: a capacity drop", r.markdownH})
+	}
+	if r.i != nil {
+		ss = append(ss, section{"i", "i. A rate limit with Retry-After: a shared pause", r.markdownI})
 	}
 	return append(ss, section{"checks", "Bounds", r.markdownChecks})
 }
