@@ -36,10 +36,7 @@
 //
 // The same flags give the same output, byte for byte: every simulated
 // goroutine runs in turn in virtual time, and every random draw comes
-// from a source seeded by -seed. All but one: overload.Pause draws its
-// share of Spread from math/rand/v2's global source, so scenario i's
-// variants with the pause differ a little from run to run (its bounds
-// hold in every run measured). The repository's documentation is made
+// from a source seeded by -seed. The repository's documentation is made
 // with
 //
 //	go run ./cmd/retrysim -out docs/overload -doc docs/overload.md

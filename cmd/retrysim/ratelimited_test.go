@@ -64,9 +64,6 @@ func TestRateLimited_sameSeed(t *testing.T) {
 	p.duration = 20 * time.Second
 	for _, v := range limitedVariants {
 		t.Run(v.name, func(t *testing.T) {
-			if v.pause {
-				t.Skip("overload.Pause draws its share of Spread from math/rand/v2's global source, which no seed reaches")
-			}
 			a, err := runLimited(p, v)
 			require.NoError(t, err)
 			b, err := runLimited(p, v)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -191,9 +190,6 @@ func TestSimulate_deterministic(t *testing.T) {
 	cfg.metastable.rate, cfg.metastable.capacity, cfg.metastable.dropped = 100, 125, 50
 	cfg.metastable.trigger, cfg.metastable.duration = window{6 * time.Second, 11 * time.Second}, 20*time.Second
 	cfg.metastable.settings = cfg.metastable.settings[:1]
-	// Not i: its shared pause draws from a source no seed reaches (see
-	// TestRateLimited_sameSeed).
-	cfg.scenarios = strings.Replace(allScenarios, "i", "", 1)
 	md := func(cfg config) string {
 		res, err := simulate(cfg)
 		require.NoError(t, err)
