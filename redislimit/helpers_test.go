@@ -18,6 +18,9 @@ import (
 const addrEnv = "RETRY_TEST_REDIS_ADDR"
 
 func TestMain(m *testing.M) {
+	if role := os.Getenv(helperEnv); role != "" {
+		os.Exit(runHelperProcess(role))
+	}
 	goleak.VerifyTestMain(m)
 }
 
