@@ -26,13 +26,13 @@ var (
 )
 
 // newRate is a Rate on c with o, under a fresh Key unless o has one.
-func newRate(t *testing.T, c *redis.Client, o redislimit.RateOptions) *redislimit.Rate {
-	t.Helper()
+func newRate(tb testing.TB, c *redis.Client, o redislimit.RateOptions) *redislimit.Rate {
+	tb.Helper()
 	if o.Key == "" {
-		o.Key = testKey(t, c)
+		o.Key = testKey(tb, c)
 	}
 	r, err := redislimit.NewRate(c, &o)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return r
 }
 
