@@ -18,7 +18,7 @@
 //
 // It needs Redis 7.0 or later and go-redis v9 with ContextTimeoutEnabled
 // set on the client, so that the Timeouts bound each round trip. Every
-// command touches one key, so Redis Cluster works as it is.
+// command touches one key at most, so Redis Cluster works as it is.
 //
 // # Errors
 //

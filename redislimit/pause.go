@@ -18,9 +18,9 @@ import (
 
 // The defaults of [PauseShareOptions].
 const (
-	DefaultPauseTimeout     = time.Second
-	DefaultPauseBuffer      = 64
-	DefaultPauseHealthCheck = 5 * time.Second
+	DefaultPauseTimeout     = time.Second     // Timeout: a pause is rare, and worth the wait
+	DefaultPauseBuffer      = 64              // Buffer
+	DefaultPauseHealthCheck = 5 * time.Second // HealthCheck: a dead subscription is made again within 10s
 )
 
 // PauseShareOptions configures a [PauseShare]. Channel must be set.
