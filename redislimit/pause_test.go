@@ -54,6 +54,8 @@ func TestPauseShare_sharesAPause(t *testing.T) {
 	assert.Equal(t, a.Until(tenantA).UnixMilli(), b.Until(tenantA).UnixMilli())
 	assert.Positive(t, b.Hold(tenantA))
 	assert.Zero(t, b.Hold(tenantB), "tenant-b is not paused")
+	// b may hear of the pause before a's publisher counts it.
+	eventually(t, time.Second, "a to count the pause published", func() bool { return a.share.Stats().Published == 1 })
 	assert.Equal(t, redislimit.PauseStats{Published: 1}, a.share.Stats(), "a ignored its own message")
 	assert.Equal(t, redislimit.PauseStats{Received: 1}, b.share.Stats())
 }
