@@ -47,5 +47,5 @@ func Example() {
 
 	ctx := overload.WithPartition(context.Background(), "merchant-42")
 	err = rate.Admit(ctx, overload.Attempt{Kind: overload.FirstAttempt})
-	fmt.Println(err == nil || errors.Is(err, overload.ErrRateLimited), pause.Hold(ctx))
+	fmt.Println(err == nil || errors.Is(err, overload.ErrRateLimited), pause.Hold(ctx, nil))
 }

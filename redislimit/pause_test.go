@@ -52,8 +52,8 @@ func TestPauseShare_sharesAPause(t *testing.T) {
 	a.Extend(tenantA, 2*time.Second)
 	eventually(t, time.Second, "b to hold tenant-a", func() bool { return !b.Until(tenantA).IsZero() })
 	assert.Equal(t, a.Until(tenantA).UnixMilli(), b.Until(tenantA).UnixMilli())
-	assert.Positive(t, b.Hold(tenantA))
-	assert.Zero(t, b.Hold(tenantB), "tenant-b is not paused")
+	assert.Positive(t, b.Hold(tenantA, nil))
+	assert.Zero(t, b.Hold(tenantB, nil), "tenant-b is not paused")
 	// b may hear of the pause before a's publisher counts it.
 	eventually(t, time.Second, "a to count the pause published", func() bool { return a.share.Stats().Published == 1 })
 	assert.Equal(t, redislimit.PauseStats{Published: 1}, a.share.Stats(), "a ignored its own message")
@@ -67,7 +67,7 @@ func TestPauseShare_unpartitioned(t *testing.T) {
 	a := newSharedPause(t, c, o, false)
 	b := newSharedPause(t, clientAt(t, c.Options().Addr), o, false)
 	a.Extend(overload.WithPartition(t.Context(), "ignored"), time.Second)
-	eventually(t, time.Second, "b to hold its calls", func() bool { return b.Hold(t.Context()) > 0 })
+	eventually(t, time.Second, "b to hold its calls", func() bool { return b.Hold(t.Context(), nil) > 0 })
 }
 
 // The pauses in force are stored under Channel, each partition's latest
@@ -98,7 +98,7 @@ func TestPauseShare_laterProcessLoadsStored(t *testing.T) {
 	late := newSharedPause(t, clientAt(t, c.Options().Addr), o, true)
 	assert.Equal(t, now.Add(3*time.Second).UnixMilli(), late.Until(overload.WithPartition(ctx, "long")).UnixMilli())
 	assert.Equal(t, now.Add(2*time.Second).UnixMilli(), late.Until(overload.WithPartition(ctx, "short")).UnixMilli())
-	assert.Zero(t, late.Hold(overload.WithPartition(ctx, "over")))
+	assert.Zero(t, late.Hold(overload.WithPartition(ctx, "over"), nil))
 	assert.Equal(t, redislimit.PauseStats{Loaded: 2}, late.share.Stats())
 }
 
@@ -168,7 +168,7 @@ func TestPauseShare_silentConnection(t *testing.T) {
 
 	proxy.freeze()
 	a.Extend(ctx, 3*time.Second)
-	eventually(t, 5*time.Second, "b to hold the tenant", func() bool { return b.Hold(ctx) > 0 })
+	eventually(t, 5*time.Second, "b to hold the tenant", func() bool { return b.Hold(ctx, nil) > 0 })
 	s := b.share.Stats()
 	assert.Positive(t, s.Errors, "the silent subscription is counted")
 	assert.Equal(t, uint64(1), s.Loaded, "read from the stored pauses once subscribed again")
