@@ -43,10 +43,13 @@
 //   - the idempotency store failing ([retry.ErrIdempotencyUnavailable]:
 //     the work did not run): a retryable failure, below;
 //   - a refusal before the work ran ([retry.OutcomeRefused]: the
-//     Retrier's breaker is open, or its concurrency limit,
-//     retry.OverloadOptions.Limit, has no permit for the attempt): a
-//     retryable failure, below, whose dead letter, on the job's last
-//     attempt, has the reason refused and no last error;
+//     Retrier's breaker is open, its concurrency limit,
+//     retry.OverloadOptions.Limit, has no permit for the attempt, or its
+//     rate, OverloadOptions.Rate, no room: [overload.ErrRateLimited]): a
+//     retryable failure, below, which spends one of the job's attempts
+//     (such a refusal carries no delay to snooze for), and whose dead
+//     letter, on the job's last attempt, has the reason refused and no
+//     last error;
 //   - an attempt that the Retrier's pause (OverloadOptions.Pause: a
 //     server asked a call sharing it to come back later) holds before it
 //     runs: river.JobSnooze for the rest of the pause, its share of
