@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/assert"
@@ -14,8 +15,50 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retryriver"
 )
+
+// pausedHandOffWorker is a HandOffWorker whose Retrier has pause p, a
+// hand-off at threshold and a dead-letter sink, under a River client of
+// jobTimeout (0: River's, a minute); ran counts the runs of its work,
+// "ship".
+type pausedHandOffWorker struct {
+	client *river.Client[pgx.Tx]
+	events <-chan *river.Event
+	sink   *deadletter.MemorySink
+	ran    atomic.Int32
+}
+
+func newPausedHandOffWorker(t *testing.T, p *overload.Pause, threshold, jobTimeout time.Duration) *pausedHandOffWorker {
+	t.Helper()
+	pool := testPool(t)
+	schema := riverSchema(t, pool)
+	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: schema, Logger: slog.New(slog.DiscardHandler), TestOnly: true})
+	require.NoError(t, err)
+	h, err := retryriver.NewHandOff(inserter, nil)
+	require.NoError(t, err)
+	pw := &pausedHandOffWorker{sink: deadletter.NewMemorySink()}
+	r, err := retry.New(retry.WithName("handoff-worker"), retry.WithDeadLetter(pw.sink, nil), retry.WithIdempotency(idemStore(t, pool), nil),
+		retry.WithOverload(&retry.OverloadOptions{Pause: p, NoBudget: true}),
+		retry.WithHandOff(h, &retry.HandOffOptions{Threshold: threshold}))
+	require.NoError(t, err)
+	w, err := retryriver.NewHandOffWorker(r, map[string]func(context.Context, []byte) error{
+		"ship": func(context.Context, []byte) error { pw.ran.Add(1); return nil },
+	})
+	require.NoError(t, err)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	pw.client = startClient(t, pool, schema, workers, func(c *river.Config) {
+		if jobTimeout > 0 {
+			c.JobTimeout = jobTimeout
+		}
+	})
+	events, stop := pw.client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
+	t.Cleanup(stop)
+	pw.events = events
+	return pw
+}
 
 // A resumed call of a HandOffWorker that meets a pause at least the
 // hand-off's threshold long is handed off again, as a long wait is: the
@@ -23,28 +66,9 @@ import (
 // attempts as they were (none is spent on the pause), and the work runs
 // once, from it, with nothing dead-lettered.
 func TestHandOffWorker_pauseIsHandedOffAgain(t *testing.T) {
-	pool := testPool(t)
 	p, clk := mockPause(t)
-	sink := deadletter.NewMemorySink()
-	schema := riverSchema(t, pool)
-	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: schema, Logger: slog.New(slog.DiscardHandler), TestOnly: true})
-	require.NoError(t, err)
-	h, err := retryriver.NewHandOff(inserter, nil)
-	require.NoError(t, err)
-	r, err := retry.New(retry.WithName("handoff-worker"), retry.WithDeadLetter(sink, nil), retry.WithIdempotency(idemStore(t, pool), nil),
-		retry.WithOverload(&retry.OverloadOptions{Pause: p, NoBudget: true}),
-		retry.WithHandOff(h, &retry.HandOffOptions{Threshold: time.Second}))
-	require.NoError(t, err)
-	var ran atomic.Int32
-	w, err := retryriver.NewHandOffWorker(r, map[string]func(context.Context, []byte) error{
-		"ship": func(context.Context, []byte) error { ran.Add(1); return nil },
-	})
-	require.NoError(t, err)
-	workers := river.NewWorkers()
-	river.AddWorker(workers, w)
-	client := startClient(t, pool, schema, workers, nil)
-	events, stop := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
-	defer stop()
+	w := newPausedHandOffWorker(t, p, time.Second, 0)
+	client, events := w.client, w.events
 
 	p.Extend(t.Context(), 30*time.Second) // under River's job timeout, a minute
 	before := time.Now()
@@ -53,7 +77,7 @@ func TestHandOffWorker_pauseIsHandedOffAgain(t *testing.T) {
 	require.NoError(t, err)
 	ev := waitEvent(t, events, res.Job.ID)
 	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
-	assert.Zero(t, ran.Load(), "the work ran while paused")
+	assert.Zero(t, w.ran.Load(), "the work ran while paused")
 	jobs := handOffJobs(t, client)
 	require.Len(t, jobs, 2, "the pause was not handed off")
 	next := handOffArgsOf(t, jobs[1])
@@ -66,8 +90,8 @@ func TestHandOffWorker_pauseIsHandedOffAgain(t *testing.T) {
 	clk.Add(31 * time.Second) // the pause is over
 	ev = dueAgain(t, client, events, jobs[1].ID)
 	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
-	assert.Equal(t, int32(1), ran.Load())
-	assert.Empty(t, sink.Records(), "nothing gave up")
+	assert.Equal(t, int32(1), w.ran.Load())
+	assert.Empty(t, w.sink.Records(), "nothing gave up")
 }
 
 // The README's recipe, a hand-off threshold of River's job timeout: a
@@ -79,29 +103,10 @@ func TestHandOffWorker_pauseIsHandedOffAgain(t *testing.T) {
 // in the queue.
 func TestHandOffWorker_pausePastTheJobTimeoutIsHandedOffAgain(t *testing.T) {
 	t.Skip("retry's holdForPause (pause.go) refuses a pause past the deadline before it asks the hand-off, unlike a wait (policy.go's decideNext): fix there, then run this")
-	pool := testPool(t)
 	p, _ := mockPause(t)
-	sink := deadletter.NewMemorySink()
-	schema := riverSchema(t, pool)
-	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: schema, Logger: slog.New(slog.DiscardHandler), TestOnly: true})
-	require.NoError(t, err)
-	h, err := retryriver.NewHandOff(inserter, nil)
-	require.NoError(t, err)
 	const jobTimeout = time.Second
-	r, err := retry.New(retry.WithName("handoff-worker"), retry.WithDeadLetter(sink, nil),
-		retry.WithOverload(&retry.OverloadOptions{Pause: p, NoBudget: true}),
-		retry.WithHandOff(h, &retry.HandOffOptions{Threshold: jobTimeout}))
-	require.NoError(t, err)
-	var ran atomic.Int32
-	w, err := retryriver.NewHandOffWorker(r, map[string]func(context.Context, []byte) error{
-		"ship": func(context.Context, []byte) error { ran.Add(1); return nil },
-	})
-	require.NoError(t, err)
-	workers := river.NewWorkers()
-	river.AddWorker(workers, w)
-	client := startClient(t, pool, schema, workers, func(c *river.Config) { c.JobTimeout = jobTimeout })
-	events, stop := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
-	defer stop()
+	w := newPausedHandOffWorker(t, p, jobTimeout, jobTimeout)
+	client, events := w.client, w.events
 	p.Extend(t.Context(), 5*time.Second)
 	res, err := client.Insert(t.Context(), retryriver.HandOffArgs{Name: "ship", Attempts: 2, Key: "order-2"}, nil)
 	require.NoError(t, err)
@@ -110,6 +115,6 @@ func TestHandOffWorker_pausePastTheJobTimeoutIsHandedOffAgain(t *testing.T) {
 	jobs := handOffJobs(t, client)
 	require.Len(t, jobs, 2)
 	assert.Equal(t, 2, handOffArgsOf(t, jobs[1]).Attempts)
-	assert.Zero(t, ran.Load())
-	assert.Empty(t, sink.Records())
+	assert.Zero(t, w.ran.Load())
+	assert.Empty(t, w.sink.Records())
 }
