@@ -87,7 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.jobs, "jobs", 2000, "notification jobs to generate")
 	fs.IntVar(&c.workers, "workers", 8, "workers sending jobs concurrently")
 	fs.IntVar(&c.queue, "queue", 64, "capacity of the job queue (a bounded channel)")
-	fs.Float64Var(&c.failRate, "fail-rate", 0.3, "share of attempts that fail transiently, at random: timeout, 502, 503 (0 to 1)")
+	fs.Float64Var(&c.failRate, "fail-rate", 0.3, "share of attempts that fail transiently, at random: timeout, 502, 503, 429 with Retry-After (0 to 1)")
 	fs.IntVar(&c.serviceRate, "service-rate", defaultServiceRate, "requests per second of virtual time the push service takes; over it, it answers 429 with Retry-After in whole seconds (0: no limit; -river, in real time, has none)")
 	fs.BoolVar(&c.pause, "pause", true, "an overload.Pause on the push service shared by every job: a 429's Retry-After holds every job's next attempt, first attempts too, until then; -pause=false: only the job that got it waits")
 	fs.Float64Var(&c.permanentRate, "permanent-rate", 0.02, "share of jobs that fail permanently: empty message or invalid user ID (0 to 1)")
