@@ -43,10 +43,26 @@
 //   - the idempotency store failing ([retry.ErrIdempotencyUnavailable]:
 //     the work did not run): a retryable failure, below;
 //   - a refusal before the work ran ([retry.OutcomeRefused]: the
-//     Retrier's breaker is open, or its concurrency limit,
-//     retry.OverloadOptions.Limit, has no permit for the attempt): a
-//     retryable failure, below, whose dead letter, on the job's last
-//     attempt, has the reason refused and no last error;
+//     Retrier's breaker is open, its concurrency limit,
+//     retry.OverloadOptions.Limit, has no permit for the attempt, or its
+//     rate, OverloadOptions.Rate, no room: [overload.ErrRateLimited]): a
+//     retryable failure, below, which spends one of the job's attempts
+//     (such a refusal carries no delay to snooze for), and whose dead
+//     letter, on the job's last attempt, has the reason refused and no
+//     last error;
+//   - an attempt that the Retrier's pause (OverloadOptions.Pause: a
+//     server asked a call sharing it to come back later) holds before it
+//     runs: river.JobSnooze for the rest of the pause, its share of
+//     Spread included, which the Pause's Max bounds (not WithMaxDelay).
+//     The wrapped worker does not run and River counts no attempt. Wrap
+//     gives each call a retry.WithHandOff (in place of any the Retrier
+//     has) that takes the hold as the snooze, so that a held job keeps
+//     none of the queue's workers, which may serve other kinds, nor any
+//     of its timeout; a pause that outlasts the job's timeout ends the
+//     call at once, refused with [overload.ErrPaused] and the rest, which
+//     is snoozed alike. Those snoozes count with the After ones below:
+//     once the job has snoozed job.MaxAttempts times, a hold is made in
+//     memory, and a pause past the timeout is a refusal, above;
 //   - args River cannot decode: the worker is not called, and the
 //     attempt is a retryable failure, below, whose dead letter holds the
 //     encoded args;
@@ -68,8 +84,11 @@
 //
 // Observers therefore hear each River attempt as a call of one attempt
 // (AttemptStart.Attempt is 1; the job's attempt is job.Attempt), ending
-// with OutcomeExhausted when River will retry or discard, and no OnRetry:
-// River schedules the next attempt. The Retrier's own WithMaxAttempts,
-// WithDeadLetter and waits between attempts do not apply; give it no
-// WithDeadLetter, or each failed attempt is dead-lettered.
+// with OutcomeExhausted when River will retry or discard, OutcomeHandedOff
+// when the pause's hold is snoozed, and no OnRetry: River schedules the
+// next attempt. The call is named by the Retrier's WithName, or else by
+// the job's kind (a hand-off needs a name). The Retrier's own
+// WithMaxAttempts, WithDeadLetter and waits between attempts do not
+// apply; give it no WithDeadLetter, or each failed attempt is
+// dead-lettered.
 package retryriver

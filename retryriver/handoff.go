@@ -184,6 +184,14 @@ func (h *HandOff[TTx]) HandOff(ctx context.Context, w retry.Waiting) (string, er
 // next attempt of the job goes on from the job's count again, and may
 // make the same attempts again; River attempts a job at most
 // HandOffOptions.MaxAttempts times.
+//
+// A resumed call that meets r's pause (retry.OverloadOptions.Pause) is
+// held as Do holds any call: a pause of r's hand-off threshold or more is
+// handed off again, as a job due at its end that carries the call's
+// attempts as they were (the pause spends none), and a shorter one is
+// held in memory. One that outlasts the job's timeout ends the call at
+// once, refused with overload.ErrPaused, as any refusal: the job is
+// cancelled and the call dead-lettered.
 type HandOffWorker struct {
 	river.WorkerDefaults[HandOffArgs]
 	r     *retry.Retrier

@@ -16,6 +16,7 @@ import (
 	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/pgdeadletter/pgdltest"
 	"github.com/steadfast-go/retry/retryriver"
+	"github.com/steadfast-go/retry/retrytest"
 )
 
 // runs is how many attempts of job id returned.
@@ -139,4 +140,38 @@ func TestHandOffWorker_limitRefusalCancelsTheJob(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rr.Do(retry.ContextWithIdempotencyKey(t.Context(), "order-1"), func(context.Context) error { ran.Add(1); return nil }))
 	assert.Equal(t, int32(1), ran.Load())
+}
+
+// A refusal by the Retrier's rate (OverloadOptions.Rate) under Wrap is a
+// refusal as the limit's is: a retryable failure, which River retries at
+// the Policy's time, spending an attempt; the job runs once the rate has
+// room.
+func TestWorker_rateRefusalIsRetriedByRiver(t *testing.T) {
+	pool := testPool(t)
+	clk := retrytest.NewClock()
+	rate, err := overload.NewRate(overload.RateOptions{PerSecond: 1, Burst: 1, Clock: clk})
+	require.NoError(t, err)
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{Rate: rate, NoBudget: true}),
+		retry.WithBackoff(retry.Constant(50*time.Millisecond)), retry.WithJitter(retry.NoJitter))
+	require.NoError(t, err)
+	inner := &outcomeWorker{returned: map[int64][]time.Time{}}
+	w, err := retryriver.Wrap[outcomeArgs](inner, r, nil)
+	require.NoError(t, err)
+	client, events := pathClient(t, pool, w)
+	require.NoError(t, rate.Admit(t.Context(), overload.Attempt{})) // the rate's room, taken
+
+	res, err := client.Insert(t.Context(), outcomeArgs{Mode: "ok"}, &river.InsertOpts{MaxAttempts: 25})
+	require.NoError(t, err)
+	ev := waitEvent(t, events, res.Job.ID)
+	require.Equal(t, river.EventKindJobFailed, ev.Kind, "the refused attempt is a failure River retries")
+	require.Len(t, ev.Job.Errors, 1)
+	assert.Contains(t, ev.Job.Errors[0].Error, overload.ErrRateLimited.Error())
+	assert.Zero(t, inner.runs(res.Job.ID))
+	clk.Add(time.Second) // room
+	for ev.Kind != river.EventKindJobCompleted {
+		require.Equal(t, river.EventKindJobFailed, ev.Kind) // River may have retried before the room
+		require.NotEqual(t, rivertype.JobStateDiscarded, ev.Job.State)
+		ev = waitEvent(t, events, res.Job.ID)
+	}
+	assert.Equal(t, 1, inner.runs(res.Job.ID))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
+	"github.com/steadfast-go/retry/overload"
 )
 
 // Defaults of Options.
@@ -64,8 +65,11 @@ type Worker[T river.JobArgs] struct {
 }
 
 // Wrap returns inner run through r (nil: the zero retry.Retrier); see
-// [Worker]. inner must not be nil, nor opts.DeadLetterTimeout negative;
-// otherwise Wrap returns an error wrapping [retry.ErrInvalidOption].
+// [Worker]. Its calls are named by r's WithName, or else by the job's
+// kind, and take a hold for r's pause as a snooze (in place of r's own
+// WithHandOff, if any): see the package doc's Outcomes. inner must not
+// be nil, nor opts.DeadLetterTimeout negative; otherwise Wrap returns an
+// error wrapping [retry.ErrInvalidOption].
 func Wrap[T river.JobArgs](inner river.Worker[T], r *retry.Retrier, opts *Options) (*Worker[T], error) {
 	var o Options
 	if opts != nil {
@@ -78,7 +82,14 @@ func Wrap[T river.JobArgs](inner river.Worker[T], r *retry.Retrier, opts *Option
 	if err != nil {
 		return nil, err
 	}
-	once, err := r.With(retry.WithMaxAttempts(1))
+	one := []retry.Option{retry.WithMaxAttempts(1)}
+	if r.Name() == "" {
+		// Work hands the pause's holds off (pauseSnooze), which needs a
+		// name: the job's kind, as its dead letters have.
+		var args T
+		one = append(one, retry.WithName(args.Kind()))
+	}
+	once, err := r.With(one...)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +161,8 @@ func (w *Worker[T]) Work(ctx context.Context, job *river.Job[T]) (err error) {
 			}
 		}()
 	}
-	rr, err := w.once.With(retry.WithPayload(row.EncodedArgs))
+	hold := &pauseSnooze{left: snoozes(row.Metadata) < int64(row.MaxAttempts)}
+	rr, err := w.once.With(retry.WithPayload(row.EncodedArgs), retry.WithHandOff(hold, holdAsSnooze))
 	if err != nil {
 		return river.JobCancel(err)
 	}
@@ -177,8 +189,14 @@ func (w *Worker[T]) Work(ctx context.Context, job *river.Job[T]) (err error) {
 		return river.JobCancel(err)
 	case e.Outcome == retry.OutcomeCanceled:
 		return err
+	case e.Outcome == retry.OutcomeHandedOff && hold.wait > 0:
+		return river.JobSnooze(hold.wait) // the pause held the attempt: see pauseSnooze
+	case e.Outcome == retry.OutcomeRefused && errors.Is(e.Cause, overload.ErrPaused) && hold.left:
+		// The pause outlasts the job's timeout, so the call ended at
+		// once, before any attempt: snooze for the rest of it.
+		return river.JobSnooze(pauseRest(e.Cause))
 	}
-	if d, server := w.r.Wait(row.Attempt, 0, e.Last, nil); server && snoozes(row.Metadata) < int64(row.MaxAttempts) {
+	if d, server := w.r.Wait(row.Attempt, 0, e.Last, nil); server && hold.left {
 		return river.JobSnooze(d)
 	}
 	if final && w.sink != nil {

@@ -32,6 +32,12 @@ type config struct {
 	// (overload.Adaptive) shared by every job: each attempt holds a
 	// permit while its request is out, in virtual time.
 	limit bool
+	// pause gives the push service's Retrier an overload.Pause shared by
+	// every job: a 429's Retry-After holds them all until then.
+	pause bool
+	// serviceRate is the requests per second of virtual time the push
+	// service answers before it answers 429; 0: no limit.
+	serviceRate int
 	// atLeastOnce sets IdempotencyOptions.AtLeastOnce: a redelivery of a
 	// job whose outcome is unknown sends it again once its lease (30s)
 	// has run out, instead of replaying the unknown outcome.
@@ -81,7 +87,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.jobs, "jobs", 2000, "notification jobs to generate")
 	fs.IntVar(&c.workers, "workers", 8, "workers sending jobs concurrently")
 	fs.IntVar(&c.queue, "queue", 64, "capacity of the job queue (a bounded channel)")
-	fs.Float64Var(&c.failRate, "fail-rate", 0.3, "share of attempts that fail transiently: timeout, 502, 503, 429 with Retry-After (0 to 1)")
+	fs.Float64Var(&c.failRate, "fail-rate", 0.3, "share of attempts that fail transiently, at random: timeout, 502, 503, 429 with Retry-After (0 to 1)")
+	fs.IntVar(&c.serviceRate, "service-rate", defaultServiceRate, "requests per second of virtual time the push service takes; over it, it answers 429 with Retry-After in whole seconds (0: no limit; -river, in real time, has none)")
+	fs.BoolVar(&c.pause, "pause", true, "an overload.Pause on the push service shared by every job: a 429's Retry-After holds every job's next attempt, first attempts too, until then; -pause=false: only the job that got it waits")
 	fs.Float64Var(&c.permanentRate, "permanent-rate", 0.02, "share of jobs that fail permanently: empty message or invalid user ID (0 to 1)")
 	fs.Float64Var(&c.redeliverRate, "redeliver-rate", 0.05, "share of jobs the queue delivers twice, as after a lost acknowledgement (0 to 1)")
 	fs.BoolVar(&c.noBudget, "no-budget", false, "no shared retry budget: every job makes all its attempts (the summary is then the same for a seed at any -fail-rate)")
@@ -141,6 +149,8 @@ func (c *config) validate() error {
 		return usagef("-workers %d: from 1 to 1024", c.workers)
 	case c.queue < 1 || c.queue > 1<<20:
 		return usagef("-queue %d: from 1 to %d", c.queue, 1<<20)
+	case c.serviceRate < 0 || c.serviceRate > 1_000_000:
+		return usagef("-service-rate %d: from 0 (no limit) to 1000000", c.serviceRate)
 	case c.deadline <= 0:
 		return usagef("-deadline %v: must be positive", c.deadline)
 	case c.crashAt < 0:

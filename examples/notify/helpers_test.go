@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -92,4 +93,20 @@ func runIn(t *testing.T, cfg config, e env) (summary, string) {
 	require.NoError(t, err, "output:\n%s", out.String())
 	require.Empty(t, s.unhandled)
 	return s, out.String()
+}
+
+// parallelRuns runs the command n times at once with args (after
+// testArgs'), and returns their summaries.
+func parallelRuns(t *testing.T, n int, args ...string) []summary {
+	t.Helper()
+	runs := make([]summary, n)
+	t.Run("runs", func(t *testing.T) {
+		for i := range runs {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				t.Parallel()
+				runs[i], _ = runIn(t, testConfig(t, args...), env{})
+			})
+		}
+	})
+	return runs
 }

@@ -3,20 +3,24 @@
 // push service.
 //
 //	go run ./examples/notify                  # 2,000 jobs, no services needed
+//	go run ./examples/notify -pause=false     # no shared pause: more 429s (see README.md)
 //	go run ./examples/notify -fail-rate 0.6   # a bad day
 //	go run ./examples/notify -limit           # a concurrency limit, which reads random failures as overload
 //	go run ./examples/notify -redis 127.0.0.1:6379 -crash-at 500   # then run it again
-//	go run ./examples/notify -deadline 100ms -at-least-once -service-dedup=false   # jobs delivered twice
+//	go run ./examples/notify -deadline 100ms -at-least-once -service-dedup=false -service-rate 0 -pause=false   # jobs delivered twice
 //	go run ./examples/notify -river postgres://postgres@127.0.0.1:5432/test &   # in River; a second process
 //	go run ./examples/notify -river postgres://postgres@127.0.0.1:5432/test     # beside it shares the jobs
 //
 // Jobs are generated from -seed and sent by -workers workers from a bounded
 // queue, through a simulated push service on a loopback HTTP server that
-// fails transiently (timeouts, 502, 503, 429 with Retry-After) and
+// fails transiently (timeouts, 502, 503, 429 with Retry-After), answers
+// 429 with Retry-After over its rate (-service-rate), and fails
 // permanently (empty message: 400, invalid user ID: 404). One shared policy
 // (newRetrier) classifies the failures, retries with exponential backoff
-// and full jitter through retryhttp, makes each send idempotent with a send
-// log keyed by job ID (memstore, redisstore or pgstore), sends the job ID
+// and full jitter through retryhttp, holds every job while a 429's
+// Retry-After runs (an overload.Pause; -pause=false turns it off), makes
+// each send idempotent with a send log keyed by job ID (memstore,
+// redisstore or pgstore), sends the job ID
 // as the Idempotency-Key header, by which the service deduplicates as
 // Stripe's API does (-service-dedup=false turns that off; -at-least-once,
 // which sends a job whose outcome is unknown again, shows why it must),

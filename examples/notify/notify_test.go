@@ -219,15 +219,7 @@ func TestDefaultsWriteNothingToTheRepository(t *testing.T) {
 // 0.6 too.
 func TestSameSeedSameSummaryUnderTheBudget(t *testing.T) {
 	t.Parallel()
-	var runs [3]summary
-	t.Run("runs", func(t *testing.T) {
-		for i := range runs {
-			t.Run(fmt.Sprint(i), func(t *testing.T) {
-				t.Parallel()
-				runs[i], _ = runIn(t, testConfig(t, "-jobs", "1200", "-fail-rate", "0.6"), env{})
-			})
-		}
-	})
+	runs := parallelRuns(t, 3, "-jobs", "1200", "-fail-rate", "0.6")
 	require.Positive(t, runs[0].Refused, "the budget refused nothing: the test shows nothing")
 	for _, s := range runs[1:] {
 		assert.Equal(t, runs[0].table(), s.table())
@@ -287,10 +279,12 @@ func TestEveryJobAccountedFor(t *testing.T) {
 // delivered) sends it again once the lease has run out. Without the
 // service's dedup the user gets it twice; with it (the default) the
 // service answers those repeats from their Idempotency-Key, and the two
-// runs are the same run but for who counts the repeats.
+// runs are the same run but for who counts the repeats. The service fails
+// nothing and has no rate (-service-rate 0), so that a first delivery
+// ends sent or unknown, never with a 429's wait past the deadline.
 func TestAtLeastOnceNeedsTheServiceDedup(t *testing.T) {
 	t.Parallel()
-	args := []string{"-jobs", "200", "-at-least-once", "-deadline", "100ms", "-redeliver-rate", "1", "-fail-rate", "0"}
+	args := []string{"-jobs", "200", "-at-least-once", "-deadline", "100ms", "-redeliver-rate", "1", "-fail-rate", "0", "-service-rate", "0"}
 	off, _ := runIn(t, testConfig(t, append(args, "-service-dedup=false")...), env{})
 	on, out := runIn(t, testConfig(t, args...), env{})
 
@@ -313,10 +307,10 @@ func TestAtLeastOnceNeedsTheServiceDedup(t *testing.T) {
 // idempotency store replays the unknown outcome of a job whose deadline
 // cut its request, so -deadline 100ms delivers nothing twice, with the
 // service's dedup or without it, and the service never sees a repeat of a
-// key it delivered.
+// key it delivered. The service fails nothing and has no rate, as above.
 func TestAtMostOnceNeedsNoServiceDedup(t *testing.T) {
 	t.Parallel()
-	args := []string{"-jobs", "200", "-deadline", "100ms", "-redeliver-rate", "1", "-fail-rate", "0"}
+	args := []string{"-jobs", "200", "-deadline", "100ms", "-redeliver-rate", "1", "-fail-rate", "0", "-service-rate", "0"}
 	for _, dedup := range []string{"-service-dedup=true", "-service-dedup=false"} {
 		s, out := runIn(t, testConfig(t, append(args, dedup)...), env{})
 		require.Positive(t, s.Unknown, dedup)

@@ -25,6 +25,16 @@ const (
 	defaultDeadline = 35 * time.Second
 )
 
+// pauseSpread is the pause's Spread: the least (the timeline lets the
+// held jobs go together at its end, see vclock.go), which the service's
+// burst, a second's worth of its rate, takes in one go.
+const pauseSpread = time.Millisecond
+
+// defaultServiceRate is the push service's rate, per second of virtual
+// time (-service-rate): below what 8 workers send, about 90 a second,
+// above what 4 do.
+const defaultServiceRate = 15
+
 // permanentStatuses are the statuses that will fail the same way every
 // time: an empty message (400), an unknown user (404). The Transport does
 // not retry them and ends those calls as permanent failures (counted,
@@ -41,6 +51,7 @@ type deps struct {
 	budget    overload.Budget // nil: the push service's token bucket (see newRetrier)
 	noBudget  bool            // no budget at all
 	limit     overload.Limit  // nil: no concurrency limit (-limit sets one)
+	pause     *overload.Pause // nil: no pause (-pause=false)
 	// atLeastOnce lets a later call run a job whose outcome is unknown
 	// again, once its claim's lease has run out (IdempotencyOptions).
 	atLeastOnce bool
@@ -79,7 +90,12 @@ func newRetrier(d deps) (*retry.Retrier, error) {
 		// every attempt takes a permit before its request goes out and
 		// gives it back when the answer (or the timeout) is in, and the
 		// limit learns from how the attempts ended (see run's note).
-		retry.WithOverload(&retry.OverloadOptions{Budget: d.budget, NoBudget: d.noBudget, Limit: d.limit}),
+		//
+		// And the push service's pause (-pause, the default), shared the
+		// same way: a 429's Retry-After holds every job's next attempt,
+		// first attempts too, until then, instead of the job that got it
+		// alone waiting while the others go on into the same 429.
+		retry.WithOverload(&retry.OverloadOptions{Budget: d.budget, NoBudget: d.noBudget, Limit: d.limit, Pause: d.pause}),
 	}
 	if d.sink != nil {
 		// Every job that gives up (permanent or exhausted) is kept with

@@ -21,6 +21,7 @@ import (
 	"github.com/steadfast-go/retry/retryhttp"
 	"github.com/steadfast-go/retry/retryslog"
 	"github.com/steadfast-go/retry/retrystats"
+	"github.com/steadfast-go/retry/retrytest"
 )
 
 // env is what a run writes to, and what tests replace.
@@ -40,6 +41,8 @@ type runner struct {
 	url     string
 	stats   *retrystats.Stats
 	limit   *overload.Adaptive // -limit's; nil without it
+	pause   *overload.Pause    // -pause's; nil without it
+	limited limited            // 429s the jobs received
 	svc     *service
 	redeliv map[int]bool
 	tl      *timeline // the run's virtual time
@@ -159,12 +162,21 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 		}
 		d.limit = r.limit
 	}
+	if cfg.pause {
+		// On the timeline's time, as the jobs' clocks are.
+		o := overload.PauseOptions{Spread: pauseSpread, Clock: &timelineClock{Clock: retrytest.NewClock(), tl: r.tl}}
+		if r.pause, err = overload.NewPause(o); err != nil {
+			return summary{}, err
+		}
+		d.pause = r.pause
+	}
 	if r.shared, err = newRetrier(d); err != nil {
 		return summary{}, err
 	}
 	if r.svc, err = newService(cfg.seed, cfg.failRate, cfg.serviceDedup, cfg.deliveries); err != nil {
 		return summary{}, err
 	}
+	r.svc.rate = newVirtualRate(cfg.serviceRate)
 	url, stopService, err := r.svc.start()
 	if err != nil {
 		return summary{}, err
@@ -188,6 +200,12 @@ func run(ctx context.Context, cfg config, e env) (summary, error) {
 		dedup = "no deduplication: delivers every request it accepts"
 	}
 	fmt.Fprintf(e.stdout, "  push service   %s (simulated, on loopback; retryhttp sends every attempt; %s)\n", url, dedup)
+	if cfg.serviceRate > 0 {
+		fmt.Fprintf(e.stdout, "  its rate       %d requests a second; over it, 429 with Retry-After in whole seconds\n", cfg.serviceRate)
+	}
+	if r.pause != nil {
+		fmt.Fprintf(e.stdout, "  pause          overload.Pause shared by every job: a 429's Retry-After holds every job's next attempt until then\n")
+	}
 	fmt.Fprintf(e.stdout, "  time           virtual: the jobs run one at a time on one timeline, so waits, latencies and timeouts take no real time\n")
 	once := "at most once: an unknown outcome is stored and replayed"
 	if cfg.atLeastOnce {
@@ -361,7 +379,7 @@ func (l *lastDone) OnDone(_ context.Context, e retry.Done)           { l.d = e }
 // Retrier.
 func (r *runner) send(ctx context.Context, d delivery) result {
 	res := result{delivery: d.n}
-	clk := newJobClock(r.tl)
+	clk := newJobClock(r.tl, r.pause)
 	defer clk.Stop()
 	obs := &lastDone{}
 	jr, err := r.shared.With(
@@ -375,7 +393,7 @@ func (r *runner) send(ctx context.Context, d delivery) result {
 		return res
 	}
 	tr, err := retryhttp.NewTransport(jr, &retryhttp.Options{
-		Base:              &virtualNetwork{clk: clk, base: r.base, timeout: attemptTimeout},
+		Base:              &virtualNetwork{clk: clk, base: r.base, timeout: attemptTimeout, limited: &r.limited},
 		PermanentStatuses: permanentStatuses,
 		OperationName:     func(*http.Request) string { return d.job.Type },
 	})

@@ -38,11 +38,31 @@ var validUser = regexp.MustCompile(`^u[0-9]{8}$`)
 // Idempotency-Key, not by delivering, as Stripe's Idempotent-Replayed does.
 const replayedHeader = "Idempotent-Replayed"
 
+// timeHeader carries the virtual time at which a request is sent (Unix
+// nanoseconds), by which the service measures its rate: the requests
+// reach it in the timeline's order, so what it refuses depends on the
+// flags alone.
+const timeHeader = "Simulated-Time"
+
+// overRateHeader marks a 429 of the rate, apart from the ones the
+// service answers at random (-fail-rate), for the summary to count.
+const overRateHeader = "Simulated-Over-Rate"
+
+// limitedLatency is how long a 429 takes: the rate limiter answers
+// before the service looks at the request.
+const limitedLatency = 10 * time.Millisecond
+
 // service is the simulated third-party push service. Whether an attempt
 // fails, how, and how long it takes are a pure function of the seed, the
 // job ID and the attempt's number for that job (the requests the service
 // has seen with that ID), never of the order in which workers send, so a
 // run is the same whatever the scheduling.
+//
+// Over its rate (-service-rate, per second of virtual time) it answers
+// 429 with a Retry-After in whole seconds, as real APIs do, before it
+// looks at the request: such a request is not one of the job's attempts
+// for the failures above, which still include a 429 at random (a fifth
+// of them).
 //
 // With dedup (the default; -service-dedup=false turns it off) it honours
 // the Idempotency-Key header as Stripe's API does: a request whose key it
@@ -56,6 +76,7 @@ type service struct {
 	seed     uint64
 	failRate float64
 	dedup    bool
+	rate     *virtualRate // nil: no rate (-river and -resend run in real time)
 
 	mu        sync.Mutex
 	attempts  map[string]int  // requests seen per job ID
@@ -71,6 +92,7 @@ type service struct {
 	deliveries atomic.Int64
 	duplicates atomic.Int64 // deliveries of a job delivered before
 	deduped    atomic.Int64 // requests answered from their key, not delivered
+	limited    atomic.Int64 // requests answered 429: over the rate
 }
 
 // newService returns the push service; dedup makes it deduplicate by the
@@ -104,11 +126,18 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(w, http.StatusBadRequest, 0, "malformed request")
 		return
 	}
+	s.requests.Add(1)
+	if wait, ok := s.admit(r); !ok {
+		s.limited.Add(1)
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		w.Header().Set(overRateHeader, "true")
+		answer(w, http.StatusTooManyRequests, limitedLatency, "rate limited")
+		return
+	}
 	s.mu.Lock()
 	s.attempts[j.ID]++
 	n := s.attempts[j.ID]
 	s.mu.Unlock()
-	s.requests.Add(1)
 
 	rng := s.rng(j.ID, n)
 	latency := time.Duration(20+rng.IntN(130)) * time.Millisecond
@@ -144,6 +173,54 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			answer(w, http.StatusOK, latency, "sent")
 		}
 	}
+}
+
+// admit takes a request's room in the rate, at the virtual time it
+// carries; over the rate it returns how long until there is room. A
+// request without a virtual time, or a service without a rate, is
+// admitted.
+func (s *service) admit(r *http.Request) (time.Duration, bool) {
+	if s.rate == nil {
+		return 0, true
+	}
+	ns, err := strconv.ParseInt(r.Header.Get(timeHeader), 10, 64)
+	if err != nil {
+		return 0, true
+	}
+	return s.rate.admit(time.Duration(ns))
+}
+
+// virtualRate is a GCRA (a token bucket kept as one time) on the virtual
+// time the requests carry, which the timeline's order makes
+// non-decreasing: perSecond requests a second, a second's worth at once.
+type virtualRate struct {
+	mu       sync.Mutex
+	interval time.Duration // between two requests at the rate
+	window   time.Duration // how far ahead of now tat may run: the burst
+	tat      time.Duration // the theoretical arrival time of the next request
+}
+
+// newVirtualRate returns the rate of perSecond requests a second; nil
+// for 0, no rate.
+func newVirtualRate(perSecond int) *virtualRate {
+	if perSecond <= 0 {
+		return nil
+	}
+	interval := time.Second / time.Duration(perSecond)
+	return &virtualRate{interval: interval, window: time.Duration(perSecond) * interval}
+}
+
+// admit takes a request's room at now (virtual, since the Unix epoch),
+// or returns how long until there is room.
+func (v *virtualRate) admit(now time.Duration) (time.Duration, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	next := max(v.tat, now) + v.interval
+	if next-now > v.window {
+		return next - v.window - now, false
+	}
+	v.tat = next
+	return 0, true
 }
 
 // deliverShared is deliver, with the record of deliveries in PostgreSQL

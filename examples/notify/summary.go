@@ -27,16 +27,19 @@ type summary struct {
 	Attempts, Retries             uint64
 	Permanent                     int // deliveries that ended in a permanent failure
 	EmptyMessage, UnknownUser     int
-	Exhausted                     int // every attempt failed (or the time budget ran out)
-	Deadline                      int // the next wait would have passed the job's deadline, or it passed during a wait
-	Refused                       int // the retry budget refused the next retry
-	LimitRefused                  int // the concurrency limit (-limit) refused an attempt
-	LimitRefusedFirst             int // of them, a first attempt: nothing was sent
-	Limit                         int // -limit's limit at the end of the run
-	Unknown                       int // the deadline passed while a request was out: sent or not, no one knows
-	HandedOff                     int // the remaining attempts went to a queue (retry.WithHandOff): not failed, not done here
-	Succeeded                     int // deliveries whose call succeeded in this run
-	Other                         int // deliveries that ended any other way (a bug, or a stopped run)
+	Exhausted                     int   // every attempt failed (or the time budget ran out)
+	Deadline                      int   // the next wait would have passed the job's deadline, or it passed during a wait
+	Refused                       int   // the retry budget refused the next retry
+	LimitRefused                  int   // the concurrency limit (-limit) refused an attempt
+	LimitRefusedFirst             int   // of them, a first attempt: nothing was sent
+	Limit                         int   // -limit's limit at the end of the run
+	TooMany                       int64 // 429s the jobs received
+	TooManyOverRate               int64 // of them, the push service's rate's; the rest at random (-fail-rate)
+	PauseRefused                  int   // the pause (-pause) outlasted the job's deadline: ended at once
+	Unknown                       int   // the deadline passed while a request was out: sent or not, no one knows
+	HandedOff                     int   // the remaining attempts went to a queue (retry.WithHandOff): not failed, not done here
+	Succeeded                     int   // deliveries whose call succeeded in this run
+	Other                         int   // deliveries that ended any other way (a bug, or a stopped run)
 	DeadLettered, NotDeadLettered uint64
 	DuplicatesPrevented           int // redeliveries the idempotency store answered
 	EarlierRun                    int // first deliveries the idempotency store answered: done by an earlier run
@@ -49,6 +52,8 @@ type summary struct {
 
 	atLeastOnce bool // -at-least-once: an unknown outcome is not replayed
 	limit       bool // -limit: its row is shown
+	pause       bool // -pause: its row is shown
+	serviceRate int  // -service-rate; 0: none
 	river       bool // -river: Jobs, Redelivered and the notes are this process's share
 	unhandled   []error
 }
@@ -61,6 +66,7 @@ func (r *runner) summarize(jobs []*job) summary {
 		Attempts: snap.Attempts, Retries: snap.Retries,
 		DeadLettered: snap.DeadLettersRecorded, NotDeadLettered: snap.DeadLettersFailed,
 		atLeastOnce: r.cfg.atLeastOnce,
+		TooMany:     r.limited.all.Load(), TooManyOverRate: r.limited.overRate.Load(), pause: r.pause != nil, serviceRate: r.cfg.serviceRate,
 	}
 	if r.limit != nil {
 		s.limit, s.Limit = true, r.limit.Stats().Limit
@@ -102,12 +108,15 @@ func (r *runner) summarize(jobs []*job) summary {
 		case retry.OutcomeDeadline:
 			s.Deadline++
 		case retry.OutcomeRefused:
-			if errors.Is(res.done.Err, overload.ErrLimitExceeded) {
+			switch {
+			case errors.Is(res.done.Err, overload.ErrLimitExceeded):
 				s.LimitRefused++
 				if res.done.Attempts == 0 {
 					s.LimitRefusedFirst++
 				}
-			} else {
+			case errors.Is(res.done.Err, overload.ErrPaused):
+				s.PauseRefused++
+			default:
 				s.Refused++
 			}
 		case retry.OutcomeUnknown:
@@ -157,7 +166,21 @@ func (s summary) table() string {
 		row("exhausted", s.Exhausted, fmt.Sprintf("all %d attempts failed", maxAttempts))
 	}
 	row("deadline", s.Deadline, "the next wait would have ended past the job's deadline, or it passed during a wait")
+	if !s.river {
+		rate := "no rate (-service-rate 0)"
+		if s.serviceRate > 0 {
+			rate = fmt.Sprintf("%d a second", s.serviceRate)
+		}
+		held := "each Retry-After held every job (-pause)"
+		if !s.pause {
+			held = "each Retry-After held its own job alone (-pause=false)"
+		}
+		row("429 received", s.TooMany, fmt.Sprintf("%d over the push service's %s, the rest at random; %s", s.TooManyOverRate, rate, held))
+	}
 	row("refused by the budget", s.Refused, "failures outpaced successes: no retry (which ones follows the timeline's order)")
+	if s.pause {
+		row("refused by the pause", s.PauseRefused, "the pause outlasted the job's deadline: ended at once, nothing sent then")
+	}
 	if s.limit { // only with -limit: the table is otherwise unchanged
 		row("refused by the limit", s.LimitRefused, fmt.Sprintf("the concurrency limit (%d at the end) had no permit: %d first attempts, nothing sent; %d retries, after a failure", s.Limit, s.LimitRefusedFirst, s.LimitRefused-s.LimitRefusedFirst))
 	}
@@ -195,7 +218,7 @@ func (s summary) table() string {
 // accounted is the deliveries the summary accounts for: each ended one
 // way, so it equals Deliveries.
 func (s summary) accounted() int {
-	return s.Succeeded + s.Permanent + s.Exhausted + s.Deadline + s.Refused + s.LimitRefused + s.Unknown + s.HandedOff + s.DuplicatesPrevented + s.EarlierRun + s.Other
+	return s.Succeeded + s.Permanent + s.Exhausted + s.Deadline + s.Refused + s.LimitRefused + s.PauseRefused + s.Unknown + s.HandedOff + s.DuplicatesPrevented + s.EarlierRun + s.Other
 }
 
 // accounting names the terms of accounted.
@@ -283,7 +306,7 @@ func (s summary) resendable() []string {
 	for _, r := range []struct {
 		n       int
 		outcome retry.Outcome
-	}{{s.Exhausted, retry.OutcomeExhausted}, {s.Deadline, retry.OutcomeDeadline}, {s.Refused + s.LimitRefused, retry.OutcomeRefused}} {
+	}{{s.Exhausted, retry.OutcomeExhausted}, {s.Deadline, retry.OutcomeDeadline}, {s.Refused + s.LimitRefused + s.PauseRefused, retry.OutcomeRefused}} {
 		if r.n > 0 {
 			reasons = append(reasons, r.outcome.String())
 		}

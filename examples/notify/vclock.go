@@ -7,9 +7,14 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
+	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrytest"
 )
 
@@ -21,6 +26,13 @@ import (
 //     than the attempt timeout, for the timeout, which then fires on the
 //     mock clock as it would on a real one;
 //   - a worker waits for a redelivery (see runner.take).
+//
+//
+// A pause (overload.Pause, -pause) lets the jobs it held go at its end
+// plus a random share of its Spread, drawn from a source no seed sets. So
+// that the order stays the flags', a wait that ends within the Spread
+// after the pause's end ends at the Spread's end (jobClock.sleep): the
+// held jobs go together then, in the order they were held.
 //
 // One goroutine runs at a time (see timeline): the one whose wake-up is
 // earliest, ties going to the one that went to sleep first. So the jobs
@@ -166,17 +178,20 @@ func (t *timeline) next() {
 type jobClock struct {
 	*retrytest.Clock
 	tl    *timeline
+	pause *overload.Pause    // nil: none
 	spend chan time.Duration // latencies, from virtualNetwork
 	spent chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
 	set   chan struct{} // closed when the last move's Set has returned
+	// target is the time of the last move (Unix nanoseconds): see settled.
+	target atomic.Int64
 }
 
-// newJobClock starts a job's clock at the timeline's time; call it on
-// the timeline.
-func newJobClock(tl *timeline) *jobClock {
-	c := &jobClock{Clock: retrytest.NewClock(), tl: tl, spend: make(chan time.Duration), spent: make(chan struct{}),
+// newJobClock starts a job's clock at the timeline's time, under pause
+// (nil: none); call it on the timeline.
+func newJobClock(tl *timeline, pause *overload.Pause) *jobClock {
+	c := &jobClock{Clock: retrytest.NewClock(), tl: tl, pause: pause, spend: make(chan time.Duration), spent: make(chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	c.move(tl.Now())
 	go func() {
@@ -197,9 +212,14 @@ func newJobClock(tl *timeline) *jobClock {
 }
 
 // sleep lets the other jobs run for d of virtual time, then moves the
-// clock on by d, which fires the timers due.
+// clock on by d, which fires the timers due; a wait that ends within the
+// pause's Spread after its end lasts to the Spread's end (see the top of
+// the file), later than the timer, which still fires.
 func (c *jobClock) sleep(d time.Duration) {
 	at := c.Now().Add(d)
+	if end := c.pause.Until(context.Background()); !end.IsZero() && !at.Before(end) && at.Before(end.Add(pauseSpread)) {
+		at = end.Add(pauseSpread)
+	}
 	c.tl.sleepUntil(at)
 	c.move(at)
 }
@@ -217,13 +237,50 @@ func (c *jobClock) move(t time.Time) {
 	}
 	set := make(chan struct{})
 	c.set = set
+	c.target.Store(t.UnixNano())
 	go func() {
 		defer close(set)
 		c.Set(t)
 	}()
-	for c.Now().Before(t) {
+	for c.Clock.Now().Before(t) {
 		runtime.Gosched()
 	}
+}
+
+// settled returns once the clock reads the last move's time. clock.Mock's
+// Set fires each timer due with the clock at the timer's time, and sets
+// the time it was given only after: a job woken by a timer due before
+// that time (a wait sleep lengthened for the pause) would read the
+// timer's, drawn at random, were its reads not held until then. The job
+// reads the clock through the methods below.
+func (c *jobClock) settled() {
+	for c.Clock.Now().UnixNano() < c.target.Load() {
+		runtime.Gosched()
+	}
+}
+
+func (c *jobClock) Now() time.Time                  { c.settled(); return c.Clock.Now() }
+func (c *jobClock) Since(t time.Time) time.Duration { c.settled(); return c.Clock.Since(t) }
+func (c *jobClock) Until(t time.Time) time.Duration { c.settled(); return c.Clock.Until(t) }
+func (c *jobClock) Sleep(d time.Duration)           { c.settled(); c.Clock.Sleep(d) }
+func (c *jobClock) After(d time.Duration) <-chan time.Time {
+	c.settled()
+	return c.Clock.After(d)
+}
+func (c *jobClock) Tick(d time.Duration) <-chan time.Time { c.settled(); return c.Clock.Tick(d) }
+func (c *jobClock) Ticker(d time.Duration) *clock.Ticker  { c.settled(); return c.Clock.Ticker(d) }
+func (c *jobClock) Timer(d time.Duration) *clock.Timer    { c.settled(); return c.Clock.Timer(d) }
+func (c *jobClock) AfterFunc(d time.Duration, f func()) *clock.Timer {
+	c.settled()
+	return c.Clock.AfterFunc(d, f)
+}
+func (c *jobClock) WithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	c.settled()
+	return c.Clock.WithTimeout(parent, d)
+}
+func (c *jobClock) WithDeadline(parent context.Context, t time.Time) (context.Context, context.CancelFunc) {
+	c.settled()
+	return c.Clock.WithDeadline(parent, t)
 }
 
 // Spend moves the clock on by d, and returns once it has.
@@ -245,6 +302,12 @@ type virtualNetwork struct {
 	clk     *jobClock
 	base    http.RoundTripper
 	timeout time.Duration // the Retrier's attempt timeout
+	limited *limited      // 429s received
+}
+
+// limited counts the 429s the jobs received.
+type limited struct {
+	all, overRate atomic.Int64 // overRate: the service's rate's, apart from those at random
 }
 
 // errClockStuck reports a bug of the simulation: an attempt the virtual
@@ -252,6 +315,8 @@ type virtualNetwork struct {
 var errClockStuck = errors.New("notify: the virtual clock did not end a timed-out attempt")
 
 func (v *virtualNetwork) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context()) // a RoundTripper leaves its request as it is
+	req.Header.Set(timeHeader, strconv.FormatInt(v.clk.Now().UnixNano(), 10))
 	resp, err := v.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
@@ -266,6 +331,12 @@ func (v *virtualNetwork) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if latency < limit {
 		v.clk.Spend(latency)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			v.limited.all.Add(1)
+			if resp.Header.Get(overRateHeader) != "" {
+				v.limited.overRate.Add(1)
+			}
+		}
 		return resp, nil
 	}
 	// The answer would come too late: the client gives up first. Moving
