@@ -58,11 +58,11 @@
 //     gives each call a retry.WithHandOff (in place of any the Retrier
 //     has) that takes the hold as the snooze, so that a held job keeps
 //     none of the queue's workers, which may serve other kinds, nor any
-//     of its timeout; a pause that outlasts the job's timeout ends the
-//     call at once, refused with [overload.ErrPaused] and the rest, which
-//     is snoozed alike. Those snoozes count with the After ones below:
-//     once the job has snoozed job.MaxAttempts times, a hold is made in
-//     memory, and a pause past the timeout is a refusal, above;
+//     of its timeout, a pause that outlasts the timeout included. Those
+//     snoozes count with the After ones below: once the job has snoozed
+//     job.MaxAttempts times, a hold is made in memory, and a pause past
+//     the timeout ends the call at once, refused with
+//     [overload.ErrPaused]: a refusal, above;
 //   - args River cannot decode: the worker is not called, and the
 //     attempt is a retryable failure, below, whose dead letter holds the
 //     encoded args;

@@ -189,9 +189,8 @@ func (h *HandOff[TTx]) HandOff(ctx context.Context, w retry.Waiting) (string, er
 // held as Do holds any call: a pause of r's hand-off threshold or more is
 // handed off again, as a job due at its end that carries the call's
 // attempts as they were (the pause spends none), and a shorter one is
-// held in memory. One that outlasts the job's timeout ends the call at
-// once, refused with overload.ErrPaused, as any refusal: the job is
-// cancelled and the call dead-lettered.
+// held in memory. A pause past the job's timeout is handed off whatever
+// the threshold: a call handed off returns at once.
 type HandOffWorker struct {
 	river.WorkerDefaults[HandOffArgs]
 	r     *retry.Retrier

@@ -97,12 +97,10 @@ func TestHandOffWorker_pauseIsHandedOffAgain(t *testing.T) {
 // The README's recipe, a hand-off threshold of River's job timeout: a
 // resumed call that meets a pause of the threshold or more should hand it
 // off again, as it does a wait past the job's deadline
-// (TestHandOffWorker_waitPastTheJobTimeoutIsHandedOff). The engine asks
-// the job's deadline first, so the call is refused (overload.ErrPaused),
-// the job cancelled and the call dead-lettered: redrivable, but no longer
-// in the queue.
+// (TestHandOffWorker_waitPastTheJobTimeoutIsHandedOff), rather than be
+// refused (overload.ErrPaused), its job cancelled and the call
+// dead-lettered.
 func TestHandOffWorker_pausePastTheJobTimeoutIsHandedOffAgain(t *testing.T) {
-	t.Skip("retry's holdForPause (pause.go) refuses a pause past the deadline before it asks the hand-off, unlike a wait (policy.go's decideNext): fix there, then run this")
 	p, _ := mockPause(t)
 	const jobTimeout = time.Second
 	w := newPausedHandOffWorker(t, p, jobTimeout, jobTimeout)

@@ -2,7 +2,6 @@ package retryriver
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/steadfast-go/retry"
@@ -37,25 +36,4 @@ func (s *pauseSnooze) HandOff(_ context.Context, w retry.Waiting) (string, error
 	}
 	s.wait = w.Wait
 	return snoozeID, nil
-}
-
-// hints reads the delay an After marker carries, uncapped: the rest of a
-// pause that outlasts a job's timeout, which the Pause's Max bounds, and
-// which a Retrier's WithMaxDelay would cut short, waking the job to be
-// snoozed again.
-var hints = mustHints()
-
-func mustHints() *retry.Retrier {
-	r, err := retry.New(retry.WithMaxDelay(time.Duration(math.MaxInt64)), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
-	if err != nil {
-		panic(err) // fixed, valid options
-	}
-	return r
-}
-
-// pauseRest is the rest of the pause that a call refused with
-// overload.ErrPaused carries in its *retry.Error's Cause.
-func pauseRest(cause error) time.Duration {
-	d, _ := hints.Wait(1, 0, cause, nil)
-	return d
 }

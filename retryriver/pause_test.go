@@ -57,8 +57,7 @@ func dueAgain(t *testing.T, client *river.Client[pgx.Tx], events <-chan *river.E
 // failed: River counts no attempt for it, and the wrapped worker does not
 // run. It runs once the pause is over. A pause shorter than the job's
 // timeout would hold the attempt in memory: Wrap hands the hold off as a
-// snooze. One that outlasts the timeout ends the call at once, refused
-// with overload.ErrPaused and the rest: a snooze too.
+// snooze, as it does one that outlasts the timeout.
 func TestWorker_pauseSnoozesTheJob(t *testing.T) {
 	pool := testPool(t)
 	p, clk := mockPause(t)
@@ -115,7 +114,7 @@ func TestWorker_pauseSnoozesTheJob(t *testing.T) {
 		snoozed(t, id, 2*time.Hour)
 		clk.Add(2*time.Hour + time.Second)
 		completes(t, id)
-		assert.Equal(t, []string{"retryriver_outcome " + retry.OutcomeRefused.String(), "retryriver_outcome success"}, dones.take())
+		assert.Equal(t, []string{"retryriver_outcome " + retry.OutcomeHandedOff.String(), "retryriver_outcome success"}, dones.take())
 	})
 
 	t.Run("one job's server delay snoozes the others", func(t *testing.T) {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/deadletter"
-	"github.com/steadfast-go/retry/overload"
 )
 
 // Defaults of Options.
@@ -191,10 +190,6 @@ func (w *Worker[T]) Work(ctx context.Context, job *river.Job[T]) (err error) {
 		return err
 	case e.Outcome == retry.OutcomeHandedOff && hold.wait > 0:
 		return river.JobSnooze(hold.wait) // the pause held the attempt: see pauseSnooze
-	case e.Outcome == retry.OutcomeRefused && errors.Is(e.Cause, overload.ErrPaused) && hold.left:
-		// The pause outlasts the job's timeout, so the call ended at
-		// once, before any attempt: snooze for the rest of it.
-		return river.JobSnooze(pauseRest(e.Cause))
 	}
 	if d, server := w.r.Wait(row.Attempt, 0, e.Last, nil); server && hold.left {
 		return river.JobSnooze(d)
