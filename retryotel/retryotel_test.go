@@ -320,9 +320,9 @@ func TestObserver_refusals(t *testing.T) {
 			refused = p.Value
 		}
 	}
-	assert.Equal(t, int64(3), refused)
-	assert.Equal(t, float64(3), sum("retry.attempts")())
-	metricdatatest.AssertEqual(t, refusals("op", 1, 1, 1, 0, 0), collect("retry.refusals"),
+	assert.Equal(t, int64(5), refused)
+	assert.Equal(t, float64(4), sum("retry.attempts")())
+	metricdatatest.AssertEqual(t, refusals("op", 1, 1, 1, 1, 1), collect("retry.refusals"),
 		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 }
 

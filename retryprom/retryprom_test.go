@@ -337,8 +337,9 @@ retry_calls_total{operation="op",outcome="handed-off"} 0
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_in_flight", "retry_calls_total"))
 }
 
-// TestObserver_refusals counts the calls a budget, a breaker or a limit
-// refused as outcome="refused", and each by who refused it.
+// TestObserver_refusals counts the calls a budget, a breaker, a limit, a
+// rate or a pause refused as outcome="refused", and each by who refused
+// it.
 func TestObserver_refusals(t *testing.T) {
 	t.Parallel()
 	obs, reg := newObserver(t, retryprom.Options{})
@@ -353,20 +354,20 @@ retry_calls_total{operation="op",outcome="deadline"} 0
 retry_calls_total{operation="op",outcome="exhausted"} 0
 retry_calls_total{operation="op",outcome="max-elapsed"} 0
 retry_calls_total{operation="op",outcome="permanent"} 0
-retry_calls_total{operation="op",outcome="refused"} 3
+retry_calls_total{operation="op",outcome="refused"} 5
 retry_calls_total{operation="op",outcome="success"} 0
 retry_calls_total{operation="op",outcome="unknown"} 0
 retry_calls_total{operation="op",outcome="handed-off"} 0
 # HELP retry_attempts_total Attempts made, first attempts included.
 # TYPE retry_attempts_total counter
-retry_attempts_total{operation="op"} 3
+retry_attempts_total{operation="op"} 4
 # HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker, a concurrency limit, a rate limit or a pause.
 # TYPE retry_refusals_total counter
 retry_refusals_total{operation="op",refused_by="breaker"} 1
 retry_refusals_total{operation="op",refused_by="budget"} 1
 retry_refusals_total{operation="op",refused_by="limit"} 1
-retry_refusals_total{operation="op",refused_by="pause"} 0
-retry_refusals_total{operation="op",refused_by="rate"} 0
+retry_refusals_total{operation="op",refused_by="pause"} 1
+retry_refusals_total{operation="op",refused_by="rate"} 1
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_total", "retry_attempts_total", "retry_refusals_total"))
 }

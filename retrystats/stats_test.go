@@ -280,8 +280,8 @@ func TestStats_noAllocation(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = stats.Snapshot() }))
 }
 
-// TestStats_refusals counts calls a budget, a breaker or a limit refused,
-// by who refused them.
+// TestStats_refusals counts calls a budget, a breaker, a limit, a rate or
+// a pause refused, by who refused them.
 func TestStats_refusals(t *testing.T) {
 	t.Parallel()
 	stats := new(retrystats.Stats)
@@ -289,14 +289,16 @@ func TestStats_refusals(t *testing.T) {
 		func() float64 { return float64(stats.Snapshot().InFlight) },
 		func() float64 { return float64(stats.Snapshot().Waiting) })
 	s := stats.Snapshot()
-	assert.Equal(t, uint64(3), s.Refused)
+	assert.Equal(t, uint64(5), s.Refused)
 	assert.Equal(t, uint64(1), s.BudgetDenied)
 	assert.Equal(t, uint64(1), s.CircuitOpen)
 	assert.Equal(t, uint64(1), s.LimitRefused)
-	assert.Equal(t, uint64(3), s.Calls())
-	assert.Equal(t, uint64(3), s.Attempts)
+	assert.Equal(t, uint64(1), s.RateLimited)
+	assert.Equal(t, uint64(1), s.Paused)
+	assert.Equal(t, uint64(5), s.Calls())
+	assert.Equal(t, uint64(4), s.Attempts)
 	assert.Equal(t, uint64(1), s.Retries)
-	assert.Equal(t, uint64(1), s.NoAttempt, "the breaker's refusal came before any attempt")
+	assert.Equal(t, uint64(2), s.NoAttempt, "the breaker's and the pause's refusals came before any attempt")
 }
 
 // TestStats_refusedBy: a refusal counts once, by the first of budget,
