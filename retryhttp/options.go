@@ -139,6 +139,14 @@ type Options struct {
 	// api.example.com:8443" (an empty method is GET, as net/http sends
 	// it).
 	OperationName func(*http.Request) string
+	// RateLimitResetHeaders are the headers of a 429 that say when the
+	// server's rate limit resets, such as "X-RateLimit-Reset", read in
+	// order when the 429 has no valid Retry-After: the first with a valid
+	// value ([ParseRateLimitReset]: seconds from now below 1e9, else a
+	// Unix time in seconds) is the server's delay, as Retry-After's is. A
+	// 503 reads Retry-After only. Each must be a valid header name, other
+	// than Retry-After; they are canonicalized. Default (nil): none.
+	RateLimitResetHeaders []string
 }
 
 // settings are Options checked, with the defaults filled in: what a
@@ -152,6 +160,7 @@ type settings struct {
 	keys      bool
 	keyHeader string // canonical: the header of a request's idempotency key
 	name      func(*http.Request) string
+	resets    []string // canonical: a 429's rate limit reset headers
 }
 
 // invalid returns an error wrapping [retry.ErrInvalidOption] that names
@@ -203,6 +212,15 @@ func (o *Options) settings() (settings, error) {
 			return s, invalid("Options.IdempotencyKeyHeader %q: not a valid header name", h)
 		}
 		s.keyHeader = http.CanonicalHeaderKey(h)
+	}
+	for _, h := range opts.RateLimitResetHeaders {
+		switch {
+		case !validHeaderName(h):
+			return s, invalid("Options.RateLimitResetHeaders: %q is not a valid header name", h)
+		case http.CanonicalHeaderKey(h) == "Retry-After":
+			return s, invalid("Options.RateLimitResetHeaders: Retry-After is always read first, on 429 and 503; list only the headers to read after it")
+		}
+		s.resets = append(s.resets, http.CanonicalHeaderKey(h))
 	}
 	switch {
 	case s.bodyLimit == 0:

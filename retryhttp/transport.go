@@ -422,14 +422,36 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 	if se.Permanent {
 		return outcome{}, retry.Permanent(se)
 	}
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		if v := resp.Header["Retry-After"]; len(v) > 0 {
-			if d, ok := ParseRetryAfter(v[0], time.Now()); ok {
-				return outcome{}, retry.After(se, d)
+	if d, ok := c.t.serverDelay(resp); ok {
+		// The server's delay: the Retrier waits it, and an
+		// OverloadOptions.Pause holds every request sharing it until then.
+		return outcome{}, retry.After(se, d)
+	}
+	return outcome{}, se
+}
+
+// serverDelay returns the wait a 429 or 503 asks for: its Retry-After;
+// else, on a 429, the first of Options.RateLimitResetHeaders with a valid
+// value.
+func (t *Transport) serverDelay(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	if v := resp.Header["Retry-After"]; len(v) > 0 {
+		if d, ok := ParseRetryAfter(v[0], time.Now()); ok {
+			return d, true
+		}
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		for _, h := range t.resets {
+			if v := resp.Header[h]; len(v) > 0 {
+				if d, ok := ParseRateLimitReset(v[0], time.Now()); ok {
+					return d, true
+				}
 			}
 		}
 	}
-	return outcome{}, se
+	return 0, false
 }
 
 // failed turns a transport error into what the Retrier should do with it.
