@@ -104,6 +104,11 @@
 // included, until the time the server gave, and lets them go spread over
 // the pause's Spread after it; a request whose context ends before that
 // is refused at once, unsent, with an error matching overload.ErrPaused.
+// [Options.Partition] ([PartitionByHost]) puts each request in a
+// partition of its own, so that a Partitioned pause or rate keeps a state
+// per host (or per what the function names), and a 429 from one host
+// holds only that host's requests. The partition key is never written in
+// this package's errors.
 //
 // # Idempotency keys downstream
 //

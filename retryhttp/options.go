@@ -147,7 +147,23 @@ type Options struct {
 	// 503 reads Retry-After only. Each must be a valid header name, other
 	// than Retry-After; they are canonicalized. Default (nil): none.
 	RateLimitResetHeaders []string
+	// Partition, if set, names the partition of the downstream a request
+	// belongs to ([PartitionByHost]: its host), which the Transport puts
+	// in the context it gives the Retrier ([overload.WithPartition]), so
+	// that a Partitioned [overload.Pause] or [overload.Rate] of the
+	// Retrier keeps a state per partition: a 429 from one host pauses
+	// that host's requests only. "" is the partition of requests without
+	// one. The key is never written in this package's errors, and the
+	// library's observers (retryslog, retryprom, retryotel) do not record
+	// it. It must be safe for concurrent use. Default (nil): the
+	// request's context's own partition, if any.
+	Partition func(*http.Request) string
 }
+
+// PartitionByHost is an [Options.Partition] that partitions by the host
+// (and port, if the URL has one) a request is sent to, its URL's Host in
+// lower case: one partition per downstream host behind one Transport.
+func PartitionByHost(req *http.Request) string { return strings.ToLower(req.URL.Host) }
 
 // settings are Options checked, with the defaults filled in: what a
 // Transport is built with.
@@ -161,6 +177,7 @@ type settings struct {
 	keyHeader string // canonical: the header of a request's idempotency key
 	name      func(*http.Request) string
 	resets    []string // canonical: a 429's rate limit reset headers
+	partition func(*http.Request) string
 }
 
 // invalid returns an error wrapping [retry.ErrInvalidOption] that names
@@ -182,6 +199,7 @@ func (o *Options) settings() (settings, error) {
 		keys:      opts.IdempotencyKeys,
 		keyHeader: IdempotencyKeyHeader,
 		name:      opts.OperationName,
+		partition: opts.Partition,
 	}
 	switch {
 	case s.base == nil:

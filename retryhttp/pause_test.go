@@ -4,9 +4,11 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,6 +258,84 @@ func TestParseRateLimitReset(t *testing.T) {
 		assert.Equal(t, tc.wantOK, ok, tc.value)
 		assert.Equal(t, tc.want, got, tc.value)
 	}
+}
+
+// otherHost starts a second loopback server, whose host differs from the
+// env's by its port, answering 200; the env's cleanup, which checks that
+// no goroutine is left, runs after it is closed.
+func otherHost(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+// TestPartitionByHost: with a Partitioned pause and rate, a 429 from one
+// host holds that host's requests only, and each host has its own rate.
+func TestPartitionByHost(t *testing.T) {
+	t.Run("pause", func(t *testing.T) {
+		mock := clock.NewMock()
+		a := limitedServer(t, newArrivals(mock), http.Header{"Retry-After": {"1"}})
+		b, bRequests := otherHost(t)
+		p := newPause(t, overload.PauseOptions{Spread: pauseSpread, Partitioned: true, Clock: mock})
+		r, armed := pausedRetrier(t, mock, retry.OverloadOptions{Pause: p})
+		c := a.client(r, &retryhttp.Options{Partition: retryhttp.PartitionByHost})
+
+		first := async(c, get(t, a.srv.URL))
+		armedHold(t, armed, "the 429's own retry")
+		heldA := async(c, get(t, a.srv.URL))
+		armedHold(t, armed, "another request to the paused host")
+		for range 3 {
+			resp, _, err := do(t, c, get(t, b.URL))
+			require.NoError(t, err, "another host is not paused")
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+		}
+		assert.Equal(t, int64(3), bRequests.Load())
+		assert.Equal(t, int64(1), a.requests.Load())
+		assert.Empty(t, armed, "no request to the other host waited")
+
+		mock.Add(time.Second + pauseSpread)
+		for _, ch := range []<-chan result{first, heldA} {
+			res := <-ch
+			require.NoError(t, res.err)
+			assert.Equal(t, http.StatusOK, res.resp.StatusCode)
+			res.resp.Body.Close()
+		}
+		assert.Equal(t, int64(3), a.requests.Load())
+	})
+	t.Run("rate", func(t *testing.T) {
+		mock := clock.NewMock()
+		a := newEnv(t, statuses(http.StatusOK))
+		b, bRequests := otherHost(t)
+		rate, err := overload.NewRate(overload.RateOptions{PerSecond: 1, Partitioned: true, Clock: mock})
+		require.NoError(t, err)
+		r, _ := pausedRetrier(t, mock, retry.OverloadOptions{Rate: rate})
+		c := a.client(r, &retryhttp.Options{Partition: retryhttp.PartitionByHost})
+		_, _, err = do(t, c, get(t, a.srv.URL))
+		require.NoError(t, err)
+		_, _, err = do(t, c, get(t, a.srv.URL))
+		require.ErrorIs(t, err, overload.ErrRateLimited, "the host's second request in its second")
+		_, _, err = do(t, c, get(t, b.URL))
+		require.NoError(t, err, "another host has a rate of its own")
+		assert.Equal(t, int64(1), a.requests.Load())
+		assert.Equal(t, int64(1), bRequests.Load())
+	})
+}
+
+// TestPartition_keyNeverInErrors: the partition key is in no error text.
+func TestPartition_keyNeverInErrors(t *testing.T) {
+	mock := clock.NewMock()
+	e := newEnv(t, statuses(http.StatusOK))
+	rate, err := overload.NewRate(overload.RateOptions{PerSecond: 1, Partitioned: true, Clock: mock})
+	require.NoError(t, err)
+	r, _ := pausedRetrier(t, mock, retry.OverloadOptions{Rate: rate})
+	const key = "tenant-4711"
+	c := e.client(r, &retryhttp.Options{Partition: func(*http.Request) string { return key }})
+	_, _, err = do(t, c, get(t, e.srv.URL))
+	require.NoError(t, err)
+	_, _, err = do(t, c, get(t, e.srv.URL))
+	require.ErrorIs(t, err, overload.ErrRateLimited)
+	assert.False(t, findText(err, key), "the key is not in %q", err)
 }
 
 // TestRate_refusesPastItsRateBeforeSending: requests past the Retrier's

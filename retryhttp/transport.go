@@ -17,6 +17,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/internal/idemctx"
+	"github.com/steadfast-go/retry/overload"
 )
 
 // Transport is an [http.RoundTripper] that sends each request through a
@@ -223,6 +224,9 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		c.req = withKey(req, t.keyHeader, key)
 	}
 	c.ctx = c.reqCtx
+	if t.partition != nil {
+		c.ctx = overload.WithPartition(c.ctx, t.partition(req))
+	}
 	if keyed {
 		c.idempotent = true
 	}
