@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -187,7 +188,29 @@ func verdict(callCtx, ctx context.Context, retryable codeSet, err error, trailer
 		since.pushedBack()
 		return retry.After(err, wait)
 	}
+	if d, ok := retryInfo(st); ok {
+		// The server's delay in the status (AIP-194), as a pushback: the
+		// Retrier waits it, and an OverloadOptions.Pause holds every call
+		// sharing it until then.
+		since.pushedBack()
+		return retry.After(err, d)
+	}
 	return since.restarted(err)
+}
+
+// retryInfo returns the wait a status's google.rpc.RetryInfo detail asks
+// for, and whether it has one with a valid, non-negative retry_delay.
+func retryInfo(st *status.Status) (time.Duration, bool) {
+	for _, d := range st.Details() {
+		ri, ok := d.(*errdetails.RetryInfo)
+		if !ok || ri.GetRetryDelay() == nil || ri.GetRetryDelay().CheckValid() != nil {
+			continue
+		}
+		if d := ri.GetRetryDelay().AsDuration(); d >= 0 {
+			return d, true
+		}
+	}
+	return 0, false
 }
 
 // sincePushback is what a call keeps of its last pushback, for

@@ -108,7 +108,9 @@ type Options struct {
 	// wait reaches the Retrier as a server's delay ([retry.After]): not
 	// judged by [retry.WithRetryIf], capped at 30s without
 	// [retry.WithMaxDelay], a throttled failure to a TokenBucket. Hedged
-	// calls have no backoff, and are not changed.
+	// calls have no backoff, and are not changed. With a
+	// [retry.OverloadOptions].Pause, a restarted wait pauses the
+	// downstream as a server's would: leave this off there.
 	RestartBackoffAfterPushback bool
 }
 
