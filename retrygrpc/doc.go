@@ -115,7 +115,10 @@
 // attempts included, until the time the server gave, and lets them go
 // spread over the pause's Spread after it; a call whose deadline comes
 // first ends at once, unsent, with UNAVAILABLE matching
-// overload.ErrPaused.
+// overload.ErrPaused. [Options.Partition] ([PartitionByMethod]) puts each
+// call in a partition, so that a Partitioned rate or pause keeps a state
+// per method (or per what the function names); the key goes in no
+// metadata and no error.
 //
 // # Streams
 //

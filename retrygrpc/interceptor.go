@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -211,6 +212,16 @@ func retryInfo(st *status.Status) (time.Duration, bool) {
 		}
 	}
 	return 0, false
+}
+
+// partitioned returns ctx with the call's partition of the downstream
+// (Options.Partition), which a Partitioned pause or rate of the Retrier
+// reads; ctx itself without the option.
+func (ic *interceptor) partitioned(ctx context.Context, method string) context.Context {
+	if ic.partition == nil {
+		return ctx
+	}
+	return overload.WithPartition(ctx, ic.partition(ctx, method))
 }
 
 // sincePushback is what a call keeps of its last pushback, for

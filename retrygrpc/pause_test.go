@@ -3,6 +3,7 @@ package retrygrpc_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -312,5 +313,106 @@ func TestRate_refusesPastItsRateBeforeSending(t *testing.T) {
 	clk.Add(500 * time.Millisecond)
 	if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
 		t.Errorf("room again after 1/PerSecond: %v", err)
+	}
+}
+
+// TestPartitionByMethod: with a Partitioned pause and rate, a pushback on
+// one method holds that method's calls only, and each method has its own
+// rate.
+func TestPartitionByMethod(t *testing.T) {
+	opts := &retrygrpc.Options{Partition: retrygrpc.PartitionByMethod}
+	t.Run("pause", func(t *testing.T) {
+		clk := retrytest.NewClock()
+		srv := newPausingServer(clk, pushback("1000"))
+		p := newPause(t, overload.PauseOptions{Spread: pauseSpread, Partitioned: true, Clock: clk.Mock})
+		u, _ := interceptors(t, guarded(t, clk, retry.OverloadOptions{Pause: p}, 0), opts)
+		client, _ := start(t, srv, u, nil)
+
+		first := asyncUnary(client, context.Background())
+		armedHold(t, clk, "the failed call's retry")
+		held := asyncUnary(client, context.Background())
+		armedHold(t, clk, "another call of the paused method")
+		// A call of another method that were held would arm a wait:
+		// taken here, it times out (a real timeout) rather than hang.
+		stray, stop := make(chan time.Duration, 1), make(chan struct{})
+		go func() {
+			select {
+			case d := <-clk.Armed():
+				stray <- d
+			case <-stop:
+			}
+		}()
+		for range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := client.EmptyCall(ctx, &testpb.Empty{})
+			cancel()
+			if err != nil {
+				t.Fatalf("another method is not paused: %v", err)
+			}
+		}
+		close(stop)
+		select {
+		case d := <-stray:
+			t.Fatalf("a call of another method was held %v", d)
+		default:
+		}
+		if at, empty := srv.arrivals(); len(at) != 1 || empty != 3 {
+			t.Errorf("the server saw %d UnaryCalls and %d EmptyCalls, want 1 and 3", len(at), empty)
+		}
+		clk.Add(time.Second + pauseSpread)
+		for _, ch := range []<-chan error{first, held} {
+			if err := <-ch; err != nil {
+				t.Errorf("a held call: %v", err)
+			}
+		}
+	})
+	t.Run("rate", func(t *testing.T) {
+		clk := retrytest.NewClock()
+		srv := newPausingServer(clk, nil)
+		rate, err := overload.NewRate(overload.RateOptions{PerSecond: 1, Partitioned: true, Clock: clk.Mock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := interceptors(t, guarded(t, clk, retry.OverloadOptions{Rate: rate}, 0), opts)
+		client, _ := start(t, srv, u, nil)
+		if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); !errors.Is(err, overload.ErrRateLimited) {
+			t.Errorf("the method's second call in its second: %v, want overload.ErrRateLimited", err)
+		}
+		if _, err := client.EmptyCall(context.Background(), &testpb.Empty{}); err != nil {
+			t.Errorf("another method has a rate of its own: %v", err)
+		}
+	})
+}
+
+// TestPartition_keyInNoErrorNorMetadata: a partition key of the caller's
+// is in no error text, and does not reach the server.
+func TestPartition_keyInNoErrorNorMetadata(t *testing.T) {
+	const key = "tenant-4711"
+	clk := retrytest.NewClock()
+	srv := &server{}
+	rate, err := overload.NewRate(overload.RateOptions{PerSecond: 1, Partitioned: true, Clock: clk.Mock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &retrygrpc.Options{Partition: func(context.Context, string) string { return key }}
+	u, _ := interceptors(t, guarded(t, clk, retry.OverloadOptions{Rate: rate}, 0), opts)
+	client, _ := start(t, srv, u, nil)
+	if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	if !errors.Is(err, overload.ErrRateLimited) {
+		t.Fatalf("err %v, want overload.ErrRateLimited", err)
+	}
+	if strings.Contains(err.Error(), key) || strings.Contains(status.Convert(err).Message(), key) {
+		t.Errorf("the key is in the error: %v", err)
+	}
+	for k, v := range srv.md[0] {
+		if strings.Contains(k, key) || strings.Contains(strings.Join(v, " "), key) {
+			t.Errorf("the key reached the server in %s: %v", k, v)
+		}
 	}
 }
