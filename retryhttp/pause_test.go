@@ -286,7 +286,10 @@ func TestPartitionByHost(t *testing.T) {
 		heldA := async(c, get(t, a.srv.URL))
 		armedHold(t, armed, "another request to the paused host")
 		for range 3 {
-			resp, _, err := do(t, c, get(t, b.URL))
+			// A real timeout, so that a held request fails rather than hang.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			resp, _, err := do(t, c, newRequest(t, ctx, http.MethodGet, b.URL, nil))
+			cancel()
 			require.NoError(t, err, "another host is not paused")
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 		}
