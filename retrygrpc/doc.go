@@ -41,12 +41,22 @@
 // that attempt's error, marked Permanent. Pushback does not make a code
 // retryable that is not.
 //
+// Without a pushback, a status whose details carry a google.rpc.RetryInfo
+// (AIP-194, as Google's APIs send with RESOURCE_EXHAUSTED) with a valid,
+// non-negative retry_delay waits that instead of the backoff, the same
+// way; one without a valid delay is ignored. It too makes no code
+// retryable: list RESOURCE_EXHAUSTED in the Policy's RetryableCodes to
+// retry it.
+//
 // After the pushback's wait, A6 (and grpc-go) restart the backoff at its
 // initial value; here the Retrier's schedule goes on by attempt number,
 // since a server that names one wait has not said its overload is over:
 // with 100ms and a multiplier of 4, a pushback of 10ms after attempt 2
 // gives waits of 100ms, 10ms, then 1.6s where A6 waits 100ms.
-// [Options.RestartBackoffAfterPushback] does as A6.
+// [Options.RestartBackoffAfterPushback] does as A6. Its restarted waits
+// reach the Retrier as a server's delay, so with
+// [retry.OverloadOptions].Pause each also pauses the downstream: leave one
+// of the two off.
 //
 // # Attempts and deadlines
 //
@@ -66,13 +76,15 @@
 // return: the last attempt's, its message and details untouched; the
 // context's code (CANCELED, DEADLINE_EXCEEDED) when the call's context
 // ended; UNAVAILABLE when no attempt reached the server (a budget, a
-// breaker or a concurrency limit refused it); INTERNAL for bad input.
+// breaker, a concurrency limit, a rate or a pause refused it); INTERNAL
+// for bad input.
 //
-// # Budget, breaker and limit
+// # Budget, breaker, limit, rate and pause
 //
 // The Retrier's budget ([retry.OverloadOptions].Budget), breaker
-// (OverloadOptions.Breaker) and concurrency limit (OverloadOptions.Limit)
-// are shared by every call through the interceptors built with it. A6
+// (OverloadOptions.Breaker), concurrency limit (OverloadOptions.Limit),
+// rate (OverloadOptions.Rate) and pause (OverloadOptions.Pause) are
+// shared by every call through the interceptors built with it. A6
 // throttles retries per server name: build one Retrier, and so one
 // budget and one limit, per target, and give it to that ClientConn's
 // interceptors only. [github.com/steadfast-go/retry/overload.TokenBucket]
@@ -93,6 +105,20 @@
 // overload.ErrLimitExceeded; a refused retry ends the call with the last
 // attempt's status; a refused hedge leaves the attempts already sent to
 // answer.
+//
+// A rate ([github.com/steadfast-go/retry/overload.Rate]) is asked before
+// every attempt; a call whose first attempt it refuses sends nothing and
+// ends with UNAVAILABLE, its error matching overload.ErrRateLimited. A
+// pause ([github.com/steadfast-go/retry/overload.Pause]) takes the
+// server's delays above: one pushback, or one RetryInfo, on a code the
+// Policy retries holds every call through the interceptors, first
+// attempts included, until the time the server gave, and lets them go
+// spread over the pause's Spread after it; a call whose deadline comes
+// first ends at once, unsent, with UNAVAILABLE matching
+// overload.ErrPaused. [Options.Partition] ([PartitionByMethod]) puts each
+// call in a partition, so that a Partitioned rate or pause keeps a state
+// per method (or per what the function names); the key goes in no
+// metadata and no error.
 //
 // # Streams
 //

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/overload"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -187,7 +189,39 @@ func verdict(callCtx, ctx context.Context, retryable codeSet, err error, trailer
 		since.pushedBack()
 		return retry.After(err, wait)
 	}
+	if d, ok := retryInfo(st); ok {
+		// The server's delay in the status (AIP-194), as a pushback: the
+		// Retrier waits it, and an OverloadOptions.Pause holds every call
+		// sharing it until then.
+		since.pushedBack()
+		return retry.After(err, d)
+	}
 	return since.restarted(err)
+}
+
+// retryInfo returns the wait a status's google.rpc.RetryInfo detail asks
+// for, and whether it has one with a valid, non-negative retry_delay.
+func retryInfo(st *status.Status) (time.Duration, bool) {
+	for _, d := range st.Details() {
+		ri, ok := d.(*errdetails.RetryInfo)
+		if !ok || ri.GetRetryDelay() == nil || ri.GetRetryDelay().CheckValid() != nil {
+			continue
+		}
+		if d := ri.GetRetryDelay().AsDuration(); d >= 0 {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// partitioned returns ctx with the call's partition of the downstream
+// (Options.Partition), which a Partitioned pause or rate of the Retrier
+// reads; ctx itself without the option.
+func (ic *interceptor) partitioned(ctx context.Context, method string) context.Context {
+	if ic.partition == nil {
+		return ctx
+	}
+	return overload.WithPartition(ctx, ic.partition(ctx, method))
 }
 
 // sincePushback is what a call keeps of its last pushback, for

@@ -1,6 +1,7 @@
 package retrygrpc
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -108,9 +109,27 @@ type Options struct {
 	// wait reaches the Retrier as a server's delay ([retry.After]): not
 	// judged by [retry.WithRetryIf], capped at 30s without
 	// [retry.WithMaxDelay], a throttled failure to a TokenBucket. Hedged
-	// calls have no backoff, and are not changed.
+	// calls have no backoff, and are not changed. With a
+	// [retry.OverloadOptions].Pause, a restarted wait pauses the
+	// downstream as a server's would: leave this off there.
 	RestartBackoffAfterPushback bool
+	// Partition, if set, names the partition of the downstream a call
+	// belongs to ([PartitionByMethod]: its method), which the interceptor
+	// puts in the context it gives the Retrier ([overload.WithPartition]),
+	// so that a Partitioned [overload.Pause] or [overload.Rate] of the
+	// Retrier keeps a state per partition: a pushback on one method
+	// pauses that method's calls only. "" is the partition of calls
+	// without one. The key goes in no metadata and no error of this
+	// package, and the library's observers do not record it. It must be
+	// safe for concurrent use. Default (nil): the call's context's own
+	// partition, if any.
+	Partition func(ctx context.Context, method string) string
 }
+
+// PartitionByMethod is an [Options.Partition] that partitions by the
+// full method name ("/pkg.Service/Method"): for a server whose quotas
+// are per method.
+func PartitionByMethod(_ context.Context, method string) string { return method }
 
 // settings are Options checked, with the defaults filled in.
 type settings struct {
@@ -120,6 +139,7 @@ type settings struct {
 	keys      bool
 	keyHeader string
 	restart   bool // RestartBackoffAfterPushback
+	partition func(context.Context, string) string
 }
 
 func invalid(format string, args ...any) error {
@@ -137,6 +157,7 @@ func (o *Options) settings() (settings, error) {
 		keys:      opts.IdempotencyKeys,
 		keyHeader: IdempotencyKeyHeader,
 		restart:   opts.RestartBackoffAfterPushback,
+		partition: opts.Partition,
 	}
 	if s.files == nil {
 		s.files = protoregistry.GlobalFiles

@@ -68,6 +68,7 @@ type retryStream struct {
 }
 
 func (ic *interceptor) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, name string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	ctx = ic.partitioned(ctx, name)
 	m := ic.method(name)
 	key, keyed := ic.key(ctx)
 	s := &retryStream{ic: ic, m: m, ctx: ctx, desc: desc, cc: cc, name: name, streamer: streamer,

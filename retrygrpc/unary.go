@@ -53,6 +53,7 @@ type unaryCall struct {
 }
 
 func (ic *interceptor) unary(ctx context.Context, name string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	ctx = ic.partitioned(ctx, name)
 	m := ic.method(name)
 	key, keyed := ic.key(ctx)
 	idempotent := m.safe || keyed

@@ -52,9 +52,14 @@
 //
 // On 429 and 503 a Retry-After header, in seconds or as an HTTP date,
 // replaces the backoff for the next wait, capped by the Retrier's
-// [retry.WithMaxDelay] (30s by default); a malformed one is ignored. As for
-// every wait, one that would end at or after the request's context deadline
-// is not started.
+// [retry.WithMaxDelay] (30s by default); a malformed one is ignored. A 429
+// without a valid one may give the wait in a rate limit's reset header,
+// such as X-RateLimit-Reset, in seconds or as a Unix time
+// ([Options.RateLimitResetHeaders], [ParseRateLimitReset]). As for every
+// wait, one that would end at or after the request's context deadline is
+// not started. Only a status the Transport retries gives the Retrier the
+// server's delay: a 429 to a POST without a key is the caller's response,
+// and pauses nothing (see Overload).
 //
 // # Hedged requests
 //
@@ -75,7 +80,7 @@
 //
 // # Overload
 //
-// The Retrier's budget, breaker and concurrency limit
+// The Retrier's budget, breaker, concurrency limit, rate and pause
 // ([retry.WithOverload]) are shared by every request through the
 // Transport: build one Retrier per downstream. Every attempt, each hedge
 // included, takes a permit of [retry.OverloadOptions].Limit (such as
@@ -89,6 +94,21 @@
 // retry ends the call as a budget's refusal does, the caller getting the
 // last response; a refused hedge leaves the attempts already sent to
 // answer.
+//
+// A rate ([retry.OverloadOptions].Rate, such as an overload.Rate) is
+// asked before every attempt is sent, and a refused first attempt sends
+// nothing: RoundTrip returns an error matching overload.ErrRateLimited.
+// A pause ([retry.OverloadOptions].Pause, an overload.Pause) is fed by
+// the server's delays above: one 429 or 503 with Retry-After (or a reset
+// header) holds every request through the Transport, first attempts
+// included, until the time the server gave, and lets them go spread over
+// the pause's Spread after it; a request whose context ends before that
+// is refused at once, unsent, with an error matching overload.ErrPaused.
+// [Options.Partition] ([PartitionByHost]) puts each request in a
+// partition of its own, so that a Partitioned pause or rate keeps a state
+// per host (or per what the function names), and a 429 from one host
+// holds only that host's requests. The partition key is never written in
+// this package's errors.
 //
 // # Idempotency keys downstream
 //

@@ -139,7 +139,31 @@ type Options struct {
 	// api.example.com:8443" (an empty method is GET, as net/http sends
 	// it).
 	OperationName func(*http.Request) string
+	// RateLimitResetHeaders are the headers of a 429 that say when the
+	// server's rate limit resets, such as "X-RateLimit-Reset", read in
+	// order when the 429 has no valid Retry-After: the first with a valid
+	// value ([ParseRateLimitReset]: seconds from now below 1e9, else a
+	// Unix time in seconds) is the server's delay, as Retry-After's is. A
+	// 503 reads Retry-After only. Each must be a valid header name, other
+	// than Retry-After; they are canonicalized. Default (nil): none.
+	RateLimitResetHeaders []string
+	// Partition, if set, names the partition of the downstream a request
+	// belongs to ([PartitionByHost]: its host), which the Transport puts
+	// in the context it gives the Retrier ([overload.WithPartition]), so
+	// that a Partitioned [overload.Pause] or [overload.Rate] of the
+	// Retrier keeps a state per partition: a 429 from one host pauses
+	// that host's requests only. "" is the partition of requests without
+	// one. The key is never written in this package's errors, and the
+	// library's observers (retryslog, retryprom, retryotel) do not record
+	// it. It must be safe for concurrent use. Default (nil): the
+	// request's context's own partition, if any.
+	Partition func(*http.Request) string
 }
+
+// PartitionByHost is an [Options.Partition] that partitions by the host
+// (and port, if the URL has one) a request is sent to, its URL's Host in
+// lower case: one partition per downstream host behind one Transport.
+func PartitionByHost(req *http.Request) string { return strings.ToLower(req.URL.Host) }
 
 // settings are Options checked, with the defaults filled in: what a
 // Transport is built with.
@@ -152,6 +176,8 @@ type settings struct {
 	keys      bool
 	keyHeader string // canonical: the header of a request's idempotency key
 	name      func(*http.Request) string
+	resets    []string // canonical: a 429's rate limit reset headers
+	partition func(*http.Request) string
 }
 
 // invalid returns an error wrapping [retry.ErrInvalidOption] that names
@@ -173,6 +199,7 @@ func (o *Options) settings() (settings, error) {
 		keys:      opts.IdempotencyKeys,
 		keyHeader: IdempotencyKeyHeader,
 		name:      opts.OperationName,
+		partition: opts.Partition,
 	}
 	switch {
 	case s.base == nil:
@@ -203,6 +230,15 @@ func (o *Options) settings() (settings, error) {
 			return s, invalid("Options.IdempotencyKeyHeader %q: not a valid header name", h)
 		}
 		s.keyHeader = http.CanonicalHeaderKey(h)
+	}
+	for _, h := range opts.RateLimitResetHeaders {
+		switch {
+		case !validHeaderName(h):
+			return s, invalid("Options.RateLimitResetHeaders: %q is not a valid header name", h)
+		case http.CanonicalHeaderKey(h) == "Retry-After":
+			return s, invalid("Options.RateLimitResetHeaders: Retry-After is always read first, on 429 and 503; list only the headers to read after it")
+		}
+		s.resets = append(s.resets, http.CanonicalHeaderKey(h))
 	}
 	switch {
 	case s.bodyLimit == 0:

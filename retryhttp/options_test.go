@@ -112,6 +112,9 @@ func TestNewTransportRejectsBadOptions(t *testing.T) {
 		"nil base pointer":   {retryhttp.Options{Base: (*http.Transport)(nil)}, "Options.Base (*http.Transport)(nil)"},
 		"nil base func":      {retryhttp.Options{Base: roundTripFunc(nil)}, "Options.Base"},
 		"bad key header":     {retryhttp.Options{IdempotencyKeyHeader: "Bad Name"}, "Options.IdempotencyKeyHeader"},
+		"bad reset header":   {retryhttp.Options{RateLimitResetHeaders: []string{"X-RateLimit-Reset", "Reset:"}}, "Options.RateLimitResetHeaders"},
+		"empty reset header": {retryhttp.Options{RateLimitResetHeaders: []string{""}}, "Options.RateLimitResetHeaders"},
+		"reset Retry-After":  {retryhttp.Options{RateLimitResetHeaders: []string{"retry-after"}}, "Retry-After is always read first"},
 	} {
 		_, err := retryhttp.NewTransport(nil, &tc.opts)
 		require.ErrorIs(t, err, retry.ErrInvalidOption, name)

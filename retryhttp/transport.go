@@ -17,6 +17,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/internal/idemctx"
+	"github.com/steadfast-go/retry/overload"
 )
 
 // Transport is an [http.RoundTripper] that sends each request through a
@@ -223,6 +224,9 @@ func (c *call) run(t *Transport, r *retry.Retrier, req *http.Request) (*http.Res
 		c.req = withKey(req, t.keyHeader, key)
 	}
 	c.ctx = c.reqCtx
+	if t.partition != nil {
+		c.ctx = overload.WithPartition(c.ctx, t.partition(req))
+	}
 	if keyed {
 		c.idempotent = true
 	}
@@ -422,14 +426,36 @@ func (c *call) attempt(ctx context.Context) (outcome, error) {
 	if se.Permanent {
 		return outcome{}, retry.Permanent(se)
 	}
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		if v := resp.Header["Retry-After"]; len(v) > 0 {
-			if d, ok := ParseRetryAfter(v[0], time.Now()); ok {
-				return outcome{}, retry.After(se, d)
+	if d, ok := c.t.serverDelay(resp); ok {
+		// The server's delay: the Retrier waits it, and an
+		// OverloadOptions.Pause holds every request sharing it until then.
+		return outcome{}, retry.After(se, d)
+	}
+	return outcome{}, se
+}
+
+// serverDelay returns the wait a 429 or 503 asks for: its Retry-After;
+// else, on a 429, the first of Options.RateLimitResetHeaders with a valid
+// value.
+func (t *Transport) serverDelay(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	if v := resp.Header["Retry-After"]; len(v) > 0 {
+		if d, ok := ParseRetryAfter(v[0], time.Now()); ok {
+			return d, true
+		}
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		for _, h := range t.resets {
+			if v := resp.Header[h]; len(v) > 0 {
+				if d, ok := ParseRateLimitReset(v[0], time.Now()); ok {
+					return d, true
+				}
 			}
 		}
 	}
-	return outcome{}, se
+	return 0, false
 }
 
 // failed turns a transport error into what the Retrier should do with it.

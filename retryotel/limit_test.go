@@ -113,7 +113,7 @@ func TestRegisterLimit_adaptive(t *testing.T) {
 	for _, want := range limitFigures(map[string][4]int64{"payments-api": {1, 1, 0, 1}, "ledger": {30, 0, 0, 0}}) {
 		metricdatatest.AssertEqual(t, want, got[want.Name], metricdatatest.IgnoreTimestamp())
 	}
-	metricdatatest.AssertEqual(t, refusals("charge-card", 0, 0, 1), got["retry.refusals"],
+	metricdatatest.AssertEqual(t, refusals("charge-card", 0, 0, 1, 0, 0), got["retry.refusals"],
 		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 	payments.Release(overload.Answered, 0)
 }

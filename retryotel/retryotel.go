@@ -13,7 +13,7 @@
 //	retry.calls.in_flight     up-down counter {call}: calls between their first attempt and their end
 //	retry.waits.in_progress   up-down counter {call}: calls waiting before their next attempt
 //	retry.dead_letters        counter {call}: dead letters; retry.operation, retry.dead_letter.result (recorded, failed)
-//	retry.refusals            counter {call}: refused calls; retry.operation, retry.refused_by (budget, breaker, limit)
+//	retry.refusals            counter {call}: refused calls; retry.operation, retry.refused_by (budget, breaker, limit, rate, pause)
 //	retry.call.attempts       histogram {attempt}: attempts per call; buckets 1, 2, 3, 4, 5, 10, 100, 1000
 //	retry.call.duration       histogram s: from the start of Do to its return, waits included
 //
@@ -21,13 +21,14 @@
 // is held by another caller, or the store failed); retry.attempts counts it
 // all the same. retry.outcome is one of success, permanent, exhausted,
 // max-elapsed, deadline, canceled, refused, unknown and handed-off (see
-// retry.OutcomeRefused: a breaker, a retry budget or a concurrency limit
-// stopped the call; retry.OutcomeUnknown: the context ended while an
-// attempt ran; retry.OutcomeHandedOff: not a failure). A refused call
-// also counts in retry.refusals, retry.refused_by the first of budget,
-// breaker and limit whose error (overload.ErrBudgetExhausted,
-// ErrCircuitOpen, ErrLimitExceeded) its error matches; one that matches
-// none counts in retry.calls only. The retry.calls, retry.dead_letters
+// retry.OutcomeRefused: a breaker, a retry budget, a concurrency limit, a
+// rate limit or a pause stopped the call; retry.OutcomeUnknown: the
+// context ended while an attempt ran; retry.OutcomeHandedOff: not a
+// failure). A refused call also counts in retry.refusals, retry.refused_by
+// the first of budget, breaker, limit, rate and pause whose error
+// (overload.ErrBudgetExhausted, ErrCircuitOpen, ErrLimitExceeded,
+// ErrRateLimited, ErrPaused) its error matches (overload.RefuserOf); one
+// that matches none counts in retry.calls only. The retry.calls, retry.dead_letters
 // and retry.refusals series of an operation all exist, at 0, from its
 // first event. The two up-down counters follow the rule in the
 // [retry.Observer] doc, as retryprom's gauges and retrystats' do.
@@ -98,8 +99,9 @@ const (
 	OutcomeKey = attribute.Key("retry.outcome")
 	// DeadLetterResultKey holds "recorded" or "failed" on retry.dead_letters.
 	DeadLetterResultKey = attribute.Key("retry.dead_letter.result")
-	// RefusedByKey holds who refused a call, "budget", "breaker" or
-	// "limit", on retry.refusals and a refused call's retry.done event.
+	// RefusedByKey holds who refused a call, "budget", "breaker",
+	// "limit", "rate" or "pause", on retry.refusals and a refused call's
+	// retry.done event.
 	RefusedByKey = attribute.Key("retry.refused_by")
 	// DownstreamKey holds the name of the downstream a concurrency limit
 	// guards, on the limit's figures ([RegisterLimit]).
@@ -124,12 +126,20 @@ type Options struct {
 var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeHandedOff)
 
 // refusers are who may refuse a call, in the order of the retry.refused_by
-// values; refuserOf gives the index.
-var refusers = [...]overload.Refuser{overload.RefusedByBudget, overload.RefusedByBreaker, overload.RefusedByLimit}
+// values: refusers[i] is overload.Refuser(i+1), so refuserOf gives the
+// index.
+var refusers = [...]overload.Refuser{overload.RefusedByBudget, overload.RefusedByBreaker, overload.RefusedByLimit,
+	overload.RefusedByRate, overload.RefusedByPause}
 
 // refuserOf returns the index in refusers of who refused a call with err,
-// or -1 for none (overload.RefuserOf).
-func refuserOf(err error) int { return int(overload.RefuserOf(err)) - 1 }
+// or -1 for none (overload.RefuserOf). A refuser that a newer retry module
+// adds, and this one does not know, counts as none rather than panic.
+func refuserOf(err error) int {
+	if i := int(overload.RefuserOf(err)) - 1; i < len(refusers) {
+		return i
+	}
+	return -1
+}
 
 // Observer is a retry.Observer that records OpenTelemetry metrics and span
 // events. Build one with [New]; the zero value is not usable. An Observer
@@ -191,7 +201,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 		metric.WithDescription("Time from the start of a call to its end, waits included."),
 		metric.WithExplicitBucketBoundaries(buckets...))
 	o.refusals, errs[8] = m.Int64Counter("retry.refusals", metric.WithUnit("{call}"),
-		metric.WithDescription("Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit."))
+		metric.WithDescription("Refused calls, by who refused them: a retry budget, a circuit breaker, a concurrency limit, a rate limit or a pause."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("retryotel: making the instruments: %w", err)
 	}

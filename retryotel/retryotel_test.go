@@ -75,12 +75,12 @@ func counter(name, unit, desc string, monotonic bool, points ...metricdata.DataP
 
 // refusals is the retry.refusals metric of op, by budget, breaker and
 // limit.
-func refusals(op string, budget, breaker, limit int64) metricdata.Metrics {
+func refusals(op string, budget, breaker, limit, rate, pause int64) metricdata.Metrics {
 	point := func(by string, v int64) metricdata.DataPoint[int64] {
 		return metricdata.DataPoint[int64]{Attributes: opSet(op, retryotel.RefusedByKey.String(by)), Value: v}
 	}
-	return counter("retry.refusals", "{call}", "Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit.", true,
-		point("budget", budget), point("breaker", breaker), point("limit", limit))
+	return counter("retry.refusals", "{call}", "Refused calls, by who refused them: a retry budget, a circuit breaker, a concurrency limit, a rate limit or a pause.", true,
+		point("budget", budget), point("breaker", breaker), point("limit", limit), point("rate", rate), point("pause", pause))
 }
 
 func TestObserver_metrics(t *testing.T) {
@@ -108,7 +108,7 @@ func TestObserver_metrics(t *testing.T) {
 			metricdata.DataPoint[int64]{Attributes: op, Value: 0}),
 		counter("retry.dead_letters", "{call}", "Dead letters of failed calls, by result: recorded by a sink, or failed in every sink.", true,
 			dl("recorded"), dl("failed")),
-		refusals("charge-card", 0, 0, 0),
+		refusals("charge-card", 0, 0, 0, 0, 0),
 		{Name: "retry.call.attempts", Unit: "{attempt}", Description: "Attempts per ended call.", Data: metricdata.Histogram[int64]{
 			Temporality: metricdata.CumulativeTemporality,
 			DataPoints: []metricdata.HistogramDataPoint[int64]{{
@@ -298,8 +298,9 @@ func TestObserver_callWithoutAttempt(t *testing.T) {
 	}), "the call is counted as canceled: %v", calls)
 }
 
-// TestObserver_refusals counts the calls a budget, a breaker or a limit
-// refused with retry.outcome "refused", and each by who refused it.
+// TestObserver_refusals counts the calls a budget, a breaker, a limit, a
+// rate or a pause refused with retry.outcome "refused", and each by who
+// refused it.
 func TestObserver_refusals(t *testing.T) {
 	t.Parallel()
 	obs, collect := newObserver(t, retryotel.Options{})
@@ -319,14 +320,15 @@ func TestObserver_refusals(t *testing.T) {
 			refused = p.Value
 		}
 	}
-	assert.Equal(t, int64(3), refused)
-	assert.Equal(t, float64(3), sum("retry.attempts")())
-	metricdatatest.AssertEqual(t, refusals("op", 1, 1, 1), collect("retry.refusals"),
+	assert.Equal(t, int64(5), refused)
+	assert.Equal(t, float64(4), sum("retry.attempts")())
+	metricdatatest.AssertEqual(t, refusals("op", 1, 1, 1, 1, 1), collect("retry.refusals"),
 		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 }
 
 // TestObserver_refusedBy: a refusal counts once, by the first of budget,
-// breaker and limit its error matches, and says so on its span event;
+// breaker, limit, rate and pause its error matches, and says so on its
+// span event;
 // one that matches none, and the errors of other outcomes, count in no
 // refusal series.
 func TestObserver_refusedBy(t *testing.T) {
@@ -340,13 +342,16 @@ func TestObserver_refusedBy(t *testing.T) {
 		fmt.Errorf("limit of payments-api: %w", overload.ErrLimitExceeded),
 		errors.Join(overload.ErrLimitExceeded, overload.ErrCircuitOpen),
 		errors.Join(overload.ErrLimitExceeded, overload.ErrBudgetExhausted),
+		errors.Join(overload.ErrRateLimited, overload.ErrPaused),
+		retry.After(overload.ErrPaused, time.Second),
 		errors.New("a limit of one's own"),
 	} {
 		obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeRefused, Attempts: 1, Err: err})
 	}
 	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 1, Err: overload.ErrLimitExceeded})
+	obs.OnDone(ctx, retry.Done{Name: "op", Outcome: retry.OutcomeDeadline, Attempts: 1, Err: overload.ErrPaused})
 	span.End()
-	metricdatatest.AssertEqual(t, refusals("op", 1, 1, 1), collect("retry.refusals"),
+	metricdatatest.AssertEqual(t, refusals("op", 1, 1, 1, 1, 1), collect("retry.refusals"),
 		metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 	var by []any
 	for _, e := range rec.Ended()[0].Events() {
@@ -358,5 +363,5 @@ func TestObserver_refusedBy(t *testing.T) {
 		}
 		by = append(by, v)
 	}
-	assert.Equal(t, []any{"limit", "breaker", "budget", nil, nil}, by)
+	assert.Equal(t, []any{"limit", "breaker", "budget", "rate", "pause", nil, nil, nil}, by)
 }

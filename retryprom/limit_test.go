@@ -86,11 +86,13 @@ retry_concurrency_limit_in_flight{downstream="payments-api"} 1
 # TYPE retry_concurrency_limit_refused_total counter
 retry_concurrency_limit_refused_total{downstream="ledger"} 0
 retry_concurrency_limit_refused_total{downstream="payments-api"} 1
-# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit.
+# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker, a concurrency limit, a rate limit or a pause.
 # TYPE retry_refusals_total counter
 retry_refusals_total{operation="charge-card",refused_by="breaker"} 0
 retry_refusals_total{operation="charge-card",refused_by="budget"} 0
 retry_refusals_total{operation="charge-card",refused_by="limit"} 1
+retry_refusals_total{operation="charge-card",refused_by="pause"} 0
+retry_refusals_total{operation="charge-card",refused_by="rate"} 0
 `
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"retry_concurrency_limit", "retry_concurrency_limit_in_flight", "retry_concurrency_limit_refused_total", "retry_refusals_total"))

@@ -26,13 +26,15 @@
 // a handed-off call has not failed, its work goes on in a queue).
 //
 // A refused call also counts in retry_refusals_total, with refused_by
-// "budget", "breaker" or "limit" when its error matches
-// overload.ErrBudgetExhausted, overload.ErrCircuitOpen or
-// overload.ErrLimitExceeded (in that order); one that matches none (a
-// guard of one's own with errors of its own) counts in outcome="refused"
-// only. A concurrency limit's own figures are a [LimitCollector]'s.
+// "budget", "breaker", "limit", "rate" or "pause" when its error matches
+// overload.ErrBudgetExhausted, overload.ErrCircuitOpen,
+// overload.ErrLimitExceeded, overload.ErrRateLimited or
+// overload.ErrPaused (the first it matches, in that order:
+// overload.RefuserOf); one that matches none (a guard of one's own with
+// errors of its own) counts in outcome="refused" only. A concurrency
+// limit's own figures are a [LimitCollector]'s.
 //
-// Every outcome's series, both dead-letter series and the three refusal
+// Every outcome's series, both dead-letter series and the five refusal
 // series exist at 0 from the first event of an operation in the process,
 // so rate() and increase() see a failure once a scrape has seen its
 // series at 0. A failure before the series' first scrape (within one
@@ -57,9 +59,9 @@
 // longer than that: a longer name is most likely data, not an operation,
 // and would exceed a scrape's label_value_length_limit or hold a secret.
 //
-// With the default duration buckets each operation has 46 series (18
+// With the default duration buckets each operation has 48 series (20
 // counters and gauges, 11 for the attempts histogram, 17 for the duration
-// histogram), so there are at most 46 × (MaxOperations + 1) in all: 4646
+// histogram), so there are at most 48 × (MaxOperations + 1) in all: 4848
 // by default.
 //
 // # Concurrency limits
@@ -130,12 +132,19 @@ type Options struct {
 var outcomes = retrymetrics.OutcomeLabels(retry.OutcomeHandedOff)
 
 // refusers are who may refuse a call, in the order of the refused_by label
-// values; refuserOf gives the index.
-var refusers = [...]overload.Refuser{overload.RefusedByBudget, overload.RefusedByBreaker, overload.RefusedByLimit}
+// values: refusers[i] is overload.Refuser(i+1), so refuserOf gives the index.
+var refusers = [...]overload.Refuser{overload.RefusedByBudget, overload.RefusedByBreaker, overload.RefusedByLimit,
+	overload.RefusedByRate, overload.RefusedByPause}
 
 // refuserOf returns the index in refusers of who refused a call with err,
-// or -1 for none (overload.RefuserOf).
-func refuserOf(err error) int { return int(overload.RefuserOf(err)) - 1 }
+// or -1 for none (overload.RefuserOf). A refuser that a newer retry module
+// adds, and this one does not know, counts as none rather than panic.
+func refuserOf(err error) int {
+	if i := int(overload.RefuserOf(err)) - 1; i < len(refusers) {
+		return i
+	}
+	return -1
+}
 
 // Observer is a retry.Observer that updates Prometheus metrics, and a
 // prometheus.Collector of them. Build one with [New]; the zero value is
@@ -202,7 +211,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	o.deadLetter = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dead_letters_total",
 		Help: "Dead letters of failed calls, by result: recorded by a sink, or failed in every sink."}, []string{"operation", "result"})
 	o.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "refusals_total",
-		Help: "Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit."}, []string{"operation", "refused_by"})
+		Help: "Refused calls, by who refused them: a retry budget, a circuit breaker, a concurrency limit, a rate limit or a pause."}, []string{"operation", "refused_by"})
 	o.perCall = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "attempts_per_call",
 		Help: "Attempts per ended call.", Buckets: retrymetrics.AttemptBuckets()}, op)
 	o.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "call_duration_seconds",

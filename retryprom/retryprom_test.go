@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -83,11 +84,13 @@ retry_calls_total{operation="charge-card",outcome="handed-off"} 0
 # TYPE retry_dead_letters_total counter
 retry_dead_letters_total{operation="charge-card",result="failed"} 0
 retry_dead_letters_total{operation="charge-card",result="recorded"} 0
-# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit.
+# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker, a concurrency limit, a rate limit or a pause.
 # TYPE retry_refusals_total counter
 retry_refusals_total{operation="charge-card",refused_by="breaker"} 0
 retry_refusals_total{operation="charge-card",refused_by="budget"} 0
 retry_refusals_total{operation="charge-card",refused_by="limit"} 0
+retry_refusals_total{operation="charge-card",refused_by="pause"} 0
+retry_refusals_total{operation="charge-card",refused_by="rate"} 0
 # HELP retry_retries_total Attempts after the first of their call.
 # TYPE retry_retries_total counter
 retry_retries_total{operation="charge-card"} 4
@@ -334,8 +337,9 @@ retry_calls_total{operation="op",outcome="handed-off"} 0
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_in_flight", "retry_calls_total"))
 }
 
-// TestObserver_refusals counts the calls a budget, a breaker or a limit
-// refused as outcome="refused", and each by who refused it.
+// TestObserver_refusals counts the calls a budget, a breaker, a limit, a
+// rate or a pause refused as outcome="refused", and each by who refused
+// it.
 func TestObserver_refusals(t *testing.T) {
 	t.Parallel()
 	obs, reg := newObserver(t, retryprom.Options{})
@@ -350,25 +354,27 @@ retry_calls_total{operation="op",outcome="deadline"} 0
 retry_calls_total{operation="op",outcome="exhausted"} 0
 retry_calls_total{operation="op",outcome="max-elapsed"} 0
 retry_calls_total{operation="op",outcome="permanent"} 0
-retry_calls_total{operation="op",outcome="refused"} 3
+retry_calls_total{operation="op",outcome="refused"} 5
 retry_calls_total{operation="op",outcome="success"} 0
 retry_calls_total{operation="op",outcome="unknown"} 0
 retry_calls_total{operation="op",outcome="handed-off"} 0
 # HELP retry_attempts_total Attempts made, first attempts included.
 # TYPE retry_attempts_total counter
-retry_attempts_total{operation="op"} 3
-# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit.
+retry_attempts_total{operation="op"} 4
+# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker, a concurrency limit, a rate limit or a pause.
 # TYPE retry_refusals_total counter
 retry_refusals_total{operation="op",refused_by="breaker"} 1
 retry_refusals_total{operation="op",refused_by="budget"} 1
 retry_refusals_total{operation="op",refused_by="limit"} 1
+retry_refusals_total{operation="op",refused_by="pause"} 1
+retry_refusals_total{operation="op",refused_by="rate"} 1
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_calls_total", "retry_attempts_total", "retry_refusals_total"))
 }
 
 // TestObserver_refusedBy: a refusal counts once, by the first of budget,
-// breaker and limit its error matches; one that matches none, and the
-// errors of other outcomes, count in no refusal series.
+// breaker, limit, rate and pause its error matches; one that matches none,
+// and the errors of other outcomes, count in no refusal series.
 func TestObserver_refusedBy(t *testing.T) {
 	t.Parallel()
 	obs, _ := newObserver(t, retryprom.Options{})
@@ -376,17 +382,23 @@ func TestObserver_refusedBy(t *testing.T) {
 		fmt.Errorf("limit of payments-api: %w", overload.ErrLimitExceeded),
 		errors.Join(overload.ErrLimitExceeded, overload.ErrCircuitOpen),
 		errors.Join(overload.ErrLimitExceeded, overload.ErrBudgetExhausted),
+		errors.Join(overload.ErrRateLimited, overload.ErrPaused),
+		fmt.Errorf("rate of payments-api: %w", overload.ErrRateLimited),
+		retry.After(overload.ErrPaused, time.Second),
 		errors.New("a limit of one's own"),
 	} {
 		obs.OnDone(t.Context(), retry.Done{Name: "op", Outcome: retry.OutcomeRefused, Attempts: 1, Err: err})
 	}
 	obs.OnDone(t.Context(), retry.Done{Name: "op", Outcome: retry.OutcomeExhausted, Attempts: 1, Err: overload.ErrLimitExceeded})
+	obs.OnDone(t.Context(), retry.Done{Name: "op", Outcome: retry.OutcomeDeadline, Attempts: 1, Err: overload.ErrPaused})
 	want := `
-# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker or a concurrency limit.
+# HELP retry_refusals_total Refused calls, by who refused them: a retry budget, a circuit breaker, a concurrency limit, a rate limit or a pause.
 # TYPE retry_refusals_total counter
 retry_refusals_total{operation="op",refused_by="breaker"} 1
 retry_refusals_total{operation="op",refused_by="budget"} 1
 retry_refusals_total{operation="op",refused_by="limit"} 1
+retry_refusals_total{operation="op",refused_by="pause"} 1
+retry_refusals_total{operation="op",refused_by="rate"} 2
 `
 	assert.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "retry_refusals_total"))
 }

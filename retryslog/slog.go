@@ -10,12 +10,14 @@
 //   - a success after retries at RetryLevel: "retry: succeeded";
 //   - a permanent failure at Warn, a call stopped by its context's
 //     deadline at Warn, attempts exhausted, the time budget spent or a
-//     call refused by a budget, a breaker or a concurrency limit at
-//     Error: "retry: gave up", with operation, outcome, attempts, elapsed
-//     and error; a refused call also has refused_by, "budget", "breaker"
-//     or "limit", when its error matches overload.ErrBudgetExhausted,
-//     overload.ErrCircuitOpen or overload.ErrLimitExceeded (in that
-//     order);
+//     call refused by a budget, a breaker, a concurrency limit, a rate
+//     limit or a pause at Error: "retry: gave up", with operation,
+//     outcome, attempts, elapsed and error; a refused call also has
+//     refused_by, "budget", "breaker", "limit", "rate" or "pause", when
+//     its error matches overload.ErrBudgetExhausted,
+//     overload.ErrCircuitOpen, overload.ErrLimitExceeded,
+//     overload.ErrRateLimited or overload.ErrPaused (the first it
+//     matches, in that order: overload.RefuserOf);
 //   - a cancelled call at RetryLevel: "retry: cancelled";
 //   - a dead letter that no sink stored at Error, whatever the outcome,
 //     with dead_letter=failed, since the work may be lost.
@@ -23,7 +25,9 @@
 // A first-try success logs nothing, and neither does the end of a wait
 // (OnWaitEnd): the retry's record announced the wait, and a record of the
 // next retry or of the call's end always follows it. Errors are logged
-// with their text as is: keep secrets out of error messages.
+// with their text as is: keep secrets out of error messages. A call's
+// partition (overload.WithPartition), which may name a tenant or a host,
+// is not logged.
 //
 // # Cost
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -25,6 +26,14 @@ import (
 // and returns the records, without their time.
 func logged(t *testing.T, handlerLevel slog.Level, opts *retryslog.Options, fn func(context.Context) error, extra ...retry.Option) []map[string]any {
 	t.Helper()
+	return loggedIn(t, handlerLevel, opts, fn, func(t *testing.T) (context.Context, []retry.Option) { return t.Context(), extra })
+}
+
+// loggedIn is logged with the call's context and extra options made by
+// setup in the test's bubble, for what reads the bubble's clock (a rate,
+// a pause, a deadline).
+func loggedIn(t *testing.T, handlerLevel slog.Level, opts *retryslog.Options, fn func(context.Context) error, setup func(*testing.T) (context.Context, []retry.Option)) []map[string]any {
+	t.Helper()
 	var buf bytes.Buffer
 	h := slog.NewJSONHandler(&buf, &slog.HandlerOptions{
 		Level: handlerLevel,
@@ -36,12 +45,13 @@ func logged(t *testing.T, handlerLevel slog.Level, opts *retryslog.Options, fn f
 		},
 	})
 	synctest.Test(t, func(t *testing.T) {
+		ctx, extra := setup(t)
 		opts := append([]retry.Option{
 			retry.WithName("charge-card"),
 			retry.WithObserver(retryslog.New(slog.New(h), opts)),
 			retry.WithBackoff(retry.Constant(time.Second)), retry.WithJitter(retry.NoJitter),
 		}, extra...)
-		_ = retry.Do(t.Context(), fn, opts...)
+		_ = retry.Do(ctx, fn, opts...)
 	})
 	var recs []map[string]any
 	for line := range strings.Lines(buf.String()) {
@@ -124,32 +134,70 @@ func fullLimit(t *testing.T) *overload.Adaptive {
 	return l
 }
 
+// secretPartition is a partition key that no record may show.
+const secretPartition = "tenant-4711"
+
+// slowRate admits one attempt per 10s: a call's retry 1s after its first
+// attempt is refused.
+func slowRate(t *testing.T) (context.Context, *retry.OverloadOptions) {
+	r, err := overload.NewRate(overload.RateOptions{PerSecond: 0.1})
+	require.NoError(t, err)
+	return t.Context(), &retry.OverloadOptions{Rate: r}
+}
+
+// pausedPastTheDeadline is a 10s pause of the partition secretPartition,
+// as after a server's Retry-After, and a call of it with a 1s deadline:
+// refused before its first attempt.
+func pausedPastTheDeadline(t *testing.T) (context.Context, *retry.OverloadOptions) {
+	p, err := overload.NewPause(overload.PauseOptions{Partitioned: true})
+	require.NoError(t, err)
+	ctx := overload.WithPartition(t.Context(), secretPartition)
+	p.Extend(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	t.Cleanup(cancel)
+	return ctx, &retry.OverloadOptions{Pause: p}
+}
+
 // A refused call's record says who refused it when its error matches
 // one of the overload package's refusals; no other record does.
 func TestSlogObserver_refusedBy(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name    string
-		fn      func(context.Context) error
-		guard   *retry.OverloadOptions
-		outcome string
-		by      any // nil: no refused_by
+		name  string
+		fn    func(context.Context) error
+		guard *retry.OverloadOptions
+		// inBubble, if set, makes the call's context and guard in the
+		// test's bubble instead of guard.
+		inBubble func(*testing.T) (context.Context, *retry.OverloadOptions)
+		outcome  string
+		by       any // nil: no refused_by
 	}{
 		{name: "budget", fn: metricstest.Failing(9, nil), guard: &retry.OverloadOptions{Budget: smallBudget(t)}, outcome: "refused", by: "budget"},
 		{name: "breaker", fn: metricstest.Failing(1, nil), guard: &retry.OverloadOptions{Breaker: openBreaker{}}, outcome: "refused", by: "breaker"},
 		{name: "limit", fn: metricstest.Failing(1, nil), guard: &retry.OverloadOptions{Limit: fullLimit(t)}, outcome: "refused", by: "limit"},
 		{name: "limit_of_ones_own", fn: metricstest.Failing(1, nil), guard: &retry.OverloadOptions{Limit: ownLimit{}}, outcome: "refused"},
+		{name: "rate", fn: metricstest.Failing(9, nil), inBubble: slowRate, outcome: "refused", by: "rate"},
+		{name: "pause", fn: metricstest.Failing(1, nil), inBubble: pausedPastTheDeadline, outcome: "refused", by: "pause"},
 		{name: "not_refused", fn: metricstest.Failing(9, overload.ErrLimitExceeded), guard: &retry.OverloadOptions{NoBudget: true}, outcome: "exhausted"},
+		{name: "not_refused_paused", fn: metricstest.Failing(9, overload.ErrPaused), guard: &retry.OverloadOptions{NoBudget: true}, outcome: "exhausted"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			recs := logged(t, slog.LevelError, nil, tc.fn, retry.WithMaxAttempts(9), retry.WithOverload(tc.guard))
+			setup := func(t *testing.T) (context.Context, []retry.Option) {
+				ctx, guard := t.Context(), tc.guard
+				if tc.inBubble != nil {
+					ctx, guard = tc.inBubble(t)
+				}
+				return ctx, []retry.Option{retry.WithMaxAttempts(9), retry.WithOverload(guard)}
+			}
+			recs := loggedIn(t, slog.LevelError, nil, tc.fn, setup)
 			require.Len(t, recs, 1)
 			assert.Equal(t, "ERROR", recs[0]["level"])
 			assert.Equal(t, "retry: gave up", recs[0]["msg"])
 			assert.Equal(t, tc.outcome, recs[0]["outcome"])
 			assert.Equal(t, tc.by, recs[0]["refused_by"])
+			assert.NotContains(t, fmt.Sprint(recs), secretPartition, "the partition key is not logged")
 		})
 	}
 }

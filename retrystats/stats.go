@@ -36,6 +36,8 @@ type Stats struct {
 	denied      atomic.Uint64 // refused calls: by a budget
 	open        atomic.Uint64 // refused calls: by an open circuit
 	limited     atomic.Uint64 // refused calls: by a concurrency limit
+	rated       atomic.Uint64 // refused calls: by a rate limit
+	paused      atomic.Uint64 // refused calls: by a pause
 	perCall     [len(attemptBounds) + 1]atomic.Uint64
 	duration    [len(durationBounds) + 1]atomic.Uint64
 	durationSum atomic.Int64
@@ -97,6 +99,10 @@ func (s *Stats) OnDone(_ context.Context, e retry.Done) {
 			s.open.Add(1)
 		case overload.RefusedByLimit:
 			s.limited.Add(1)
+		case overload.RefusedByRate:
+			s.rated.Add(1)
+		case overload.RefusedByPause:
+			s.paused.Add(1)
 		}
 	}
 	switch {
@@ -130,7 +136,8 @@ func bucketOf[T int | time.Duration](bounds []T, v T) int {
 //	Retries == Attempts - (Calls() - NoAttempt)
 //	InFlight == 0 && Waiting == 0
 //
-// and at any time BudgetDenied + CircuitOpen + LimitRefused <= Refused.
+// and at any time BudgetDenied + CircuitOpen + LimitRefused + RateLimited +
+// Paused <= Refused.
 // While calls run, Snapshot reads the counters one by one, so a snapshot
 // may show a call half counted; it never shows InFlight or Waiting below
 // 0, nor Waiting above InFlight, nor more refusals by who refused them
@@ -142,15 +149,18 @@ type Snapshot struct {
 	// retry.HandOff (retry.OutcomeHandedOff): not failures, their work
 	// goes on elsewhere.
 	HandedOff uint64
-	// BudgetDenied, CircuitOpen and LimitRefused count the Refused calls
-	// by who refused them: a retry budget ([overload.ErrBudgetExhausted]),
-	// a circuit breaker ([overload.ErrCircuitOpen]) or a concurrency limit
-	// ([overload.ErrLimitExceeded]), in that order of checking. A refusal
-	// that matches none (a breaker, budget or limit of one's own with
-	// errors of its own, or one that was not built, as a zero
-	// retrygobreaker.Breaker) is in Refused only, so Refused may exceed
-	// their sum.
-	BudgetDenied, CircuitOpen, LimitRefused uint64
+	// BudgetDenied, CircuitOpen, LimitRefused, RateLimited and Paused
+	// count the Refused calls by who refused them: a retry budget
+	// ([overload.ErrBudgetExhausted]), a circuit breaker
+	// ([overload.ErrCircuitOpen]), a concurrency limit
+	// ([overload.ErrLimitExceeded]), a rate limit
+	// ([overload.ErrRateLimited]) or a pause that outlasted the call's
+	// deadline ([overload.ErrPaused]), in that order of checking
+	// ([overload.RefuserOf]). A refusal that matches none (a guard of
+	// one's own with errors of its own, or one that was not built, as a
+	// zero retrygobreaker.Breaker) is in Refused only, so Refused may
+	// exceed their sum.
+	BudgetDenied, CircuitOpen, LimitRefused, RateLimited, Paused uint64
 	// NoAttempt counts calls that ended before their first attempt: the
 	// context was already done, or, with [retry.WithIdempotency], the store
 	// replayed an outcome, refused the call, or another caller held the
@@ -235,6 +245,8 @@ func (s *Stats) Snapshot() Snapshot {
 	snap.BudgetDenied = s.denied.Load()
 	snap.CircuitOpen = s.open.Load()
 	snap.LimitRefused = s.limited.Load()
+	snap.RateLimited = s.rated.Load()
+	snap.Paused = s.paused.Load()
 	for o, c := range snap.outcomes() {
 		*c = s.calls[o].Load()
 	}

@@ -280,8 +280,8 @@ func TestStats_noAllocation(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = stats.Snapshot() }))
 }
 
-// TestStats_refusals counts calls a budget, a breaker or a limit refused,
-// by who refused them.
+// TestStats_refusals counts calls a budget, a breaker, a limit, a rate or
+// a pause refused, by who refused them.
 func TestStats_refusals(t *testing.T) {
 	t.Parallel()
 	stats := new(retrystats.Stats)
@@ -289,19 +289,21 @@ func TestStats_refusals(t *testing.T) {
 		func() float64 { return float64(stats.Snapshot().InFlight) },
 		func() float64 { return float64(stats.Snapshot().Waiting) })
 	s := stats.Snapshot()
-	assert.Equal(t, uint64(3), s.Refused)
+	assert.Equal(t, uint64(5), s.Refused)
 	assert.Equal(t, uint64(1), s.BudgetDenied)
 	assert.Equal(t, uint64(1), s.CircuitOpen)
 	assert.Equal(t, uint64(1), s.LimitRefused)
-	assert.Equal(t, uint64(3), s.Calls())
-	assert.Equal(t, uint64(3), s.Attempts)
+	assert.Equal(t, uint64(1), s.RateLimited)
+	assert.Equal(t, uint64(1), s.Paused)
+	assert.Equal(t, uint64(5), s.Calls())
+	assert.Equal(t, uint64(4), s.Attempts)
 	assert.Equal(t, uint64(1), s.Retries)
-	assert.Equal(t, uint64(1), s.NoAttempt, "the breaker's refusal came before any attempt")
+	assert.Equal(t, uint64(2), s.NoAttempt, "the breaker's and the pause's refusals came before any attempt")
 }
 
 // TestStats_refusedBy: a refusal counts once, by the first of budget,
-// breaker and limit its error matches, and one that matches none counts
-// in Refused only; other outcomes' errors are not looked at.
+// breaker, limit, rate and pause its error matches, and one that matches
+// none counts in Refused only; other outcomes' errors are not looked at.
 func TestStats_refusedBy(t *testing.T) {
 	t.Parallel()
 	stats := new(retrystats.Stats)
@@ -310,17 +312,26 @@ func TestStats_refusedBy(t *testing.T) {
 		fmt.Errorf("limit of payments-api: %w", overload.ErrLimitExceeded),
 		errors.Join(overload.ErrLimitExceeded, overload.ErrBudgetExhausted),
 		errors.Join(overload.ErrLimitExceeded, overload.ErrCircuitOpen),
+		errors.Join(overload.ErrRateLimited, overload.ErrLimitExceeded),
+		fmt.Errorf("rate of payments-api: %w", overload.ErrRateLimited),
+		errors.Join(overload.ErrPaused, overload.ErrRateLimited),
+		overload.ErrPaused,
+		retry.After(overload.ErrPaused, time.Second),
 		errors.New("a limit of one's own"),
 		nil,
 	} {
 		stats.OnDone(t.Context(), retry.Done{Outcome: retry.OutcomeRefused, Attempts: 1, Err: err})
 	}
 	stats.OnDone(t.Context(), retry.Done{Outcome: retry.OutcomeExhausted, Attempts: 1, Err: overload.ErrLimitExceeded})
+	stats.OnDone(t.Context(), retry.Done{Outcome: retry.OutcomeDeadline, Attempts: 1, Err: overload.ErrPaused})
+	stats.OnDone(t.Context(), retry.Done{Outcome: retry.OutcomeExhausted, Attempts: 1, Err: overload.ErrRateLimited})
 	s := stats.Snapshot()
-	assert.Equal(t, uint64(6), s.Refused)
-	assert.Equal(t, uint64(2), s.LimitRefused)
+	assert.Equal(t, uint64(11), s.Refused)
+	assert.Equal(t, uint64(3), s.LimitRefused)
 	assert.Equal(t, uint64(1), s.BudgetDenied)
 	assert.Equal(t, uint64(1), s.CircuitOpen)
+	assert.Equal(t, uint64(2), s.RateLimited)
+	assert.Equal(t, uint64(2), s.Paused)
 }
 
 // TestStats_refusedByNeverExceedsRefused takes snapshots while calls are
@@ -329,7 +340,7 @@ func TestStats_refusedBy(t *testing.T) {
 func TestStats_refusedByNeverExceedsRefused(t *testing.T) {
 	t.Parallel()
 	stats := new(retrystats.Stats)
-	errs := []error{overload.ErrBudgetExhausted, overload.ErrCircuitOpen, overload.ErrLimitExceeded}
+	errs := []error{overload.ErrBudgetExhausted, overload.ErrCircuitOpen, overload.ErrLimitExceeded, overload.ErrRateLimited, overload.ErrPaused}
 	const perCaller = 20_000
 	var wg sync.WaitGroup
 	for _, err := range errs {
@@ -348,13 +359,16 @@ func TestStats_refusedByNeverExceedsRefused(t *testing.T) {
 		default:
 		}
 		s := stats.Snapshot()
-		if by := s.BudgetDenied + s.CircuitOpen + s.LimitRefused; by > s.Refused {
+		if by := s.BudgetDenied + s.CircuitOpen + s.LimitRefused + s.RateLimited + s.Paused; by > s.Refused {
 			t.Fatalf("refusals by who refused them: %d, more than Refused, %d", by, s.Refused)
 		}
 	}
 	s := stats.Snapshot()
 	assert.Equal(t, uint64(len(errs)*perCaller), s.Refused)
-	assert.Equal(t, s.Refused, s.BudgetDenied+s.CircuitOpen+s.LimitRefused)
+	assert.Equal(t, s.Refused, s.BudgetDenied+s.CircuitOpen+s.LimitRefused+s.RateLimited+s.Paused)
+	for _, by := range []uint64{s.BudgetDenied, s.CircuitOpen, s.LimitRefused, s.RateLimited, s.Paused} {
+		assert.Equal(t, uint64(perCaller), by)
+	}
 }
 
 // TestSnapshot_outcome: Outcome(o) is the named field of o, for every

@@ -132,15 +132,19 @@ func NoAllocation(t *testing.T, obs retry.Observer) {
 	}
 }
 
-// Refusals makes three calls of the operation "op" through obs that end
-// with retry.OutcomeRefused: one whose second retry a small budget
-// refuses (two attempts, one 1s wait between them), one that an open
-// breaker refuses before any attempt, and one whose retry a full
-// concurrency limit refuses after its 1s wait (one attempt). Each call's
-// error must match its refusal; afterwards the calls in flight and the
-// waits in progress, as read by inFlight and waiting, must be 0. The
-// observer's own counts are the caller's to check: 3 refused calls (one
-// by each), 3 attempts, 1 retry.
+// Refusals makes five calls of the operation "op" through obs that end
+// with retry.OutcomeRefused, one by each of the overload package's
+// refusers: one whose second retry a small budget refuses (two attempts,
+// one 1s wait between them), one that an open breaker refuses before any
+// attempt, one whose retry a full concurrency limit refuses after its 1s
+// wait (one attempt), one whose retry a rate of one attempt per 10s
+// refuses after its 1s wait (one attempt), and one with a 1s deadline
+// that a 10s pause refuses before any attempt. Each call's error must
+// match its refusal; afterwards the calls in flight and the waits in
+// progress, as read by inFlight and waiting, must be 0. The observer's
+// own counts are the caller's to check: 5 refused calls (one by each of
+// budget, breaker, limit, rate and pause), 4 attempts, 1 retry, 2 calls
+// with no attempt.
 func Refusals(t *testing.T, obs retry.Observer, inFlight, waiting func() float64) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {
@@ -161,6 +165,16 @@ func Refusals(t *testing.T, obs retry.Observer, inFlight, waiting func() float64
 		err = retry.Do(t.Context(), Failing(9, nil), append(common, retry.WithOverload(&retry.OverloadOptions{Limit: nearlyFullLimit(t)}))...)
 		if !errors.Is(err, overload.ErrLimitExceeded) {
 			t.Errorf("the limit's refusal: %v, want an error matching overload.ErrLimitExceeded", err)
+		}
+		err = retry.Do(t.Context(), Failing(9, nil), append(common, retry.WithOverload(&retry.OverloadOptions{Rate: slowRate(t)}))...)
+		if !errors.Is(err, overload.ErrRateLimited) {
+			t.Errorf("the rate's refusal: %v, want an error matching overload.ErrRateLimited", err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		err = retry.Do(ctx, Failing(1, nil), append(common, retry.WithOverload(&retry.OverloadOptions{Pause: longPause(t)}))...)
+		if !errors.Is(err, overload.ErrPaused) {
+			t.Errorf("the pause's refusal: %v, want an error matching overload.ErrPaused", err)
 		}
 		if got := inFlight(); got != 0 {
 			t.Errorf("calls in flight after the refusals: %v, want 0", got)
@@ -191,6 +205,29 @@ func nearlyFullLimit(t *testing.T) *overload.Adaptive {
 		}
 	})
 	return l
+}
+
+// slowRate admits one attempt per 10s: a first attempt goes, and its
+// retry 1s later is refused.
+func slowRate(t *testing.T) *overload.Rate {
+	t.Helper()
+	r, err := overload.NewRate(overload.RateOptions{PerSecond: 0.1})
+	if err != nil {
+		t.Fatalf("NewRate: %v", err)
+	}
+	return r
+}
+
+// longPause returns a pause in force for the next 10s, as after a
+// server's Retry-After of 10s.
+func longPause(t *testing.T) *overload.Pause {
+	t.Helper()
+	p, err := overload.NewPause(overload.PauseOptions{})
+	if err != nil {
+		t.Fatalf("NewPause: %v", err)
+	}
+	p.Extend(t.Context(), 10*time.Second)
+	return p
 }
 
 // openBreaker refuses every attempt.
