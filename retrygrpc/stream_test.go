@@ -17,7 +17,8 @@ import (
 // TestStreamDeadline: a stream's retries end at once, with the last
 // status, when the next wait cannot end before the deadline.
 func TestStreamDeadline(t *testing.T) {
-	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(time.Hour)))
+	r, err := retry.New(retry.WithOverload(&retry.OverloadOptions{NoBudget: true}), retry.WithBackoff(retry.Constant(time.Hour)),
+		retry.WithJitter(retry.NoJitter)) // full jitter would wait under the minute once in 60 runs
 	if err != nil {
 		t.Fatal(err)
 	}
