@@ -105,10 +105,7 @@ func (p *Pause) Hold(ctx context.Context, u func() float64) time.Duration {
 		p.ends.CompareAndSwap(ends, 0) // every pause is over; a new one moved it on
 		return 0
 	}
-	end := p.whole.Load()
-	if p.o.Partitioned {
-		end = p.endOf(PartitionOf(ctx))
-	}
+	end := p.endFor(ctx)
 	if now >= end {
 		return 0
 	}
@@ -118,8 +115,13 @@ func (p *Pause) Hold(ctx context.Context, u func() float64) time.Duration {
 	return time.Duration(end-now) + time.Duration(u()*float64(p.o.Spread))
 }
 
-// endOf is partition key's pause's end, or 0.
-func (p *Pause) endOf(key string) int64 {
+// endFor is the end of the pause of ctx's partition (unpartitioned, the
+// downstream's), or 0.
+func (p *Pause) endFor(ctx context.Context) int64 {
+	if !p.o.Partitioned {
+		return p.whole.Load()
+	}
+	key := PartitionOf(ctx)
 	s := p.parts.shard(key)
 	end := s.m[key]
 	s.mu.Unlock()
@@ -202,10 +204,7 @@ func (p *Pause) Until(ctx context.Context) time.Time {
 		return time.Time{}
 	}
 	now := p.clock.now()
-	end := p.whole.Load()
-	if p.o.Partitioned {
-		end = p.endOf(PartitionOf(ctx))
-	}
+	end := p.endFor(ctx)
 	if end <= now {
 		return time.Time{}
 	}
