@@ -39,6 +39,13 @@ func testURL() (url string, explicit bool) {
 // URL was given or CI=true, where a missing server is a failure.
 func newPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
+	return newPoolWith(tb, func(*pgxpool.Config) {})
+}
+
+// newPoolWith is newPool with configure applied to the pool's settings
+// before it connects.
+func newPoolWith(tb testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
 	url, explicit := testURL()
 	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(tb, err, "RETRY_TEST_POSTGRES_URL")
@@ -47,6 +54,7 @@ func newPool(tb testing.TB) *pgxpool.Pool {
 	if os.Getenv(childEnv) != "" {
 		cfg.MaxConns = 4 // several children share max_connections
 	}
+	configure(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
