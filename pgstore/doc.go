@@ -2,10 +2,10 @@
 // github.com/jackc/pgx/v5/pgxpool, for idempotent calls shared by many
 // goroutines and processes.
 //
-// Each idempotency key is one row, keyed by the key. A claim is a single
-// INSERT … ON CONFLICT DO UPDATE statement that takes the row only when it
-// is free (new, lease expired, or retention expired) and otherwise reads
-// it, so deciding who runs the work is atomic in the database. Each claim
+// Each idempotency key is one row, keyed by the key. A claim reads the
+// row; when it is free (new, lease expired, or retention expired) an
+// INSERT … ON CONFLICT DO UPDATE takes it only if it is still free, so
+// deciding who runs the work is atomic in the database. Each claim
 // gets a random fencing token; Renew, Complete and Release change the row
 // only while that token still holds it.
 //
@@ -54,9 +54,10 @@
 // # Cost
 //
 // Renew, Complete and Release are one statement each, atomic in the
-// database; Claim is one, rarely two (when the row appears between the
-// statement's snapshot and its insert), and writes nothing when it finds
-// a held or completed key. A [Store] starts no goroutine and keeps no
+// database. Claim of a held or completed key is one plain read, which
+// writes and locks nothing: a replay costs what a hand-written SELECT
+// does. A free key adds the insert, and a caller that lost the race for
+// it reads once more. A [Store] starts no goroutine and keeps no
 // state besides the pool.
 //
 // Expired rows are free to claim, so deleting them changes no outcome; it

@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/steadfast-go/retry"
@@ -71,46 +69,41 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 	if lease <= 0 {
 		return idempotency.Claim{}, fmt.Errorf("%w: pgstore: claim: the lease is %v; it must be positive", retry.ErrInvalidOption, lease)
 	}
-	token, err := newToken()
-	if err != nil {
-		return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
-	}
 	now, until := s.times(lease)
+	k := any([]byte(key)) // boxed once: both statements send it
+	var token string
 	for range maxClaimReads {
-		var (
-			acquired, completed, permanent bool
-			fp, value                      []byte
-			msg                            *string
-		)
-		err := s.pool.QueryRow(ctx, s.q.claim, []byte(key), []byte(fingerprint), token, interval(lease), now, until).
-			Scan(&acquired, &fp, &completed, &permanent, &value, &msg)
+		c, live, err := s.read(ctx, k, now)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			// The row was inserted after the statement's snapshot was
-			// taken, so the read could not see it: look again.
-			if err := ctx.Err(); err != nil {
-				return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
-			}
-			continue
 		case err != nil:
 			return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
-		case acquired:
+		case live:
+			return c, nil
+		}
+		if token == "" {
+			if token, err = newToken(); err != nil {
+				return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+			}
+		}
+		tag, err := s.pool.Exec(ctx, s.q.claim, k, []byte(fingerprint), token, interval(lease), now, until)
+		if err != nil {
+			return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
 			return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: token, Fingerprint: fingerprint}, nil
-		case !completed:
-			return idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: string(fp)}, nil
 		}
-		rec := idempotency.StoredOutcome{Permanent: permanent, Value: value}
-		if msg != nil {
-			rec.Error = *msg
+		// Another caller claimed the row after the read: read it again.
+		if err := ctx.Err(); err != nil {
+			return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 		}
-		return idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: string(fp), Outcome: rec}, nil
 	}
 	return idempotency.Claim{}, fmt.Errorf("pgstore: claim: the row changed under %d reads in a row; try again", maxClaimReads)
 }
 
-// maxClaimReads bounds Claim's statements. A second one always sees the
-// row that hid from the first, unless it was deleted meanwhile, so more
-// than a few mean something is deeply wrong.
+// maxClaimReads bounds Claim's rounds of a read and an insert. An insert
+// that takes nothing found a live row, which the next read sees unless it
+// was deleted or expired meanwhile, so more than a few mean something is
+// deeply wrong.
 const maxClaimReads = 8
 
 // Renew extends the lease held under token to lease from now, also one
@@ -213,43 +206,29 @@ func newToken() (string, error) {
 // queries are the store's statements, built once with the quoted table
 // name; every value travels as a parameter.
 type queries struct {
-	claim, renew, complete, release, cleanup string
+	read, claim, renew, complete, release, cleanup string
 }
 
-// Parameters shared by the statements: $1 key, $2 fingerprint or token,
-// and, for the injected clock, the current time and the computed expiry
-// (both NULL to use the server's now()).
+// Parameters shared by the statements: $1 key, $2 fingerprint or token
+// (read: the current time), and, for the injected clock, the current
+// time and the computed expiry (both NULL to use the server's now()).
 func buildQueries(table string) queries {
 	r := strings.NewReplacer("{{table}}", table)
 	return queries{
-		// "live" reads the row from the statement's snapshot: a live row
-		// (held, or completed and retained) is the answer as of the
-		// statement's start, and no lock or write is needed. Otherwise
-		// "claimed" takes the row if it is still free. If another caller
-		// took it after the snapshot, the ON CONFLICT clause locks it and
-		// "latest" reads it; FOR SHARE makes that read follow the row to its
-		// newest version. It finds nothing only when the row was inserted
-		// after the snapshot; Claim then asks again.
-		claim: r.Replace(`WITH live AS (
-	SELECT false AS acquired, t.fingerprint, t.completed, t.permanent, t.value, t.error
-	FROM {{table}} AS t
-	WHERE t.key = $1 AND t.expires_at > coalesce($5::timestamptz, now())
-), claimed AS (
-	INSERT INTO {{table}} AS t (key, fingerprint, token, completed, expires_at)
-	SELECT $1, $2, $3, false, coalesce($6::timestamptz, now() + $4::interval)
-	WHERE NOT EXISTS (SELECT FROM live)
-	ON CONFLICT (key) DO UPDATE
-	SET fingerprint = excluded.fingerprint, token = excluded.token, completed = false,
-		expires_at = excluded.expires_at, permanent = false, value = NULL, error = NULL
-	WHERE t.expires_at <= coalesce($5::timestamptz, now())
-	RETURNING true AS acquired, t.fingerprint, t.completed, t.permanent, t.value, t.error
-), latest AS (
-	SELECT false AS acquired, t.fingerprint, t.completed, t.permanent, t.value, t.error
-	FROM {{table}} AS t
-	WHERE t.key = $1 AND NOT EXISTS (SELECT FROM live) AND NOT EXISTS (SELECT FROM claimed)
-	FOR SHARE
-)
-SELECT * FROM live UNION ALL SELECT * FROM claimed UNION ALL SELECT * FROM latest`),
+		// read is a claim's first statement, and its only one for a
+		// held or completed key: a plain read of a live row, which writes
+		// and locks nothing. A free key (new or expired) is then taken by
+		// claim, which inserts the row, or takes over an expired one, only
+		// while it is still free: "no row" means another caller took it
+		// after the read, and Claim reads again.
+		read: r.Replace(`SELECT fingerprint, completed, permanent, value, error FROM {{table}}
+WHERE key = $1 AND expires_at > coalesce($2::timestamptz, now())`),
+		claim: r.Replace(`INSERT INTO {{table}} AS t (key, fingerprint, token, completed, expires_at)
+VALUES ($1, $2, $3, false, coalesce($6::timestamptz, now() + $4::interval))
+ON CONFLICT (key) DO UPDATE
+SET fingerprint = excluded.fingerprint, token = excluded.token, completed = false,
+	expires_at = excluded.expires_at, permanent = false, value = NULL, error = NULL
+WHERE t.expires_at <= coalesce($5::timestamptz, now())`),
 		renew: r.Replace(`UPDATE {{table}}
 SET expires_at = coalesce($4::timestamptz, now() + $3::interval)
 WHERE key = $1 AND token = $2 AND NOT completed`),

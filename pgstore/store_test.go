@@ -2,14 +2,17 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/jackc/pgx/v5"
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/idempotency"
 	"github.com/steadfast-go/retry/pgstore"
+	"github.com/steadfast-go/retry/pgstore/pgschema/pgschematest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -376,4 +379,76 @@ func TestLeaseNeverCutShort(t *testing.T) {
 	next, err := store.Claim(ctx, "k", "fp", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, idempotency.ClaimAcquired, next.Status, "at most 1µs after it ends")
+}
+
+// TestClaimAfterARacingWrite holds another transaction's write to the
+// key open while a Claim runs: the Claim's read cannot see it, and its
+// insert waits for that transaction. Once it commits, the insert takes
+// nothing and the Claim must read again and report the new holder; once
+// it rolls back, the insert takes the key.
+func TestClaimAfterARacingWrite(t *testing.T) {
+	// Another caller's claim of a new key, and its takeover of an
+	// expired one; %s is the table.
+	const (
+		racingInsert   = `INSERT INTO %s (key, fingerprint, token, expires_at) VALUES ($1, 'other', 'tok', now() + interval '1 hour')`
+		racingTakeover = `UPDATE %s SET fingerprint = 'other', token = 'tok', expires_at = now() + interval '1 hour' WHERE key = $1`
+	)
+	for _, tc := range []struct {
+		name   string
+		before string // the row before the racing write ("": none)
+		write  string // the racing write, $1 the key
+		commit bool
+		want   idempotency.ClaimStatus
+	}{
+		{"insert committed", "", racingInsert, true, idempotency.ClaimHeld},
+		{"insert rolled back", "", racingInsert, false, idempotency.ClaimAcquired},
+		{"takeover committed", "expired", racingTakeover, true, idempotency.ClaimHeld},
+		{"takeover rolled back", "expired", racingTakeover, false, idempotency.ClaimAcquired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, pool, table := newStore(t, nil)
+			url, _ := testURL()
+			store, err := pgstore.New(pgschematest.AppPool(t, url, table), &pgstore.Options{Table: table})
+			require.NoError(t, err)
+			ctx := context.Background()
+			quoted := pgx.Identifier{table}.Sanitize()
+			key := []byte("k")
+			if tc.before == "expired" {
+				_, err := pool.Exec(ctx, `INSERT INTO `+quoted+` (key, fingerprint, token, expires_at)
+VALUES ($1, 'old', 'old', now() - interval '1 second')`, key)
+				require.NoError(t, err)
+			}
+
+			tx, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			_, err = tx.Exec(ctx, fmt.Sprintf(tc.write, quoted), key)
+			require.NoError(t, err)
+
+			claims := make(chan idempotency.Claim, 1)
+			errs := make(chan error, 1)
+			go func() {
+				c, err := store.Claim(ctx, "k", "mine", time.Minute)
+				claims <- c
+				errs <- err
+			}()
+			assert.Len(t, pgschematest.LockWaits(t, pool, table, 1), 1, "the claim's insert waits for the racing write")
+			if tc.commit {
+				require.NoError(t, tx.Commit(ctx))
+			} else {
+				require.NoError(t, tx.Rollback(ctx))
+			}
+			c := <-claims
+			require.NoError(t, <-errs)
+			assert.Equal(t, tc.want, c.Status)
+			if tc.want == idempotency.ClaimHeld {
+				assert.Equal(t, "other", c.Fingerprint, "the holder's fingerprint, read after the insert took nothing")
+				return
+			}
+			held, err := store.Claim(ctx, "k", "again", time.Minute)
+			require.NoError(t, err)
+			assert.Equal(t, idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: "mine"}, held)
+			require.NoError(t, store.Complete(ctx, "k", c.Token, idempotency.StoredOutcome{Value: []byte("v")}, time.Hour))
+		})
+	}
 }
