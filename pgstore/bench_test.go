@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,31 +65,83 @@ func BenchmarkClaimCompleted(b *testing.B) {
 // benchRecord is the outcome the benchmarks store and replay.
 var benchRecord = idempotency.StoredOutcome{Value: []byte(`{"id":12345,"status":"ok"}`)}
 
-// forEach runs op with 1 and 16 callers, on each store in turn.
+// forEach runs op with 1 and 16 callers: on each store in turn, then on
+// both in pairs (see paired).
 func forEach(b *testing.B, stores []benchStore, counter *atomic.Int64, op func(*testing.B, benchStore)) {
 	for _, callers := range []int{1, 16} {
 		for _, s := range stores {
 			b.Run("callers="+strconv.Itoa(callers)+"/store="+s.name, func(b *testing.B) {
 				b.ReportAllocs()
 				start := counter.Load()
-				if callers == 1 {
-					for b.Loop() {
-						op(b, s)
-					}
-				} else {
-					// callers/GOMAXPROCS per CPU, at least one: the work
-					// waits on the server.
-					b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							op(b, s)
-						}
-					})
-				}
+				parallel(b, callers, func() { op(b, s) })
 				b.ReportMetric(float64(counter.Load()-start)/float64(b.N), "stmts/op")
 			})
 		}
+		b.Run("callers="+strconv.Itoa(callers)+"/store=paired", func(b *testing.B) {
+			paired(b, callers, func(i int) { op(b, stores[i]) })
+		})
 	}
+}
+
+// parallel runs op b.N times: in the benchmark's goroutine for one
+// caller, else in RunParallel with callers goroutines (callers/GOMAXPROCS
+// per CPU, at least one: the work waits on the server).
+func parallel(b *testing.B, callers int, op func()) {
+	if callers == 1 {
+		for b.Loop() {
+			op()
+		}
+		return
+	}
+	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			op()
+		}
+	})
+}
+
+// paired runs the store's op and the floor's one after the other, b.N
+// times, the order alternating, and reports the median latency of each
+// and their ratio (x-floor). On a machine whose load changes from one
+// second to the next, the separate runs' ns/op differ by tens of
+// percent; op by op, the load hits both alike. With 16 callers both run
+// at once, so each one's latency is under the same mixed load.
+func paired(b *testing.B, callers int, op func(store int)) {
+	var (
+		mu    sync.Mutex
+		times [2][]time.Duration
+		turn  atomic.Int64
+	)
+	run := func(next func() bool) {
+		var mine [2][]time.Duration
+		for next() {
+			first := int(turn.Add(1) % 2)
+			for _, i := range [2]int{first, 1 - first} {
+				start := time.Now()
+				op(i)
+				mine[i] = append(mine[i], time.Since(start))
+			}
+		}
+		mu.Lock()
+		times[0], times[1] = append(times[0], mine[0]...), append(times[1], mine[1]...)
+		mu.Unlock()
+	}
+	if callers == 1 {
+		run(b.Loop)
+	} else {
+		b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+		b.RunParallel(func(pb *testing.PB) { run(pb.Next) })
+	}
+	store, floor := median(times[0]), median(times[1])
+	b.ReportMetric(float64(store.Nanoseconds()), "pgstore-ns/op")
+	b.ReportMetric(float64(floor.Nanoseconds()), "floor-ns/op")
+	b.ReportMetric(float64(store)/float64(floor), "x-floor")
+}
+
+func median(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
 }
 
 // benchStore is one side of a benchmark: the Store or the floor.
