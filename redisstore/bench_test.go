@@ -18,7 +18,9 @@ import (
 
 // The benchmarks compare the store with its floor, raw go-redis commands
 // that move as many bytes on the same client, in the same run. Run each
-// round in its own process so that the two interleave (BENCHMARKS.md).
+// round in its own process so that the two interleave, against a Redis
+// that serves nothing else (RETRY_TEST_REDIS_ADDR), since the server time
+// counts every client's commands (BENCHMARKS.md).
 
 // benchFingerprint is as long as retry.Do's, a hex SHA-256.
 var benchFingerprint = strings.Repeat("f", 64)
@@ -28,51 +30,38 @@ var benchRecord = idempotency.StoredOutcome{Value: []byte(`{"id":42,"status":"ok
 
 // BenchmarkFirstTimeKey measures a first-time key on one connection:
 // store, claim then complete; floor, two raw SETs with a TTL, of values as
-// long as the store's claimed and completed values. The claims of all
-// keys run first and then the completions, so that the server time of
-// each, read from INFO commandstats, is its own (see serverClock).
+// long as the store's claimed and completed values.
 func BenchmarkFirstTimeKey(b *testing.B) {
 	ctx := context.Background()
 	b.Run("impl=store", func(b *testing.B) {
 		s, rt, c, _ := newCountedStoreOn(b, 1)
-		keys := benchKeys(b.N, "")
-		tokens := make([]string, b.N)
-		srv := startServerClock(b, c, rt)
-		for i, key := range keys {
-			cl, err := s.Claim(ctx, key, benchFingerprint, time.Minute)
+		keys := benchKeys(b.N+warmOps, "")
+		tokens := make([]string, len(keys))
+		runPhases(b, c, rt, func(i int) {
+			cl, err := s.Claim(ctx, keys[i], benchFingerprint, time.Minute)
 			if err != nil || cl.Status != idempotency.ClaimAcquired {
 				b.Fatal(cl.Status, err)
 			}
 			tokens[i] = cl.Token
-		}
-		srv.lap()
-		for i, key := range keys {
-			if err := s.Complete(ctx, key, tokens[i], benchRecord, time.Minute); err != nil {
+		}, func(i int) {
+			if err := s.Complete(ctx, keys[i], tokens[i], benchRecord, time.Minute); err != nil {
 				b.Fatal(err)
 			}
-		}
-		srv.stop()
-		reportRoundTrips(b, rt)
+		})
 	})
 	b.Run("impl=floor", func(b *testing.B) {
 		_, rt, c, prefix := newCountedStoreOn(b, 1)
-		keys := benchKeys(b.N, prefix)
+		keys := benchKeys(b.N+warmOps, prefix)
 		claimed := "c" + rand.Text() + "64:" + benchFingerprint
 		completed := "d" + rand.Text() + "64:" + benchFingerprint + "23:" + string(benchRecord.Value)
-		srv := startServerClock(b, c, rt)
-		for _, key := range keys {
-			if err := c.Set(ctx, key, claimed, time.Minute).Err(); err != nil {
-				b.Fatal(err)
+		set := func(value string) func(int) {
+			return func(i int) {
+				if err := c.Set(ctx, keys[i], value, time.Minute).Err(); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
-		srv.lap()
-		for _, key := range keys {
-			if err := c.Set(ctx, key, completed, time.Minute).Err(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		srv.stop()
-		reportRoundTrips(b, rt)
+		runPhases(b, c, rt, set(claimed), set(completed))
 	})
 }
 
@@ -86,15 +75,12 @@ func BenchmarkReplay(b *testing.B) {
 	b.Run("impl=store", func(b *testing.B) {
 		s, rt, c, _ := newCountedStoreOn(b, 1)
 		keys := completedKeys(b, s)
-		srv := startServerClock(b, c, rt)
-		for i := range b.N {
+		runPhases(b, c, rt, func(i int) {
 			cl, err := s.Claim(ctx, keys[i%replayKeys], benchFingerprint, time.Minute)
 			if err != nil || cl.Status != idempotency.ClaimCompleted {
 				b.Fatal(cl.Status, err)
 			}
-		}
-		srv.stop()
-		reportRoundTrips(b, rt)
+		})
 	})
 	b.Run("impl=floor", func(b *testing.B) {
 		s, rt, c, prefix := newCountedStoreOn(b, 1)
@@ -102,15 +88,42 @@ func BenchmarkReplay(b *testing.B) {
 		for i := range keys {
 			keys[i] = prefix + keys[i]
 		}
-		srv := startServerClock(b, c, rt)
-		for i := range b.N {
+		runPhases(b, c, rt, func(i int) {
 			if err := c.Get(ctx, keys[i%replayKeys]).Err(); err != nil {
 				b.Fatal(err)
 			}
-		}
-		srv.stop()
-		reportRoundTrips(b, rt)
+		})
 	})
+}
+
+// warmOps is how many ops of each phase run untimed first, on keys of
+// their own: the first thousands of commands after a pause cost the server
+// several times what later ones do, which would count against whichever
+// side runs first.
+const warmOps = 2000
+
+// runPhases runs each phase, op i for i from b.N to b.N+warmOps untimed,
+// then for i below b.N timed, one phase after another: for a first-time
+// key all the claims, then all the completions, so that the server time
+// of each phase, read from INFO commandstats, is its own (see
+// serverClock). It reports the server time and round trips per op.
+func runPhases(b *testing.B, c *redis.Client, rt *roundTrips, phases ...func(i int)) {
+	for _, phase := range phases {
+		for i := b.N; i < b.N+warmOps; i++ {
+			phase(i)
+		}
+	}
+	srv := startServerClock(b, c, rt)
+	for _, phase := range phases {
+		for i := range b.N {
+			phase(i)
+		}
+		srv.lap()
+	}
+	b.StopTimer()
+	b.Logf("b.N %d: server µs per op of each phase: %.2f", b.N, srv.laps)
+	b.ReportMetric(srv.usec/float64(b.N), "server-µs/op")
+	b.ReportMetric(float64(rt.writes.Load())/float64(b.N), "round-trips/op")
 }
 
 // benchKeys returns n distinct keys under prefix, made before the timer
@@ -139,21 +152,17 @@ func completedKeys(b *testing.B, s *redisstore.Store) []string {
 	return keys
 }
 
-func reportRoundTrips(b *testing.B, rt *roundTrips) {
-	b.ReportMetric(float64(rt.writes.Load())/float64(b.N), "round-trips/op")
-}
-
 // serverClock adds up the server time of a benchmark's commands, from
 // Redis's own counters (INFO commandstats, zeroed by CONFIG RESETSTAT),
 // read on a client of its own so that the benchmark's round trips do not
-// count them.
-// A script's counter includes the commands it calls, which Redis also
+// count them. A script's counter includes the commands it calls, which Redis also
 // counts under their own names; so each lap takes a script's time alone
 // where one ran, else the sum of the plain commands.
 type serverClock struct {
 	b    *testing.B
 	c    *redis.Client
 	usec float64
+	laps []float64 // µs per op of each lap
 }
 
 // startServerClock zeroes the counters of c's server and rt, and starts
@@ -196,19 +205,13 @@ func (sc *serverClock) lap() {
 			plain += usec
 		}
 	}
+	lap := plain
 	if scripts > 0 {
-		sc.usec += scripts
-	} else {
-		sc.usec += plain
+		lap = scripts
 	}
+	sc.usec += lap
+	sc.laps = append(sc.laps, lap/float64(sc.b.N))
 	sc.reset()
-}
-
-// stop takes the last lap and reports the server time per op.
-func (sc *serverClock) stop() {
-	sc.lap()
-	sc.b.StopTimer()
-	sc.b.ReportMetric(sc.usec/float64(sc.b.N), "server-µs/op")
 }
 
 // statField reads name's value from an INFO commandstats line's fields.
