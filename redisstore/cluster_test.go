@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,25 +178,6 @@ func TestClusterStaleSlotMapFollowsRedirects(t *testing.T) {
 		require.Equal(t, int64(1), n)
 	}
 	assert.Greater(t, sets.n.Load(), int64(2*keys), "claims sent again after a MOVED")
-}
-
-// commandCounter counts the commands named name that go through a client.
-type commandCounter struct {
-	name string
-	n    atomic.Int64
-}
-
-func (h *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == h.name {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
 }
 
 // Without a cluster the cluster tests skip, unless CI=true or the nodes

@@ -379,6 +379,32 @@ func TestResentCommandsKeepTheirMeaning(t *testing.T) {
 	assert.Equal(t, int64(0), n)
 }
 
+// TestClaimOverRESP2: a client speaking RESP2 gets a free key's null as
+// $-1, not RESP3's _, and the claim reads it without sending again.
+func TestClaimOverRESP2(t *testing.T) {
+	_, c, prefix := newStore(t)
+	addr, _ := redisAddr()
+	resp2 := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	t.Cleanup(func() { _ = resp2.Close() })
+	sets := &commandCounter{name: "set"}
+	resp2.AddHook(sets)
+	s, err := redisstore.New(resp2, &redisstore.Options{Prefix: prefix})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	cl, err := s.Claim(ctx, "k", fp, long)
+	require.NoError(t, err)
+	require.Equal(t, idempotency.ClaimAcquired, cl.Status)
+	require.Equal(t, int64(1), sets.n.Load(), "one SET: the reply read as it came")
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: fp})
+	rec := idempotency.StoredOutcome{Value: []byte("v")}
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, long))
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: fp, Outcome: rec})
+	n, err := c.Exists(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+}
+
 func TestLeaseExpiryLetsAnotherCallerTakeOver(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := context.Background()
