@@ -67,6 +67,14 @@ func (k *keyed) head(state byte) {
 	k.b.Write(t[:])
 }
 
+// writeLen writes n and a colon, without the allocation of strconv.Itoa
+// for n of 100 or more.
+func (k *keyed) writeLen(n int) {
+	var digits [20]byte
+	k.b.Write(strconv.AppendInt(digits[:0], int64(n), 10))
+	k.b.WriteByte(':')
+}
+
 // strings returns the key and the value.
 func (k *keyed) strings() (key, value string) {
 	s := k.b.String()
@@ -83,8 +91,7 @@ func claimKey(prefix, key, fingerprint string) (redisKey, value string) {
 	var k keyed
 	k.start(prefix, key, headLen+20+1+len(fingerprint))
 	k.head(stateClaimed[0])
-	k.b.WriteString(strconv.Itoa(len(fingerprint)))
-	k.b.WriteByte(':')
+	k.writeLen(len(fingerprint))
 	k.b.WriteString(fingerprint)
 	return k.strings()
 }
@@ -109,8 +116,7 @@ func completeKey(prefix, key, token string, rec idempotency.StoredOutcome) (redi
 	if rec.Value == nil {
 		k.b.WriteByte('-')
 	} else {
-		k.b.WriteString(strconv.Itoa(len(rec.Value)))
-		k.b.WriteByte(':')
+		k.writeLen(len(rec.Value))
 		k.b.Write(rec.Value)
 	}
 	k.b.WriteString(rec.Error)

@@ -157,3 +157,16 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// A claimed or completed value is built with its key in one allocation,
+// whatever the lengths.
+func TestKeyAndValueInOneAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	fp := strings.Repeat("f", 64)
+	_, claimed := claimKey("p:", "k", fp)
+	rec := idempotency.StoredOutcome{Value: []byte(strings.Repeat("v", 300)), Error: "e"}
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { claimKey("p:", "k", fp) }))
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { completeKey("p:", "k", claimed, rec) }))
+}

@@ -257,6 +257,7 @@ func (b *boxedMillis) box(ms int64) any {
 	if last := b.last.Load(); last != nil && last.ms == ms {
 		return last.box
 	}
-	b.last.Store(&msBox{ms: ms, box: ms})
-	return ms
+	last := &msBox{ms: ms, box: ms}
+	b.last.Store(last)
+	return last.box
 }
