@@ -126,6 +126,83 @@ func runPhases(b *testing.B, c *redis.Client, rt *roundTrips, phases ...func(i i
 	b.ReportMetric(float64(rt.writes.Load())/float64(b.N), "round-trips/op")
 }
 
+// BenchmarkPaired runs the store and its floor op by op in one loop,
+// alternating which goes first, and reports each side's wall time per op
+// and their ratio: on a loaded machine the load then falls on both sides
+// alike, which separate benchmarks do not ensure. Its allocations are the
+// two sides' together; BenchmarkFirstTimeKey and BenchmarkReplay have
+// each side's.
+func BenchmarkPaired(b *testing.B) {
+	ctx := context.Background()
+	b.Run("path=first-time-key", func(b *testing.B) {
+		s, _, c, prefix := newCountedStoreOn(b, 1)
+		keys := benchKeys(b.N+warmOps, "")
+		floorKeys := benchKeys(b.N+warmOps, prefix+"floor:")
+		claimed := "c" + rand.Text() + "64:" + benchFingerprint
+		completed := "d" + rand.Text() + "64:" + benchFingerprint + "23:" + string(benchRecord.Value)
+		runPaired(b, func(i int) {
+			cl, err := s.Claim(ctx, keys[i], benchFingerprint, time.Minute)
+			if err != nil || cl.Status != idempotency.ClaimAcquired {
+				b.Fatal(cl.Status, err)
+			}
+			if err := s.Complete(ctx, keys[i], cl.Token, benchRecord, time.Minute); err != nil {
+				b.Fatal(err)
+			}
+		}, func(i int) {
+			if err := c.Set(ctx, floorKeys[i], claimed, time.Minute).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Set(ctx, floorKeys[i], completed, time.Minute).Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("path=replay", func(b *testing.B) {
+		s, _, c, prefix := newCountedStoreOn(b, 1)
+		keys := completedKeys(b, s)
+		runPaired(b, func(i int) {
+			cl, err := s.Claim(ctx, keys[i%replayKeys], benchFingerprint, time.Minute)
+			if err != nil || cl.Status != idempotency.ClaimCompleted {
+				b.Fatal(cl.Status, err)
+			}
+		}, func(i int) {
+			if err := c.Get(ctx, prefix+keys[i%replayKeys]).Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// runPaired runs store(i) and floor(i) for i from b.N to b.N+warmOps
+// untimed, then for i below b.N, timing each.
+func runPaired(b *testing.B, store, floor func(i int)) {
+	for i := b.N; i < b.N+warmOps; i++ {
+		store(i)
+		floor(i)
+	}
+	var inStore, inFloor time.Duration
+	timed := func(op func(int), i int, sum *time.Duration) {
+		start := time.Now()
+		op(i)
+		*sum += time.Since(start)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			timed(store, i, &inStore)
+			timed(floor, i, &inFloor)
+		} else {
+			timed(floor, i, &inFloor)
+			timed(store, i, &inStore)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(inStore.Microseconds())/float64(b.N), "store-µs/op")
+	b.ReportMetric(float64(inFloor.Microseconds())/float64(b.N), "floor-µs/op")
+	b.ReportMetric(float64(inStore)/float64(inFloor), "store/floor")
+}
+
 // benchKeys returns n distinct keys under prefix, made before the timer
 // starts so that neither side pays for them.
 func benchKeys(n int, prefix string) []string {
