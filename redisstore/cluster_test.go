@@ -143,6 +143,43 @@ func TestClusterSpreadsKeys(t *testing.T) {
 	t.Logf("keys per master: %v", counts)
 }
 
+// TestClusterStaleSlotMapFollowsRedirects: a client whose slot map puts
+// every slot on one master, as after a resharding it has not seen yet,
+// sends most commands to the wrong node. The node answers MOVED, which
+// the claim reads raw as a reply rather than an error; it sends the
+// claim again for go-redis to follow the redirect. Every key is
+// claimed, completed and replayed, on the master that owns it.
+func TestClusterStaleSlotMapFollowsRedirects(t *testing.T) {
+	_, c, prefix := newClusterStore(t)
+	addrs := needCluster(t)
+	stale := redis.NewClusterClient(&redis.ClusterOptions{
+		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+			return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: addrs[0]}}}}, nil
+		},
+	})
+	t.Cleanup(func() { _ = stale.Close() })
+	sets := &commandCounter{name: "set"}
+	stale.AddHook(sets)
+	s, err := redisstore.New(stale, &redisstore.Options{Prefix: prefix})
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	const keys = 60
+	rec := idempotency.StoredOutcome{Value: []byte("v")}
+	for i := range keys {
+		key := "order-" + strconv.Itoa(i)
+		cl, err := s.Claim(ctx, key, fp, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, idempotency.ClaimAcquired, cl.Status)
+		require.NoError(t, s.Complete(ctx, key, cl.Token, rec, time.Minute))
+		assertClaim(t, s, key, idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: fp, Outcome: rec})
+		n, err := c.Exists(ctx, prefix+key).Result() // through the true slot map
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+	}
+	assert.Greater(t, sets.n.Load(), int64(2*keys), "claims sent again after a MOVED")
+}
+
 // Without a cluster the cluster tests skip, unless CI=true or the nodes
 // were chosen: then they fail.
 func TestClusterOrSkip(t *testing.T) {

@@ -70,6 +70,13 @@ func (c *countingConn) Write(p []byte) (int, error) {
 // trips, with poolSize connections (0: go-redis's default), warmed up so
 // that a connection is open and the server has cached every script.
 func newCountedStore(tb testing.TB, poolSize int) (*redisstore.Store, *roundTrips) {
+	s, rt, _, _ := newCountedStoreOn(tb, poolSize)
+	return s, rt
+}
+
+// newCountedStoreOn is newCountedStore that also returns the client and
+// the store's prefix, for benchmarks that send raw commands beside it.
+func newCountedStoreOn(tb testing.TB, poolSize int) (*redisstore.Store, *roundTrips, *redis.Client, string) {
 	tb.Helper()
 	addr, _ := redisAddr()
 	newClient(tb) // skips or fails when there is no server
@@ -77,7 +84,8 @@ func newCountedStore(tb testing.TB, poolSize int) (*redisstore.Store, *roundTrip
 	tb.Cleanup(func() { _ = c.Close() })
 	rt := &roundTrips{}
 	c.AddHook(rt)
-	s, err := redisstore.New(c, &redisstore.Options{Prefix: testPrefix(tb, c)})
+	prefix := testPrefix(tb, c)
+	s, err := redisstore.New(c, &redisstore.Options{Prefix: prefix})
 	require.NoError(tb, err)
 
 	ctx := context.Background()
@@ -89,7 +97,7 @@ func newCountedStore(tb testing.TB, poolSize int) (*redisstore.Store, *roundTrip
 	require.NoError(tb, err)
 	require.NoError(tb, s.Complete(ctx, "warm", cl.Token, idempotency.StoredOutcome{}, time.Minute))
 	rt.reset()
-	return s, rt
+	return s, rt, c, prefix
 }
 
 // TestRoundTrips: a first-time key costs two round trips, claim and

@@ -1,72 +1,99 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
 
-// The scripts each touch one key (KEYS[1]), so Redis Cluster runs them on
-// the key's own slot. They are sent with EVALSHA; go-redis falls back to
-// EVAL when the server has not cached a script yet (NOSCRIPT), which costs
-// one extra round trip, once per script and server.
+	"github.com/redis/go-redis/v9"
+)
 
-// claimSrc claims a free key with SET NX PX (ARGV[1] the claimed value,
-// ARGV[2] the lease in ms) and returns "", or returns the value found.
-// An absent key is free: Redis drops a key when its lease or retention
-// (its PX) runs out.
-const claimSrc = `
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return '' end
-return redis.call('GET', KEYS[1])
-`
+// A claim is one native command (Store.Claim); renew, complete and
+// release are Lua scripts, since Redis 7 has no compare-and-set. Each
+// touches one key (KEYS[1]), so Redis Cluster runs it on the key's own
+// slot, and compares the key's whole value with the claim's Token, which
+// is the value the claim wrote: no script takes a value apart.
 
-// holdsSrc starts renew and release: it returns 0 unless the
-// key's value carries token ARGV[1], and leaves the value's state byte in s.
-// 26 is tokenLen: the token is at bytes 2..27 of the value.
-const holdsSrc = `
-local v = redis.call('GET', KEYS[1])
-if not v or #ARGV[1] ~= 26 or string.sub(v, 2, 27) ~= ARGV[1] then return 0 end
-local s = string.sub(v, 1, 1)
-`
-
-// renewSrc sets the lease of a key claimed under ARGV[1] to ARGV[2] ms.
-const renewSrc = holdsSrc + `
-if s ~= '` + stateClaimed + `' then return 0 end
+// renewSrc sets the lease of a key still claimed under ARGV[1] to
+// ARGV[2] ms.
+const renewSrc = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `
 
-// completeSrc turns a key claimed under token ARGV[1] into a completed
-// one: state ARGV[2], outcome suffix ARGV[3], retention ARGV[4] ms, and
-// ARGV[5], a random id of this Complete, where the token was. A key
-// already completed under that id is this very Complete, re-sent by the
-// client after a lost reply: it succeeds and changes nothing. Any other
-// Complete of a completed key is refused, its token included.
+// completeSrc replaces a key still claimed under ARGV[1] by the completed
+// value ARGV[2], kept ARGV[3] ms. A key that already holds ARGV[2] is this
+// very Complete, re-sent by the client after a lost reply: it succeeds and
+// changes nothing. ARGV[2] carries a fresh completion id, so any other
+// Complete of a completed key is refused, its token's included.
 const completeSrc = `
 local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local id = string.sub(v, 2, 27)
-if string.sub(v, 1, 1) ~= '` + stateClaimed + `' then
-  if id == ARGV[5] then return 1 end
-  return 0
+if v == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
 end
-if #ARGV[1] ~= 26 or id ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[2] .. ARGV[5] .. string.sub(v, 28) .. ARGV[3], 'PX', ARGV[4])
-return 1
+if v == ARGV[2] then return 1 end
+return 0
 `
 
 // releaseSrc deletes a key still claimed under ARGV[1].
-const releaseSrc = holdsSrc + `
-if s == '` + stateClaimed + `' then redis.call('DEL', KEYS[1]) end
+const releaseSrc = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 `
 
-// scripts are a Store's own, since a redis.Script caches its hash.
+// script is a Lua script and its SHA-1, the name EVALSHA runs it by.
+type script struct {
+	src string
+	sha any // a string, boxed once
+}
+
+func newScript(src string) script {
+	sum := sha1.Sum([]byte(src))
+	return script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// scripts are the store's scripts.
 type scripts struct {
-	claim, renew, complete, release *redis.Script
+	renew, complete, release script
 }
 
 func newScripts() scripts {
 	return scripts{
-		claim:    redis.NewScript(claimSrc),
-		renew:    redis.NewScript(renewSrc),
-		complete: redis.NewScript(completeSrc),
-		release:  redis.NewScript(releaseSrc),
+		renew:    newScript(renewSrc),
+		complete: newScript(completeSrc),
+		release:  newScript(releaseSrc),
 	}
+}
+
+// scriptArgs are the arguments of one script call: EVALSHA sha 1 key,
+// then ARGV. The token and value go in as pointers to the fields here
+// (go-redis writes a *string as its string), which saves an allocation
+// each over boxing them; the key stays a string, so that cluster routing
+// and tracing hooks see it as usual.
+type scriptArgs struct {
+	args         [7]any
+	token, value string
+}
+
+// run sends sc with EVALSHA and the first n of a's args, and returns its
+// integer reply. When the server has not cached sc yet (NOSCRIPT), it
+// sends it again with EVAL, one round trip more, once per script and
+// server.
+func run(ctx context.Context, client redis.UniversalClient, sc script, a *scriptArgs, n int) (int64, error) {
+	a.args[0], a.args[1], a.args[2] = "evalsha", sc.sha, 1
+	args := a.args[:n]
+	cmd := redis.NewIntCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	_ = client.Process(ctx, cmd)
+	reply, err := cmd.Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = "eval", sc.src
+		cmd = redis.NewIntCmd(ctx, args...)
+		cmd.SetFirstKeyPos(3)
+		_ = client.Process(ctx, cmd)
+		reply, err = cmd.Result()
+	}
+	return reply, err
 }

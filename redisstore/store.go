@@ -9,6 +9,13 @@
 // Lua script on that single key, so the store works unchanged on Redis
 // Cluster.
 //
+// It needs Redis 7.0 or later (or a server that takes SET with both NX
+// and GET, such as Valkey 7.2): a claim is the native SET key value NX GET PX
+// lease, which claims a free key or returns what it holds. An older server
+// refuses it, and Claim returns an error saying so. Complete, Renew and
+// Release are short Lua scripts that compare the key's value with the
+// claim's token, since Redis 7 has no native compare-and-set.
+//
 // # Errors
 //
 // Errors from Redis (connection refused, timeout, a cancelled context)
@@ -21,13 +28,20 @@
 //
 // A first-time key costs two round trips (claim, complete), a replay one,
 // and each retry one more (the lease renewal). BENCHMARKS.md has the
-// figures.
+// figures beside raw SETs and GETs.
+//
+// # Upgrading
+//
+// The values are laid out as the store has always written them, so
+// processes of this version and of earlier ones, which claimed with a
+// script, can share keys during a rolling upgrade: each reads and fences
+// the other's claims.
 package redisstore
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,9 +55,10 @@ import (
 // and processes, and safe against go-redis re-sending a command (see
 // Errors in the package doc).
 type Store struct {
-	client  redis.UniversalClient
-	prefix  string
-	scripts scripts
+	client           redis.UniversalClient
+	prefix           string
+	scripts          scripts
+	lease, retention boxedMillis
 }
 
 var _ idempotency.Store = (*Store)(nil)
@@ -79,35 +94,84 @@ func isNil(client redis.UniversalClient) bool {
 	return false
 }
 
-// Claim implements [idempotency.Store]: one script call that claims
-// a free key with SET NX PX or returns what the key holds.
+// Claim implements [idempotency.Store] with one native command, SET key
+// claim NX GET PX lease (Redis 7.0 or later): it claims a free key, or
+// returns what the key holds and changes nothing. The claim's Token is
+// the value it wrote, which the scripts of Renew, Complete and Release
+// compare with the key's.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
 	ms, err := millis("claim", "lease", lease)
 	if err != nil {
 		return idempotency.Claim{}, err
 	}
-	token := rand.Text()
-	v, err := s.scripts.claim.Run(ctx, s.client, []string{s.prefix + key}, encodeClaim(token, fingerprint), ms).Text()
+	c := &claimArgs{}
+	redisKey, value := claimKey(s.prefix, key, fingerprint)
+	c.value = value
+	c.args = [7]any{"set", redisKey, &c.value, "nx", "get", "px", s.lease.box(ms)}
+	// Read raw: go-redis treats a null reply, a free key's, as an error,
+	// and classifies it for a retry at some 17 allocations a claim.
+	cmd := redis.NewRawCmd(ctx, c.args[:]...)
+	_ = s.client.Process(ctx, cmd)
+	raw, err := cmd.Result()
 	if err != nil {
 		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	if v == "" {
-		return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: token}, nil
+	found, free, ok := readBulk(raw)
+	if !ok {
+		return s.claimAgain(ctx, c, fingerprint)
 	}
-	d, err := decode(v)
-	if err != nil {
-		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+	if free {
+		return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: value}, nil
 	}
+	return claimFound(found, value, fingerprint)
+}
+
+// claimAgain sends a claim again whose first send had an error reply (a
+// cluster redirect, a server loading its data, a server older than 7.0),
+// which wrote nothing, as a command go-redis reads: it acts on the error
+// as on any other command's (it follows a redirect, retries a loading
+// server), and returns it.
+func (s *Store) claimAgain(ctx context.Context, c *claimArgs, fingerprint string) (idempotency.Claim, error) {
+	cmd := redis.NewStringCmd(ctx, c.args[:]...)
+	_ = s.client.Process(ctx, cmd)
+	found, err := cmd.Result()
 	switch {
-	case d.state != stateClaimed:
-		return idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: d.fingerprint, Outcome: d.record}, nil
-	case d.token == token:
-		// Our own claim: the client re-sent the script after losing the
-		// reply to the first send, which had claimed the key.
-		return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: token}, nil
-	default:
-		return idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: d.fingerprint}, nil
+	case err == redis.Nil:
+		return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: c.value}, nil
+	case err != nil && redis.HasErrorPrefix(err, "ERR syntax error"):
+		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: the server does not take SET with both NX and GET; the store needs Redis 7.0 or later: %w", err)
+	case err != nil:
+		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
+	return claimFound([]byte(found), c.value, fingerprint)
+}
+
+// claimFound is the claim of a key that held found when the claim wrote
+// value. The outcome's Value shares found's memory.
+func claimFound(found []byte, value, fingerprint string) (idempotency.Claim, error) {
+	if string(found) == value {
+		// Our own claim: the client re-sent the command after losing the
+		// reply to the first send, which had claimed the key.
+		return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: value}, nil
+	}
+	d, err := decode(found)
+	if err != nil {
+		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	if string(d.fingerprint) != fingerprint {
+		fingerprint = string(d.fingerprint)
+	}
+	if d.state == stateClaimed {
+		return idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: fingerprint}, nil
+	}
+	return idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: fingerprint, Outcome: d.record}, nil
+}
+
+// claimArgs are the arguments of a claim's SET, its value passed as a
+// pointer to the field here to save an allocation (see scriptArgs).
+type claimArgs struct {
+	args  [7]any
+	value string
 }
 
 // Renew implements [idempotency.Store]: it sets the key's PX to lease
@@ -117,11 +181,13 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 	if err != nil {
 		return err
 	}
-	ok, err := s.scripts.renew.Run(ctx, s.client, []string{s.prefix + key}, token, ms).Bool()
+	a := &scriptArgs{token: token}
+	a.args[3], a.args[4], a.args[5] = s.prefix+key, &a.token, s.lease.box(ms)
+	held, err := run(ctx, s.client, s.scripts.renew, a, 6)
 	if err != nil {
 		return fmt.Errorf("redisstore: renew: %w", err)
 	}
-	if !ok {
+	if held == 0 {
 		return idempotency.ErrLeaseLost
 	}
 	return nil
@@ -135,13 +201,17 @@ func (s *Store) Complete(ctx context.Context, key, token string, rec idempotency
 	if err != nil {
 		return err
 	}
-	state, suffix := encodeOutcome(rec)
-	id := rand.Text()
-	ok, err := s.scripts.complete.Run(ctx, s.client, []string{s.prefix + key}, token, state, suffix, ms, id).Bool()
+	redisKey, value, ok := completeKey(s.prefix, key, token, rec)
+	if !ok {
+		return idempotency.ErrLeaseLost // not a token of this store's: it holds no key
+	}
+	a := &scriptArgs{token: token, value: value}
+	a.args[3], a.args[4], a.args[5], a.args[6] = redisKey, &a.token, &a.value, s.retention.box(ms)
+	held, err := run(ctx, s.client, s.scripts.complete, a, 7)
 	if err != nil {
 		return fmt.Errorf("redisstore: complete: %w", err)
 	}
-	if !ok {
+	if held == 0 {
 		return idempotency.ErrLeaseLost
 	}
 	return nil
@@ -150,7 +220,9 @@ func (s *Store) Complete(ctx context.Context, key, token string, rec idempotency
 // Release implements [idempotency.Store]: it deletes the key if
 // token still holds the claim, and does nothing otherwise.
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	if err := s.scripts.release.Run(ctx, s.client, []string{s.prefix + key}, token).Err(); err != nil {
+	a := &scriptArgs{token: token}
+	a.args[3], a.args[4] = s.prefix+key, &a.token
+	if _, err := run(ctx, s.client, s.scripts.release, a, 5); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
 	return nil
@@ -167,4 +239,25 @@ func millis(op, what string, d time.Duration) (int64, error) {
 		ms++
 	}
 	return int64(ms), nil
+}
+
+// boxedMillis keeps the last PX it boxed, so that a store whose lease or
+// retention does not change boxes it once rather than on every call.
+type boxedMillis struct {
+	last atomic.Pointer[msBox]
+}
+
+type msBox struct {
+	ms  int64
+	box any
+}
+
+// box returns ms as an interface value, boxed anew only when it changed.
+func (b *boxedMillis) box(ms int64) any {
+	if last := b.last.Load(); last != nil && last.ms == ms {
+		return last.box
+	}
+	last := &msBox{ms: ms, box: ms}
+	b.last.Store(last)
+	return last.box
 }

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"sync"
 	"testing"
@@ -74,7 +75,8 @@ func TestBadDurationsAreRejectedWithoutWriting(t *testing.T) {
 }
 
 // pxHook records the PX values, in whole milliseconds, that the store
-// sends with its scripts: each script's one int64 argument (scripts.go).
+// sends: a claim's SET's PX, and each script's one int64 argument
+// (scripts.go).
 type pxHook struct {
 	mu sync.Mutex
 	px []int64
@@ -86,15 +88,20 @@ func (*pxHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 }
 func (h *pxHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
-			h.mu.Lock()
-			for _, a := range cmd.Args()[4:] { // past the script, numkeys and the one key
-				if ms, ok := a.(int64); ok {
-					h.px = append(h.px, ms)
-				}
-			}
-			h.mu.Unlock()
+		var args []any
+		switch cmd.Name() {
+		case "evalsha", "eval":
+			args = cmd.Args()[4:] // past the script, numkeys and the one key
+		case "set":
+			args = cmd.Args()[3:] // past the key and value
 		}
+		h.mu.Lock()
+		for _, a := range args {
+			if ms, ok := a.(int64); ok {
+				h.px = append(h.px, ms)
+			}
+		}
+		h.mu.Unlock()
 		return next(ctx, cmd)
 	}
 }
@@ -165,8 +172,11 @@ func TestClaimAcquiresFreshKeyWithLeaseAsTTL(t *testing.T) {
 	cl, err := s.Claim(ctx, "k", fp, lease)
 	require.NoError(t, err)
 	assert.Equal(t, idempotency.ClaimAcquired, cl.Status)
-	assert.Len(t, cl.Token, 26)
 	assert.Empty(t, cl.Fingerprint)
+	v, err := c.Get(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, v, cl.Token, "the token is the claimed value")
+	assert.Regexp(t, "^c[A-Z2-7]{26}4:"+fp+"$", v)
 
 	ttl, err := c.PTTL(ctx, prefix+"k").Result()
 	require.NoError(t, err)
@@ -321,8 +331,9 @@ func assertClaim(t *testing.T, s *redisstore.Store, key string, want idempotency
 	assert.Equal(t, want, got)
 }
 
-// resendHook sends every EVALSHA twice and keeps the second reply, as
-// go-redis does when the reply to the first send is lost.
+// resendHook sends every command of the store's (SET, EVALSHA) twice and
+// keeps the second reply, as go-redis does when the reply to the first
+// send is lost.
 type resendHook struct{}
 
 func (resendHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -331,10 +342,10 @@ func (resendHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 }
 func (resendHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() != "evalsha" {
+		if name := cmd.Name(); name != "evalsha" && name != "set" {
 			return next(ctx, cmd)
 		}
-		if err := next(ctx, cmd); err != nil {
+		if err := next(ctx, cmd); err != nil && err != redis.Nil { // nil: a SET NX that claimed
 			return err
 		}
 		return next(ctx, cmd)
@@ -366,6 +377,32 @@ func TestResentCommandsKeepTheirMeaning(t *testing.T) {
 	n, err := c.Exists(ctx, prefix+"k2").Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), n)
+}
+
+// TestClaimOverRESP2: a client speaking RESP2 gets a free key's null as
+// $-1, not RESP3's _, and the claim reads it without sending again.
+func TestClaimOverRESP2(t *testing.T) {
+	_, c, prefix := newStore(t)
+	addr, _ := redisAddr()
+	resp2 := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	t.Cleanup(func() { _ = resp2.Close() })
+	sets := &commandCounter{name: "set"}
+	resp2.AddHook(sets)
+	s, err := redisstore.New(resp2, &redisstore.Options{Prefix: prefix})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	cl, err := s.Claim(ctx, "k", fp, long)
+	require.NoError(t, err)
+	require.Equal(t, idempotency.ClaimAcquired, cl.Status)
+	require.Equal(t, int64(1), sets.n.Load(), "one SET: the reply read as it came")
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: fp})
+	rec := idempotency.StoredOutcome{Value: []byte("v")}
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, rec, long))
+	assertClaim(t, s, "k", idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: fp, Outcome: rec})
+	n, err := c.Exists(ctx, prefix+"k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
 }
 
 func TestLeaseExpiryLetsAnotherCallerTakeOver(t *testing.T) {
@@ -533,9 +570,10 @@ func TestUnreachableServerGivesErrors(t *testing.T) {
 
 	_, err = s.Claim(ctx, "k", fp, long)
 	assertStoreError(t, "redisstore: claim: ", err)
-	assertStoreError(t, "redisstore: renew: ", s.Renew(ctx, "k", "token", long))
-	assertStoreError(t, "redisstore: complete: ", s.Complete(ctx, "k", "token", idempotency.StoredOutcome{}, long))
-	assertStoreError(t, "redisstore: release: ", s.Release(ctx, "k", "token"))
+	token := "c" + rand.Text() + "4:" + fp // as Claim hands them out: the claimed value
+	assertStoreError(t, "redisstore: renew: ", s.Renew(ctx, "k", token, long))
+	assertStoreError(t, "redisstore: complete: ", s.Complete(ctx, "k", token, idempotency.StoredOutcome{}, long))
+	assertStoreError(t, "redisstore: release: ", s.Release(ctx, "k", token))
 }
 
 func assertStoreError(t *testing.T, prefix string, err error) {

@@ -1,0 +1,6 @@
+//go:build race
+
+package redisstore
+
+// The race detector allocates on its own, so allocation guards skip.
+const raceEnabled = true
