@@ -62,33 +62,37 @@ func BenchmarkHedge(b *testing.B) {
 // time.AfterFunc that starts the second), measured the same way.
 func BenchmarkParkedHedges(b *testing.B) {
 	const n = 100_000
-	measureParked2 := func(call func(context.Context) error) parkcost.Cost {
-		parkedAttempts.Store(0)
-		before := parkcost.Waiting()
-		c, err := parkcost.Measure(n, call, func() {
-			for deadline := time.Now().Add(time.Minute); parkedAttempts.Load() < 2*n ||
-				parkcost.Waiting() < before+parkcost.Ballast+2*n; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					b.Fatalf("not parked after a minute: %d attempts", parkedAttempts.Load())
-				}
-			}
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return c
-	}
 	r := mustNew(b, retry.WithHedge(&retry.HedgeOptions{Delay: time.Millisecond}), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}),
 		retry.WithMaxAttempts(2))
 	ours := func(ctx context.Context) error { return r.Hedge(ctx, blockedAttempt) }
-	measureParked2(ours) // warm up
+	measureParkedHedges(b, n, ours) // warm up
 	for b.Loop() {
-		got := measureParked2(ours)
-		floor := measureParked2(handHedge)
+		got := measureParkedHedges(b, n, ours)
+		floor := measureParkedHedges(b, n, handHedge)
 		got.Report(b, "")
 		floor.Report(b, "floor-")
 		b.ReportMetric(got.Total()/floor.Total(), "x-floor-total")
 	}
+}
+
+// measureParkedHedges parks n calls of call, each with two attempts of
+// blockedAttempt in flight, and measures what they hold.
+func measureParkedHedges(tb testing.TB, n int, call func(context.Context) error) parkcost.Cost {
+	tb.Helper()
+	parkedAttempts.Store(0)
+	before := parkcost.Waiting()
+	c, err := parkcost.Measure(n, call, func() {
+		for deadline := time.Now().Add(time.Minute); parkedAttempts.Load() < int64(2*n) ||
+			parkcost.Waiting() < before+parkcost.Ballast+uint64(2*n); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				tb.Fatalf("not parked after a minute: %d attempts", parkedAttempts.Load())
+			}
+		}
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }
 
 // blockedAttempt is an attempt that answers only when its context ends.
