@@ -259,8 +259,9 @@
 // letter is built only after the first failure, so a call that succeeds
 // at once allocates nothing for it, and without [WithDeadLetter] Do keeps
 // no per-attempt history. [Retrier.Hedge] and [HedgeValue] keep fn on the
-// heap and cost each hedged attempt a timer and a context (6 allocations
-// when it answers in time, and no goroutine), and each hedge a goroutine
+// heap and cost each hedged attempt a timer and a context (3 allocations
+// when it answers in time, the rest of the call's state reused from a
+// pool of the Retrier's, and no goroutine), and each hedge a goroutine
 // that ends with it; Do never hedges, and pays nothing for them.
 //
 // BENCHMARKS.md has the figures, against a direct call and the peers.

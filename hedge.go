@@ -2,6 +2,7 @@ package retry
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/steadfast-go/retry/internal/latency"
@@ -98,6 +99,9 @@ func WithHedge(o *HedgeOptions) Option {
 type hedgeConfig struct {
 	delay time.Duration   // fixed without lat; with it, the warm-up's (0: none)
 	lat   *latency.Window // nil: the delay is fixed
+	// calls keeps the calls of Hedge and HedgeValue (hedge_round.go) that
+	// sent no hedge, for the next calls of the Retriers that share it.
+	calls sync.Pool
 }
 
 // nextDelay is the wait before a hedge; false: send none (the adaptive

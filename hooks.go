@@ -120,19 +120,21 @@ func (hs *hooks[T]) oneAttempt(c *call, fn func(context.Context) (T, error)) (v 
 			ctx = hs.idem.fnContext(c, &a, ctx)
 		}
 		if f&featHedge != 0 {
-			v, err, next = hs.hedging(c, &a, ctx, fn)
-		} else {
-			if f&featAttemptTimeout != 0 {
-				ctx = hs.timeout.fnContext(c, &a, ctx)
-			}
-			v, err = fn(ctx)
+			ctx = startRound[T](c, &a, ctx) // the round's, which hedges join
 		}
+		if f&featAttemptTimeout != 0 {
+			ctx = hs.timeout.fnContext(c, &a, ctx)
+		}
+		v, err = fn(ctx)
 	}
 	if f&featAttemptTimeout != 0 {
 		v, err = hs.timeout.after(c, &a, v, err)
 	}
 	if f&featGuard != 0 {
 		v, err = hs.guard.after(c, &a, v, err) // fn's own result
+	}
+	if f&featHedge != 0 && c.ran {
+		v, err, next = hs.awaitRound(c, &a, v, err)
 	}
 	if hs.idem != nil {
 		v, err = hs.idem.after(c, &a, v, err)
@@ -253,6 +255,9 @@ func (hs *hooks[T]) unwindUnless(c *call, a *attemptState, returned *bool) {
 }
 
 func (hs *hooks[T]) unwind(c *call, a *attemptState) {
+	if c.cfg.features&featHedge != 0 {
+		abandonRound[T](c) // first: no hedge runs on past the claim's end
+	}
 	if c.cfg.features&featHandOff != 0 {
 		hs.handOff.unwind(c, a)
 	}
@@ -270,56 +275,20 @@ func (hs *hooks[T]) unwind(c *call, a *attemptState) {
 	}
 }
 
-// hedging runs fn for the attempt a of the call c on ctx, derived from
-// the call's with its idempotency claim, with its hedges; it runs the
-// hooks of the first attempt's own end (timeout, guard) and returns the
-// round's result, and the policy's word on it when it failed. The
+// awaitRound decides the call's round once its first attempt, a, returned
+// v and err, after the hooks of the attempt's own end (timeout, guard): a
+// success of any attempt, a failure that ends the call, or the latest
+// failure once all have failed; or the call's context ended. It returns
+// the round's result, and the policy's word on it when it failed. The
 // observer hears the end of the attempt whose result the round returns
 // from the loop, after idempotency's part, as for a plain attempt; a is
 // left describing that attempt.
-func (hs *hooks[T]) hedging(c *call, a *attemptState, ctx context.Context, fn func(context.Context) (T, error)) (v T, err error, next decision) {
-	cfg := c.cfg
-	base := ctx
-	d, hedge := cfg.hedge.nextDelay()
-	var r *hedgeRound[T]
-	a.number = attemptNumber(c.attempts)
-	if hedge && c.attempts < cfg.maxAttempts {
-		r = &hedgeRound[T]{c: *c, fn: c.hedgeFn.(func(context.Context) (T, error)), base: base, delay: d,
-			next: c.attempts + 1}
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		r.cancels = append(r.room[:0], cancel)
-		r.mu.Lock() // the timer may fire before afterFunc returns
-		r.timer, r.armed, r.firstIn = cfg.afterFunc(d, r.fire), true, true
-		r.mu.Unlock()
-		defer r.abandon() // a panic here (fn, a hook) must not leave hedges running
-	}
-	if cfg.features&featAttemptTimeout != 0 {
-		ctx = hs.timeout.fnContext(c, a, ctx)
-	}
-	start := cfg.clockReading()
-	v, err = fn(ctx)
-	// Only first attempts set the delay: it is the latency past which
-	// 1-Percentile of them are, and so the share of calls that hedge. A
-	// first attempt that lost is counted with the time it ran.
-	cfg.hedge.record(cfg.clockReading() - start)
-	if cfg.features&featAttemptTimeout != 0 {
-		v, err = hs.timeout.after(c, a, v, err)
-	}
-	if cfg.features&featGuard != 0 {
-		v, err = hs.guard.after(c, a, v, err)
-	}
-	if r == nil {
-		return v, err, next
-	}
-	return hs.awaitRound(c, a, r, v, err)
-}
-
-// awaitRound decides the round r once the first attempt, a, returned v and
-// err: a success of any attempt, a failure that ends the call, or the
-// latest failure once all have failed; or the call's context ended.
-func (hs *hooks[T]) awaitRound(c *call, a *attemptState, r *hedgeRound[T], v T, err error) (T, error, decision) {
+func (hs *hooks[T]) awaitRound(c *call, a *attemptState, v T, err error) (T, error, decision) {
 	var next decision
+	r := c.hedges.(*hedgeRound[T])
+	if !r.firstReturned() || err == nil && r.wonAlone() {
+		return v, err, next // a round that sends no hedge, or whose timer was still armed
+	}
 	r.mu.Lock()
 	lostFirst := r.closed
 	r.firstIn = false
@@ -345,12 +314,11 @@ func (hs *hooks[T]) awaitRound(c *call, a *attemptState, r *hedgeRound[T], v T, 
 		next = decision{} // the loop finds the context ended
 	}
 	c.attempts = r.next - 1
-	cancels, won, panicked := r.cancels, r.won, r.panicked
+	cancel, won, panicked := r.takeCancelsLocked(), r.won, r.panicked
 	winner, failed, failure, dec := r.v, r.failed, r.err, r.dec
-	r.cancels = nil
 	r.mu.Unlock() // what follows calls out: no hook runs under the lock
-	for _, cancel := range cancels {
-		cancel(ErrHedgeLost)
+	if cancel {
+		r.cancelAttempts()
 	}
 	hs.firstEnded(c, a, v, err, lostFirst, panicked == nil && !won && (err == nil && !lostFirst || !failed))
 	switch {

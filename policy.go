@@ -21,10 +21,11 @@ type call struct {
 	last     error         // the last attempt's error
 	wait     callWait      // the wait before the last attempt, and the timer of the next
 	ran      bool          // the last attempt called fn: no hook answered it
-	// hedgeFn is the fn of a call of Hedge or HedgeValue (featHedge),
-	// whose hedges call it on their goroutines, so it is on the heap; nil
-	// for Do's, which does not hedge (so Do's fn need not escape).
-	hedgeFn any
+	// hedges is the round of a call of Hedge or HedgeValue (featHedge),
+	// a *hedgeRound[T] that holds fn for the hedges to call on their
+	// goroutines; nil for Do's, which does not hedge (so Do's fn need not
+	// escape).
+	hedges any
 }
 
 // callWait is a call's wait between attempts: how long the last one was

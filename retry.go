@@ -135,7 +135,12 @@ func (r *Retrier) Hedge(ctx context.Context, fn func(context.Context) error) err
 	if ctx == nil || fn == nil {
 		return badCall(ctx == nil)
 	}
-	_, err := HedgeValue(ctx, r, unitFn(fn))
+	hc, err := startHedgedCall[struct{}](r.config().hedged, ctx, fn)
+	if err != nil {
+		return err
+	}
+	_, err = runCall(&hc.c, unitFn(fn)) // a panic ends the round in the hooks' unwind
+	endHedgedCall(hc)
 	return err
 }
 
@@ -143,17 +148,17 @@ func (r *Retrier) Hedge(ctx context.Context, fn func(context.Context) error) err
 // value of the attempt that won, or the one [WithIdempotency] replayed.
 // The losers' values are dropped, and closed if they are io.Closers.
 func HedgeValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
-	var zero T
 	if ctx == nil || fn == nil {
+		var zero T
 		return zero, badCall(ctx == nil)
 	}
-	cfg := r.config().hedged
-	if cfg == nil {
-		return zero, fmt.Errorf("%w: the Retrier has no WithHedge; add it for work that is safe to run twice at once", ErrInvalidOption)
+	hc, err := startHedgedCall[T](r.config().hedged, ctx, fn)
+	if err != nil {
+		return *new(T), err
 	}
-	var c call
-	c.cfg, c.ctx, c.hedgeFn = cfg, ctx, fn
-	return runCall(&c, fn)
+	v, err := runCall(&hc.c, fn)
+	endHedgedCall(hc)
+	return v, err
 }
 
 // Hedges reports whether r hedges the calls of Hedge and HedgeValue
