@@ -74,28 +74,29 @@ type hedgeRound[T any] struct {
 // roundState is a round's state that holds no pointer: a round reused
 // clears it with one store that the garbage collector need not watch.
 type roundState struct {
-	delay     time.Duration // the hedge delay
-	start     time.Duration // when the first attempt began, since the call's start, if timed
-	winStart  time.Duration // the winning hedge's start, since the call's: the caller tells the observer its end
-	next      int           // the number of the next hedge's attempt
-	dec       decision      // the policy's decision on err, for the hedge
-	prepared  bool          // first and timer are made (or the round sends no hedge)
-	begun     bool          // the first attempt began
-	armed     bool          // the timer will call fire
-	early     bool          // armed before the first attempt began (startHedgedCall)
-	timed     bool          // start is read: user code (an observer, a breaker) ran between, or the delay is adaptive
-	due       bool          // it fired before the first attempt began: its start arms it again
-	fired     bool          // fire ran, or will: a hedge may hold the round and the call, not reused
-	quiet     bool          // decided by the caller, the timer stopped unfired: no other goroutine can touch r
-	firstIn   bool          // the first attempt's fn has not returned
-	closed    bool          // decided: no hedge starts, the ones running lost
-	cancelled bool          // the attempts' contexts were cancelled, by whoever closed the round
-	won       bool          // a hedge succeeded with v
-	failed    bool          // a hedge's failure, err, is the latest
-	fatal     bool          // it ends the call
-	inFlight  int32         // hedges whose fn has not returned
-	admitting int32         // hedges being admitted: they read the call, which the loop leaves alone until they are done
-	from      int32         // the attempt number of the hedge that won, or whose failure err is
+	delay      time.Duration // the hedge delay
+	start      time.Duration // when the first attempt began, since the call's start, if timed
+	winStart   time.Duration // the winning hedge's start, since the call's: the caller tells the observer its end
+	next       int           // the number of the next hedge's attempt
+	dec        decision      // the policy's decision on err, for the hedge
+	prepared   bool          // first and timer are made (or the round sends no hedge)
+	begun      bool          // the first attempt began
+	armed      bool          // the timer will call fire
+	early      bool          // armed before the first attempt began (startHedgedCall), until it fires
+	armedEarly bool          // early, as armed: the timer never changes it, so the caller reads it unlocked
+	timed      bool          // start is read: user code (an observer, a breaker) ran between, or the delay is adaptive
+	due        bool          // it fired before the first attempt began: its start arms it again
+	fired      bool          // fire ran, or will: a hedge may hold the round and the call, not reused
+	quiet      bool          // decided by the caller, the timer stopped unfired: no other goroutine can touch r
+	firstIn    bool          // the first attempt's fn has not returned
+	closed     bool          // decided: no hedge starts, the ones running lost
+	cancelled  bool          // the attempts' contexts were cancelled, by whoever closed the round
+	won        bool          // a hedge succeeded with v
+	failed     bool          // a hedge's failure, err, is the latest
+	fatal      bool          // it ends the call
+	inFlight   int32         // hedges whose fn has not returned
+	admitting  int32         // hedges being admitted: they read the call, which the loop leaves alone until they are done
+	from       int32         // the attempt number of the hedge that won, or whose failure err is
 }
 
 // hedgedCall is a call of Hedge or HedgeValue: the loop's state, on the
@@ -172,6 +173,7 @@ func (r *hedgeRound[T]) arm(cfg *config, parent context.Context, first int, earl
 	r.first, r.cancel = context.WithCancelCause(parent)
 	r.delay = d
 	r.mu.Lock() // the timer may fire before afterFunc returns
+	r.armedEarly = early
 	r.timer, r.armed, r.early = cfg.afterFunc(d, r.fire), true, early
 	r.mu.Unlock()
 }
@@ -197,7 +199,7 @@ func startRound[T any](c *call, a *attemptState, base context.Context) context.C
 		r.base = nil
 	}
 	a.number = attemptNumber(c.attempts)
-	if c.cfg.hedge.lat != nil || r.early && c.cfg.features&(featObserver|featBreaker) != 0 {
+	if c.cfg.hedge.lat != nil || r.armedEarly && c.cfg.features&(featObserver|featBreaker) != 0 {
 		// Read only then: a timer armed early is off by the few hooks of
 		// the library alone, which a hedge's delay need not see.
 		r.start, r.timed = c.cfg.clockReading(), true
