@@ -20,13 +20,12 @@ func (s *Store) read(ctx context.Context, key any, now *time.Time) (idempotency.
 	if err != nil {
 		return idempotency.Claim{}, false, err
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		rows.Close()
+	defer rows.Close() // if decodeRow panics
+	if !rows.Next() {  // which closes rows
 		return idempotency.Claim{}, false, rows.Err()
 	}
 	c, err := decodeRow(rows)
-	rows.Close()
+	rows.Close() // reads the statement's end, whose error Err reports
 	if err == nil {
 		err = rows.Err()
 	}
