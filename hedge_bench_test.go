@@ -22,47 +22,29 @@ import (
 func BenchmarkHedge(b *testing.B) {
 	ctx := context.Background()
 	r := mustNew(b, retry.WithHedge(&retry.HedgeOptions{Delay: 10 * time.Millisecond}))
-	b.Run("Do", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink = r.Do(ctx, succeedFn)
-		}
-	})
-	b.Run("handWritten_answersInTime", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink = handHedgeOnce(ctx, succeedFn)
-		}
-	})
-	b.Run("answersInTime", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink = r.Hedge(ctx, succeedFn)
-		}
-	})
 	adaptive := mustNew(b, retry.WithHedge(nil))
 	for range 1000 { // the window warms up: the delay is known, MinDelay
 		sink = adaptive.Hedge(ctx, succeedFn)
 	}
-	b.Run("answersInTime_adaptive", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink = adaptive.Hedge(ctx, succeedFn)
-		}
-	})
-	b.Run("handWritten_hedgeWins", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink = handHedgeWins(ctx, firstWaits())
-		}
-	})
 	fast := mustNew(b, retry.WithHedge(&retry.HedgeOptions{Delay: time.Microsecond}), retry.WithOverload(&retry.OverloadOptions{NoBudget: true}))
-	b.Run("hedgeWins", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink = fast.Hedge(ctx, firstWaits())
-		}
-	})
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"Do", func() error { return r.Do(ctx, succeedFn) }},
+		{"handWritten_answersInTime", func() error { return handHedgeOnce(ctx, succeedFn) }},
+		{"answersInTime", func() error { return r.Hedge(ctx, succeedFn) }},
+		{"answersInTime_adaptive", func() error { return adaptive.Hedge(ctx, succeedFn) }},
+		{"handWritten_hedgeWins", func() error { return handHedgeWins(ctx, firstWaits()) }},
+		{"hedgeWins", func() error { return fast.Hedge(ctx, firstWaits()) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink = tc.call()
+			}
+		})
+	}
 }
 
 // firstWaits is fn of a call whose first attempt answers only once its
