@@ -33,9 +33,10 @@
 // # Cost
 //
 // Neither budget ever delays a retry: a denied one is refused at once. A
-// [Ratio] counts a call's first attempt with one atomic add, on one of 8
-// counters picked from where the goroutine's stack lies, so that callers
-// on many CPUs do not contend, and takes no lock; the clock is read, and
+// [Ratio] counts a call's first attempt with one atomic add (inline in a
+// Retrier's first try), on one of 64 cache lines picked by a hash of where
+// the goroutine's stack lies, so that two calls running at once share a
+// line with a chance of 1 in 64, and takes no lock; the clock is read, and
 // the window moved on under a mutex, only when a retry is asked for: the
 // calls counted since the window last moved are spread evenly over the
 // seconds since, as a steady load makes them. Counts are exact, and for

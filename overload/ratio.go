@@ -5,13 +5,12 @@ import (
 	"math"
 	"math/bits"
 	"sync"
-	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/benbjohnson/clock"
 
 	"github.com/steadfast-go/retry/internal/isnil"
+	"github.com/steadfast-go/retry/internal/stripe"
 )
 
 // None, given to a field of [RatioOptions] whose zero means the default,
@@ -52,12 +51,11 @@ type RatioOptions struct {
 // MinPerSecond per second; a first attempt is never refused. Build one
 // with [NewRatio] (the zero Ratio refuses every retry, matching
 // [ErrBudgetExhausted]) and share it by all calls to one downstream; it
-// is safe for concurrent use.
+// is safe for concurrent use, and takes 8 KB.
 type Ratio struct {
-	// The calls made, ever, spread over counters picked from the
-	// caller's stack address (shardHint), so that callers on many CPUs
-	// do not contend for one cache line.
-	calls   [ratioShards]callShard
+	// The calls made, ever, striped so that callers on many CPUs do
+	// not contend for one cache line.
+	calls   stripe.Counter
 	ratio   float64
 	reserve float64 // retries the reserve allows over a whole window
 	clock   clock.Clock
@@ -67,32 +65,6 @@ type Ratio struct {
 	slots     []ratioSlot // one per second of the window, a ring
 	last      int64       // the second of the newest slot
 	lastCalls int64       // the calls counted when the window last moved
-}
-
-// ratioShards is how many counters the calls are spread over.
-const ratioShards = 8
-
-// callShard is one counter of calls, alone on its cache line.
-type callShard struct {
-	n atomic.Int64
-	_ [56]byte
-}
-
-// shardHint picks a counter for the calling goroutine from where its
-// stack lies: goroutines on other CPUs have stacks elsewhere, so they
-// mostly count on other cache lines, at the cost of a shift.
-func shardHint() int {
-	var here byte
-	return int(uintptr(unsafe.Pointer(&here))>>12) % ratioShards
-}
-
-// callCount is the calls counted so far.
-func (b *Ratio) callCount() int64 {
-	var n int64
-	for i := range b.calls {
-		n += b.calls[i].n.Load()
-	}
-	return n
 }
 
 // ratioSlot is one second of the window.
@@ -148,7 +120,7 @@ func NewRatio(o RatioOptions) (*Ratio, error) {
 // one the caller's context cut; later attempts change nothing.
 func (b *Ratio) Attempted(attempt int, failed, throttled bool) {
 	if attempt == 1 {
-		b.calls[shardHint()].n.Add(1)
+		b.calls.Add(1)
 	}
 }
 
@@ -180,7 +152,7 @@ func (b *Ratio) Waited() { b.wait.leave() }
 func (b *Ratio) allow(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	calls := b.callCount()
+	calls := b.calls.Load()
 	b.advance(now.Unix(), calls)
 	oldest := b.slot(b.last + 1) // the window's first second
 	var retries int64

@@ -55,7 +55,7 @@ func TestRatio_longQuietSpellDoesNotOverflow(t *testing.T) {
 	b, err := NewRatio(RatioOptions{Clock: mock})
 	require.NoError(t, err)
 	const rate, quiet = 100_000, 120 * 24 * 3600
-	b.calls[0].n.Store(rate * quiet) // as Attempted would have counted them
+	b.calls.Add(rate * quiet) // as Attempted would have counted them
 	mock.Add(quiet * time.Second)
 	assert.InDelta(t, 0.1*rate*10+2*10, countRetries(b), 2)
 }
@@ -79,7 +79,7 @@ func TestRatio_callsReadBeforeTheLockDoNotGoBack(t *testing.T) {
 	}
 	// Another Retry of second 0, which read the 100 calls, moves the
 	// window first (as allow does under the lock).
-	b.advance(mock.Now().Unix(), b.callCount())
+	b.advance(mock.Now().Unix(), b.calls.Load())
 	b.mu.Unlock()
 	<-done // refused or not: it decided on 0 calls
 
