@@ -407,3 +407,17 @@ func measureParked(tb testing.TB, n int, call func(context.Context) error) parkc
 }
 
 func failOnce(context.Context) error { return errTransient }
+
+// BenchmarkRetrierDo_firstTrySuccess_tokenBucket has an
+// overload.TokenBucket for budget, whose first-try success writes
+// nothing: the default budget's cost is the difference.
+func BenchmarkRetrierDo_firstTrySuccess_tokenBucket(b *testing.B) {
+	ctx := context.Background()
+	tb, err := overload.NewTokenBucket(overload.TokenBucketOptions{})
+	require.NoError(b, err)
+	r := mustNew(b, retry.WithOverload(&retry.OverloadOptions{Budget: tb}))
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = r.Do(ctx, succeedFn)
+	}
+}

@@ -21,7 +21,7 @@ import (
 //     panic themselves.
 //   - The entry points make a first attempt that needs no hooks
 //     themselves (config.plainFirst): a success then costs ctx.Err, the
-//     call of fn and a budget's refund, inline (fullBucket), and builds
+//     call of fn and the budget's count, inline (firstSucceeded), and builds
 //     none of runCall's state. They test plainFirst and ctx.Err in two ifs,
 //     not one &&: the compiler then branches on Err's result at once.
 //   - With no hooks, an attempt is a call of fn in runCall itself, and
@@ -90,14 +90,22 @@ func finishCall[T any](c *call, hs *hooks[T], v T, err error) (T, error) {
 	return v, err
 }
 
-// fullBucket says whether the budget is the library's token bucket, full,
-// when a first-try success has nothing to tell it: the entry points check
-// it inline, and call succeeded only otherwise, so that such a success
-// costs no call.
+// firstSucceeded tells the budget of a first attempt that succeeded on
+// an entry point's fast path. It is inline for New's default Ratio (one
+// striped atomic add) and for a full token bucket (nothing to tell), so
+// that such a success costs no call.
+func (cfg *config) firstSucceeded() {
+	if r := cfg.ratio; r != nil {
+		r.Attempted(1, false, false)
+	} else if cfg.budget != nil && !cfg.fullBucket() {
+		cfg.succeeded()
+	}
+}
+
+// fullBucket says whether the budget is the library's token bucket, full.
 func (cfg *config) fullBucket() bool { b := cfg.bucket; return b != nil && b.Full() }
 
-// succeeded tells the budget of a first attempt that succeeded on an entry
-// point's fast path.
+// succeeded tells any other budget of the first attempt's success.
 func (cfg *config) succeeded() { cfg.budget.Attempted(1, false, false) }
 
 // unitFn adapts fn to the value-returning form the loop runs.

@@ -158,6 +158,7 @@ type config struct {
 	idem           *idemConfig           // nil: not idempotent
 	budget         overload.Budget       // nil: no budget
 	bucket         *overload.TokenBucket // budget, when it is one: its success inlines; set by derive
+	ratio          *overload.Ratio       // budget, when it is one: its success inlines; set by derive
 	breaker        overload.Breaker      // nil: no breaker
 	limit          overload.Limit        // nil: no concurrency limit
 	rate           overload.RateLimit    // nil: no rate limit
@@ -305,6 +306,7 @@ func (cfg *config) derive() error {
 		}
 	}
 	cfg.bucket, _ = cfg.budget.(*overload.TokenBucket)
+	cfg.ratio, _ = cfg.budget.(*overload.Ratio)
 	t, ok := cfg.limit.(interface{ Timed() bool })
 	cfg.limitTimed = ok && t.Timed()
 	b, ok := cfg.backoff.(constant)

@@ -62,14 +62,18 @@ func (r *Retrier) Do(ctx context.Context, fn func(context.Context) error) error 
 	c.cfg, c.ctx = cfg, ctx
 	if cfg.plainFirst() {
 		if ctx.Err() == nil { // two ifs: see engine.go
-			if cfg.features&featAdmit == 0 {
+			// c.cfg, not cfg, from here: cfg kept across a call would
+			// take the frame's room for the striped add's stack address.
+			if c.cfg.features&featAdmit == 0 {
 				c.last = fn(ctx)
 			} else {
 				c.last = guardedFirst(&c, fn) // two words of arguments: see guardedFirst
 			}
 			if c.last == nil {
-				if cfg.budget != nil && !cfg.fullBucket() {
-					cfg.succeeded()
+				if r := c.cfg.ratio; r != nil { // inline, as firstSucceeded cannot be
+					r.Attempted(1, false, false)
+				} else if c.cfg.budget != nil && !c.cfg.fullBucket() {
+					c.cfg.succeeded()
 				}
 				return nil
 			}
@@ -112,7 +116,9 @@ func DoValueOn[T any](ctx context.Context, r *Retrier, fn func(context.Context) 
 				v, err = guardedFirstValue(&call{cfg: cfg, ctx: ctx}, fn)
 			}
 			if err == nil {
-				if cfg.budget != nil && !cfg.fullBucket() {
+				if r := cfg.ratio; r != nil { // inline, as firstSucceeded cannot be
+					r.Attempted(1, false, false)
+				} else if cfg.budget != nil && !cfg.fullBucket() {
 					cfg.succeeded()
 				}
 				return v, nil
@@ -214,9 +220,7 @@ func prepare(ctx context.Context, fn func(context.Context) error, opts []Option)
 			first = guardedFirst(&call{cfg: &r.c, ctx: ctx}, fn)
 		}
 		if first == nil {
-			if c.budget != nil && !c.fullBucket() {
-				c.succeeded()
-			}
+			c.firstSucceeded()
 			return nil, nil, true
 		}
 	}
