@@ -3,8 +3,10 @@
 //
 // # Cost
 //
-// A [Stats] uses atomic counters only: it takes no lock and makes no
-// allocation.
+// A [Stats] uses atomic counters only: it takes no lock, and makes no
+// allocation after its first call. The counters every call adds to are
+// striped over cache lines (about 0.6 KB per line, four lines per CPU),
+// so that calls on many CPUs do not contend for one line.
 package retrystats
 
 import (
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry"
+	"github.com/steadfast-go/retry/internal/stripe"
 	"github.com/steadfast-go/retry/overload"
 	"github.com/steadfast-go/retry/retrymetrics"
 )
@@ -26,18 +29,24 @@ import (
 type Stats struct {
 	// Attempts and calls in flight are derived in Snapshot, which saves
 	// two atomic adds per call on the hot path.
+	lines      stripe.Lines[counts] // what every call adds to
+	noAttempt  atomic.Uint64        // calls ended before their first attempt
+	waiting    atomic.Int64
+	dlRecorded atomic.Uint64
+	dlFailed   atomic.Uint64
+	denied     atomic.Uint64 // refused calls: by a budget
+	open       atomic.Uint64 // refused calls: by an open circuit
+	limited    atomic.Uint64 // refused calls: by a concurrency limit
+	rated      atomic.Uint64 // refused calls: by a rate limit
+	paused     atomic.Uint64 // refused calls: by a pause
+}
+
+// counts are the counters of Stats that every call adds to, one set per
+// stripe; Snapshot adds the stripes up.
+type counts struct {
 	calls       [numOutcomes]atomic.Uint64 // calls ended, by Outcome
-	noAttempt   atomic.Uint64              // calls ended before their first attempt
 	started     atomic.Uint64              // first attempts
 	retries     atomic.Uint64              // later attempts
-	waiting     atomic.Int64
-	dlRecorded  atomic.Uint64
-	dlFailed    atomic.Uint64
-	denied      atomic.Uint64 // refused calls: by a budget
-	open        atomic.Uint64 // refused calls: by an open circuit
-	limited     atomic.Uint64 // refused calls: by a concurrency limit
-	rated       atomic.Uint64 // refused calls: by a rate limit
-	paused      atomic.Uint64 // refused calls: by a pause
 	perCall     [len(attemptBounds) + 1]atomic.Uint64
 	duration    [len(durationBounds) + 1]atomic.Uint64
 	durationSum atomic.Int64
@@ -59,9 +68,9 @@ func (s *Stats) OnAttemptStart(_ context.Context, e retry.AttemptStart) {
 	// The attempt that puts its call in flight is its first; Snapshot
 	// derives InFlight from started.
 	if e.Attempt == 1 {
-		s.started.Add(1)
+		s.lines.Get().started.Add(1)
 	} else {
-		s.retries.Add(1)
+		s.lines.Get().retries.Add(1)
 	}
 }
 
@@ -88,8 +97,9 @@ func (s *Stats) OnDone(_ context.Context, e retry.Done) {
 	if e.Attempts == 0 { // never in flight
 		s.noAttempt.Add(1)
 	}
+	c := s.lines.Get()
 	if int(e.Outcome) < numOutcomes {
-		s.calls[e.Outcome].Add(1)
+		c.calls[e.Outcome].Add(1)
 	}
 	if e.Outcome == retry.OutcomeRefused {
 		switch overload.RefuserOf(e.Err) {
@@ -111,9 +121,9 @@ func (s *Stats) OnDone(_ context.Context, e retry.Done) {
 	case e.DeadLetterFailed:
 		s.dlFailed.Add(1)
 	}
-	s.perCall[bucketOf(attemptBounds[:], e.Attempts)].Add(1)
-	s.duration[bucketOf(durationBounds[:], e.Elapsed)].Add(1)
-	s.durationSum.Add(int64(e.Elapsed))
+	c.perCall[bucketOf(attemptBounds[:], e.Attempts)].Add(1)
+	c.duration[bucketOf(durationBounds[:], e.Elapsed)].Add(1)
+	c.durationSum.Add(int64(e.Elapsed))
 }
 
 // bucketOf returns the index of the first bound not below v, or
@@ -240,7 +250,9 @@ func (s *Snapshot) outcomes() [numOutcomes]*uint64 {
 func (s *Stats) Snapshot() Snapshot {
 	// Ends are read before starts, so that InFlight is never negative,
 	// and who refused before Refused, which OnDone counts first, so that
-	// their sum never exceeds it. Go's atomics are sequentially consistent.
+	// their sum never exceeds it. Go's atomics are sequentially
+	// consistent, and each counter is summed over all stripes before the
+	// next is read.
 	var snap Snapshot
 	snap.BudgetDenied = s.denied.Load()
 	snap.CircuitOpen = s.open.Load()
@@ -248,7 +260,7 @@ func (s *Stats) Snapshot() Snapshot {
 	snap.RateLimited = s.rated.Load()
 	snap.Paused = s.paused.Load()
 	for o, c := range snap.outcomes() {
-		*c = s.calls[o].Load()
+		*c = s.sum(func(c *counts) uint64 { return c.calls[o].Load() })
 	}
 	snap.NoAttempt = s.noAttempt.Load()
 	snap.Waiting = s.waiting.Load()
@@ -256,16 +268,25 @@ func (s *Stats) Snapshot() Snapshot {
 	snap.DeadLettersFailed = s.dlFailed.Load()
 	snap.AttemptBounds = attemptBounds
 	snap.DurationBounds = durationBounds
-	snap.DurationSum = time.Duration(s.durationSum.Load())
-	for i := range s.perCall {
-		snap.AttemptsPerCall[i] = s.perCall[i].Load()
+	snap.DurationSum = time.Duration(s.sum(func(c *counts) uint64 { return uint64(c.durationSum.Load()) }))
+	for i := range snap.AttemptsPerCall {
+		snap.AttemptsPerCall[i] = s.sum(func(c *counts) uint64 { return c.perCall[i].Load() })
 	}
-	for i := range s.duration {
-		snap.Duration[i] = s.duration[i].Load()
+	for i := range snap.Duration {
+		snap.Duration[i] = s.sum(func(c *counts) uint64 { return c.duration[i].Load() })
 	}
-	started := s.started.Load()
-	snap.Retries = s.retries.Load()
+	started := s.sum(func(c *counts) uint64 { return c.started.Load() })
+	snap.Retries = s.sum(func(c *counts) uint64 { return c.retries.Load() })
 	snap.Attempts = started + snap.Retries
 	snap.InFlight = int64(started - (snap.Calls() - snap.NoAttempt))
 	return snap
+}
+
+// sum adds one counter up over the stripes.
+func (s *Stats) sum(counter func(*counts) uint64) uint64 {
+	var n uint64
+	for c := range s.lines.All() {
+		n += counter(c)
+	}
+	return n
 }
