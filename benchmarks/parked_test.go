@@ -7,6 +7,7 @@ import (
 	"time"
 
 	cenkalti "github.com/cenkalti/backoff/v5"
+	eapache "github.com/eapache/go-resiliency/retrier"
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/retrytest/parkcost"
@@ -85,6 +86,9 @@ var parkedSetups = func() []parkedSetup {
 		peer("AvastV5", "avast/retry-go/v5"),
 		peer("SethvargoGoRetry", "sethvargo/go-retry"),
 		peer("FailsafeGo", "failsafe-go"),
+		{name: "EapacheGoResiliency", transient: identity, build: func() func(context.Context, op) error {
+			return eapache.New(eapache.ConstantBackoff(1, time.Hour), nil).RunCtx
+		}},
 	}
 }()
 

@@ -7,6 +7,7 @@ import (
 
 	avast "github.com/avast/retry-go/v5"
 	cenkalti "github.com/cenkalti/backoff/v5"
+	eapache "github.com/eapache/go-resiliency/retrier"
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	sethvargo "github.com/sethvargo/go-retry"
@@ -92,6 +93,11 @@ var firstTrySetups = []setup{
 			})
 		}
 	}},
+	{"EapacheGoResiliency", func() func(context.Context, op) error {
+		// A Retrier is safe to share; its backoff list sets the retries.
+		r := eapache.New(eapache.ExponentialBackoff(2, 100*time.Millisecond), nil)
+		return r.RunCtx
+	}},
 	{"FailsafeGo", func() func(context.Context, op) error {
 		rp := retrypolicy.NewBuilder[any]().
 			WithMaxAttempts(3).
@@ -149,6 +155,10 @@ var zeroWaitSetups = []setup{
 				return retryable(fn(ctx))
 			})
 		}
+	}},
+	{"EapacheGoResiliency", func() func(context.Context, op) error {
+		r := eapache.New(eapache.ConstantBackoff(3, 0), nil)
+		return r.RunCtx
 	}},
 	{"FailsafeGo", func() func(context.Context, op) error {
 		rp := retrypolicy.NewBuilder[any]().WithMaxAttempts(4).Build() // no delay by default
