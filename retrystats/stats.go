@@ -5,8 +5,8 @@
 //
 // A [Stats] uses atomic counters only: it takes no lock, and makes no
 // allocation after its first call. The counters every call adds to are
-// striped over cache lines (about 0.6 KB per line, four lines per CPU),
-// so that calls on many CPUs do not contend for one line.
+// striped over cache lines (sets of about 0.6 KB, eight per CPU, at most
+// 256), so that calls on many CPUs do not contend for one line.
 package retrystats
 
 import (

@@ -17,15 +17,23 @@ import (
 // of the pair of lines a core's adjacent-line prefetcher fetches together.
 const lineBytes = 128
 
-// perCPU is how many lines a stripe set has per CPU (GOMAXPROCS), so
-// that two goroutines running at once seldom pick the same line.
-const perCPU = 4
+// perCPU is how many stripes a Lines has per CPU, up to 1<<maxBits: two
+// goroutines share one with a chance of 1 in 8 times the CPUs. Stacks
+// are reused, at the same addresses from run to run, so a pair that
+// shares a stripe keeps sharing it: the chance is a program's, not a
+// call's.
+const (
+	perCPU  = 8
+	maxBits = 8
+)
 
-// bitsFor is log2 of how many lines a set built now has: a power of two
-// at least perCPU per CPU (GOMAXPROCS), so that a hash's top bits pick one.
+// bitsFor is log2 of how many stripes a Lines built now has: a power of
+// two, so that a hash's top bits pick one. The CPUs are the machine's,
+// or GOMAXPROCS if more, so that a set built while GOMAXPROCS is low (in
+// a test, say) does not stay small.
 func bitsFor() uint {
 	b := uint(0)
-	for 1<<b < perCPU*runtime.GOMAXPROCS(0) {
+	for 1<<b < perCPU*max(runtime.GOMAXPROCS(0), runtime.NumCPU()) && b < maxBits {
 		b++
 	}
 	return b
@@ -46,8 +54,8 @@ type Counter struct {
 	lines [counterLines]counterLine
 }
 
-// counterLines is 4 lines per CPU up to 16 CPUs. Load reads them all, but
-// only those written since it last ran miss its cache.
+// counterLines is 8 lines per CPU up to 8 CPUs, 4 up to 16. Load reads
+// them all, but only those written since it last ran miss its cache.
 const (
 	counterBits  = 6
 	counterLines = 1 << counterBits
