@@ -114,8 +114,9 @@ func BenchmarkDirect(b *testing.B) {
 	}
 }
 
-// BenchmarkRetrierDo_firstTrySuccess has New's default budget, which a
-// success tells with one atomic load; _noBudget shows what that costs.
+// BenchmarkRetrierDo_firstTrySuccess has New's default budget, a Ratio,
+// which a success tells with one atomic add on one of its 64 lines,
+// inline; _noBudget and _tokenBucket show what that costs.
 func BenchmarkRetrierDo_firstTrySuccess(b *testing.B) {
 	ctx := context.Background()
 	r := mustNew(b)
@@ -217,9 +218,10 @@ func BenchmarkRetrierDo_threeFailuresZeroWaits(b *testing.B) {
 }
 
 // BenchmarkRetrierDo_parallel shares one Retrier among all goroutines
-// (-cpu 1,2 shows the scaling): a first-try success without an observer
-// writes no shared memory, so it scales with the cores; with Stats every
-// call adds to shared counters. Direct is the floor.
+// (-cpu 1,2 shows the scaling): a first-try success writes one line of
+// the default Ratio's 64, picked by its goroutine's stack, and with Stats
+// its goroutine's stripe of Stats' counters too, so both scale with the
+// cores unless two goroutines pick one line. Direct is the floor.
 func BenchmarkRetrierDo_parallel(b *testing.B) {
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -82,7 +82,7 @@ func BenchmarkTokenBucket_success(b *testing.B) {
 }
 
 // BenchmarkRatio_firstAttempt is what a call costs a Ratio budget: one
-// atomic add, shared by every caller.
+// atomic add, on the line of 64 its caller's stack picks.
 func BenchmarkRatio_firstAttempt(b *testing.B) {
 	ratio, err := overload.NewRatio(overload.RatioOptions{})
 	require.NoError(b, err)
