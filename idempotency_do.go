@@ -39,8 +39,11 @@ type idemCall[T any] struct {
 	heldClaim // the call's key, the claim it holds and the store calls that keep it
 
 	state    idemState
-	value    T        // fn's value in state ranAhead
-	renewing *renewer // keeps the claim while fn runs; nil between attempts
+	value    T       // fn's value in state ranAhead
+	renewing bool    // renewal keeps the claim: fn runs
+	renewal  renewer // keeps the claim while fn runs
+	ctx1     heldCtx // the first attempt's fn context; later ones make their own
+	ctx1Used bool
 }
 
 // newIdemCall checks the call's key; a bad one is bad input, reported
@@ -56,7 +59,7 @@ func newIdemCall[T any](ctx context.Context, cfg *config) (*idemCall[T], error) 
 		// error from its fn, would only meet it again.
 		return nil, Permanent(fmt.Errorf("%w: an enclosing idempotent call, whose fn this call runs in, uses the same idempotency key; give this call a key of its own (IdempotencyOptions.Key, or ContextWithIdempotencyKey in fn)", ErrInvalidOption))
 	}
-	return &idemCall[T]{heldClaim: heldClaim{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key, fp: fingerprint(cfg.payload)}, state: finished}, nil
+	return &idemCall[T]{heldClaim: heldClaim{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key, fp: fingerprint(cfg.payload), dctx: detachedCtx{ctx}}, state: finished}, nil
 }
 
 func (s *idemCall[T]) heldKey() (idempotency.Store, string) { return s.ic.store, s.key }
@@ -68,24 +71,29 @@ func (s *idemCall[T]) outerCtx() context.Context            { return s.ctx }
 // context ends before the lease could run out, and the attempt's outcome
 // is unknown.
 func (s *idemCall[T]) fnContext(_ *call, _ *attemptState, ctx context.Context) context.Context {
-	ctx = context.WithValue(ctx, heldKeyType{}, keyHolder(s))
 	if s.token == "" || s.stale {
-		return ctx // fail-open: nothing to keep
+		return context.WithValue(ctx, heldKeyType{}, keyHolder(s)) // fail-open: nothing to keep
 	}
-	ctx, s.renewing = s.keepClaim(ctx)
-	return ctx
+	ctx = s.keepClaim(ctx, &s.renewal)
+	s.renewing = true
+	hc := &s.ctx1
+	if s.ctx1Used {
+		hc = new(heldCtx) // fn may keep the first one: it stays as it was
+	}
+	s.ctx1Used = true
+	*hc = heldCtx{Context: ctx, holder: keyHolder(s)}
+	return hc
 }
 
 // stopRenewing stops the claim's renewals, when fn returned or panicked,
 // and returns the error that cut fn off, if one did: abandon then owns
 // the call's fields, and no timer outlives Do.
 func (s *idemCall[T]) stopRenewing() error {
-	r := s.renewing
-	if r == nil {
+	if !s.renewing {
 		return nil
 	}
-	s.renewing = nil
-	return r.stop()
+	s.renewing = false
+	return s.renewal.stop()
 }
 
 // unwind stops the renewals and acts on the claim when fn or a hook

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/steadfast-go/retry/idempotency"
+	"github.com/steadfast-go/retry/internal/clocks"
 )
 
 // Defaults of idempotent calls, used for zero fields of
@@ -85,9 +88,13 @@ type IdempotencyOptions struct {
 }
 
 // idemConfig holds the idempotency settings with their defaults resolved.
-// It is made once, by WithIdempotency, and never changed.
+// WithIdempotency makes one; each Retrier built with it gets its own copy
+// (config.derive), with the renewals of its calls' claims, and never
+// changes it.
 type idemConfig struct {
 	store        idempotency.Store
+	nonBlocking  bool             // store is an idempotency.NonBlocking: its calls need no timeout
+	renewals     *clocks.Schedule // the Retrier's renewals of its calls' claims (renewer); set by derive
 	key          string
 	lease        time.Duration
 	retention    time.Duration
@@ -140,10 +147,23 @@ func WithIdempotency(store idempotency.Store, opts *IdempotencyOptions) Option {
 		noWait: o.FailWhileHeld, failOpen: o.FailOpen, keepFailures: o.KeepFailures,
 		atLeastOnce: o.AtLeastOnce,
 	}
+	_, ic.nonBlocking = store.(idempotency.NonBlocking)
 	if o.Marshal != nil {
 		ic.marshal, ic.unmarshal = o.Marshal, o.Unmarshal
 	}
 	return Option{set: setIdempotency, v: ic}
+}
+
+// forRetrier returns a copy of ic for a Retrier on clk, with renewals of
+// its own: one allocation.
+func (ic *idemConfig) forRetrier(clk clock.Clock) *idemConfig {
+	b := &struct {
+		ic idemConfig
+		rs clocks.Schedule
+	}{ic: *ic}
+	b.rs.Init(clk)
+	b.ic.renewals = &b.rs
+	return &b.ic
 }
 
 // idemKeyProblem says what is wrong with key, or "" if nothing is.

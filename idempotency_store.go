@@ -44,7 +44,7 @@ func (s *heldClaim) storeUnknown(e *Error, noDeadLetter bool) {
 		if noDeadLetter {
 			value = unknownUnrecordedValue
 		}
-		ctx, cancel := s.storeCtxUntil(context.WithoutCancel(s.ctx), s.leaseEnd())
+		ctx, cancel := s.storeCtxUntil(s.detached(), s.leaseEnd())
 		err := s.ic.store.Complete(ctx, s.key, s.token, idempotency.StoredOutcome{Permanent: true, Value: []byte(value), Error: errorText(e)}, s.ic.retention)
 		cancel()
 		_ = err // stored, lost lease, or failed: the claim is the store's either way
@@ -58,12 +58,11 @@ func (s *heldClaim) storeUnknown(e *Error, noDeadLetter bool) {
 func (s *heldClaim) storeCtx(detached bool) (context.Context, context.CancelFunc) {
 	parent := s.ctx
 	if detached {
-		parent = context.WithoutCancel(parent)
+		parent = s.detached()
 	}
-	return s.storeCtxFrom(parent)
-}
-
-func (s *heldClaim) storeCtxFrom(parent context.Context) (context.Context, context.CancelFunc) {
+	if s.ic.nonBlocking {
+		return parent, noCancel // its calls return before any timeout
+	}
 	return s.cfg.withTimeout(parent, s.ic.storeTimeout)
 }
 
@@ -133,7 +132,7 @@ const (
 func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
 	retention := s.ic.retention
 	lease := s.ic.lease
-	detached := context.WithoutCancel(s.ctx)
+	detached := s.detached()
 	end := s.cfg.clockNow().Add(lease)
 	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
 	var timer clocks.Timer
