@@ -69,14 +69,9 @@ func (hs *hooks[T]) startHooked(c *call) (v T, err error, done bool) {
 	case c.cfg.features&featIdempotency == 0 || c.ctx.Err() != nil:
 		return v, nil, false
 	}
-	h, err := newIdemCall[T](c.ctx, c.cfg)
-	if err != nil {
-		return v, err, true
-	}
-	hs.idem = h
 	returned := false
 	defer hs.unwindUnless(c, nil, &returned)
-	v, err, act := h.begin(c)
+	v, err, act := beginIdem[T](c, &hs.idem)
 	returned = true
 	return v, err, act == endCall
 }

@@ -83,6 +83,13 @@ func (c *heldCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
+// keeping is what an idempotent call needs while fn runs under its claim,
+// made by its first attempt that holds one: a replay does without.
+type keeping struct {
+	renewal renewer
+	ctx1    heldCtx // the first attempt's fn context; later ones make their own
+}
+
 // renewer keeps an idempotent call's claim while fn runs: the Retrier's
 // schedule of renewals (idemConfig.renewals, one timer of the Retrier's
 // clock for all its calls) renews it a third of a lease after it was

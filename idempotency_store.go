@@ -72,9 +72,15 @@ func (s *heldClaim) unavailable(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrIdempotencyUnavailable, op, err)
 }
 
+// claim looks the key up and claims it if it is free. Its context is the
+// caller's, never the call's detached one: a call's first look
+// (beginIdem) keeps s on the stack.
 func (s *heldClaim) claim() (idempotency.Claim, error) {
 	s.looked = s.cfg.clockNow()
-	ctx, cancel := s.storeCtx(false)
+	ctx, cancel := s.ctx, noCancel
+	if !s.ic.nonBlocking {
+		ctx, cancel = s.cfg.withTimeout(ctx, s.ic.storeTimeout)
+	}
 	defer cancel()
 	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
 	if err != nil {
