@@ -47,11 +47,11 @@ type idemCall[T any] struct {
 // idemKeyFor returns the call's key and its payload's fingerprint; a bad
 // key is bad input, reported before the call starts.
 func idemKeyFor(ctx context.Context, cfg *config) (key, fp string, err error) {
-	key = cfg.idempotencyKey(ctx)
+	key, free := cfg.idempotencyKeyFree(ctx)
 	if p := idemKeyProblem(key); p != "" {
 		return "", "", fmt.Errorf("%w: %s", ErrInvalidOption, p)
 	}
-	if chainHolds(ctx, cfg.idem.store, key) {
+	if !free && chainHolds(ctx, cfg.idem.store, key) {
 		// The call would wait a whole lease for itself, then take its
 		// own key over. Permanent: the enclosing call, which gets this
 		// error from its fn, would only meet it again.

@@ -136,10 +136,30 @@ const (
 // way: it is not released, so that no other caller runs the work before
 // the lease ends.
 func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
+	start := s.cfg.clockNow()
+	if !s.ic.nonBlocking || !start.Before(minTime(start.Add(s.ic.lease), s.leaseEnd())) {
+		return s.completeRetrying(rec, start, nil)
+	}
+	// The first try, as completeRetrying makes it, without its timers:
+	// a store that never blocks needs none to answer at once.
+	err := s.ic.store.Complete(s.detached(), s.key, s.token, rec, s.ic.retention)
+	switch {
+	case err == nil:
+		s.token = ""
+		return nil
+	case errors.Is(err, idempotency.ErrLeaseLost):
+		return s.notRecorded(err) // the first try: nothing of ours is in the key
+	}
+	return s.completeRetrying(rec, start, err)
+}
+
+// completeRetrying is complete from start, the clock's reading when it
+// began; failed is the error of a first try already made, or nil.
+func (s *heldClaim) completeRetrying(rec idempotency.StoredOutcome, start time.Time, failed error) error {
 	retention := s.ic.retention
 	lease := s.ic.lease
 	detached := s.detached()
-	end := s.cfg.clockNow().Add(lease)
+	end := start.Add(lease)
 	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
 	var timer clocks.Timer
 	defer timer.Stop(s.cfg.clock)
@@ -147,15 +167,20 @@ func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
 	var lastErr error
 	reclaimed := false
 	for {
-		if !s.cfg.clockNow().Before(bound()) {
-			break
-		}
-		ctx, cancel := s.storeCtxUntil(detached, bound())
-		err := s.ic.store.Complete(ctx, s.key, s.token, rec, retention)
-		cancel()
-		if err == nil {
-			s.token = ""
-			return nil
+		var err error
+		if failed != nil {
+			err, failed = failed, nil
+		} else {
+			if !s.cfg.clockNow().Before(bound()) {
+				break
+			}
+			ctx, cancel := s.storeCtxUntil(detached, bound())
+			err = s.ic.store.Complete(ctx, s.key, s.token, rec, retention)
+			cancel()
+			if err == nil {
+				s.token = ""
+				return nil
+			}
 		}
 		if errors.Is(err, idempotency.ErrLeaseLost) {
 			if lastErr == nil {
@@ -176,7 +201,7 @@ func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
 		if !waits.wait(bound()) {
 			break
 		}
-		ctx, cancel = s.storeCtxUntil(detached, bound())
+		ctx, cancel := s.storeCtxUntil(detached, bound())
 		err = s.renewIn(ctx)
 		cancel()
 		if errors.Is(err, idempotency.ErrLeaseLost) {
