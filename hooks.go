@@ -24,7 +24,7 @@ var (
 type hooks[T any] struct {
 	timeout timingOut[T] // first: a zero-size last field would take a word of padding
 	handOff handingOff[T]
-	idem    *idemCall[T] // nil: not idempotent, or not yet claimed
+	idem    *idemCall[T] // nil: not idempotent, not yet begun, or a replayed success (beginIdem)
 	dl      deadLettering[T]
 	obs     observing[T]
 	guard   guarding[T]

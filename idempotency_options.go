@@ -52,7 +52,9 @@ type IdempotencyOptions struct {
 	// it, a call with the same key runs again. Default: 24h.
 	Retention time.Duration
 	// StoreTimeout bounds each call to the store, on the Retrier's clock;
-	// a call that takes longer counts as a store failure. Default: 5s.
+	// a call that takes longer counts as a store failure. A store that
+	// implements [idempotency.NonBlocking] (memstore) is called without
+	// it, as its calls cannot take long. Default: 5s.
 	StoreTimeout time.Duration
 	// FailWhileHeld makes a caller that finds its key held fail the
 	// attempt with [ErrInProgress], which Do retries (spending attempts)
@@ -78,8 +80,9 @@ type IdempotencyOptions struct {
 	// A done context still releases it. Default: false.
 	KeepFailures bool
 	// Marshal and Unmarshal turn DoValue's values into the store's bytes
-	// and back (Do stores none); Unmarshal gets exactly Marshal's bytes.
-	// Set both or neither, safe for concurrent use. If a value cannot be
+	// and back (Do stores none); Unmarshal gets exactly Marshal's bytes,
+	// which may be the store's own (memstore's are): it must not modify
+	// them, nor keep them past its return. Set both or neither, safe for concurrent use. If a value cannot be
 	// encoded, fn has run: DoValue returns the value with an error and the
 	// key is completed as a permanent failure. Default: json.Marshal and
 	// json.Unmarshal (only exported fields survive).
