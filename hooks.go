@@ -24,7 +24,7 @@ var (
 type hooks[T any] struct {
 	timeout timingOut[T] // first: a zero-size last field would take a word of padding
 	handOff handingOff[T]
-	idem    *idemCall[T] // nil: not idempotent, or not yet claimed
+	idem    *idemCall[T] // nil: not idempotent, not yet begun, or a replayed success (beginIdem)
 	dl      deadLettering[T]
 	obs     observing[T]
 	guard   guarding[T]
@@ -69,14 +69,9 @@ func (hs *hooks[T]) startHooked(c *call) (v T, err error, done bool) {
 	case c.cfg.features&featIdempotency == 0 || c.ctx.Err() != nil:
 		return v, nil, false
 	}
-	h, err := newIdemCall[T](c.ctx, c.cfg)
-	if err != nil {
-		return v, err, true
-	}
-	hs.idem = h
 	returned := false
 	defer hs.unwindUnless(c, nil, &returned)
-	v, err, act := h.begin(c)
+	v, err, act := beginIdem[T](c, &hs.idem)
 	returned = true
 	return v, err, act == endCall
 }

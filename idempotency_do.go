@@ -39,24 +39,47 @@ type idemCall[T any] struct {
 	heldClaim // the call's key, the claim it holds and the store calls that keep it
 
 	state    idemState
+	renewing bool     // keep's renewer keeps the claim: fn runs
 	value    T        // fn's value in state ranAhead
-	renewing *renewer // keeps the claim while fn runs; nil between attempts
+	keep     *keeping // made by the first attempt that holds the claim
 }
 
-// newIdemCall checks the call's key; a bad one is bad input, reported
-// before the call starts.
-func newIdemCall[T any](ctx context.Context, cfg *config) (*idemCall[T], error) {
-	key := cfg.idempotencyKey(ctx)
+// idemKeyFor returns the call's key and its payload's fingerprint; a bad
+// key is bad input, reported before the call starts.
+func idemKeyFor(ctx context.Context, cfg *config) (key, fp string, err error) {
+	key, free := cfg.idempotencyKeyFree(ctx)
 	if p := idemKeyProblem(key); p != "" {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidOption, p)
+		return "", "", fmt.Errorf("%w: %s", ErrInvalidOption, p)
 	}
-	if chainHolds(ctx, cfg.idem.store, key) {
+	if !free && chainHolds(ctx, cfg.idem.store, key) {
 		// The call would wait a whole lease for itself, then take its
 		// own key over. Permanent: the enclosing call, which gets this
 		// error from its fn, would only meet it again.
-		return nil, Permanent(fmt.Errorf("%w: an enclosing idempotent call, whose fn this call runs in, uses the same idempotency key; give this call a key of its own (IdempotencyOptions.Key, or ContextWithIdempotencyKey in fn)", ErrInvalidOption))
+		return "", "", Permanent(fmt.Errorf("%w: an enclosing idempotent call, whose fn this call runs in, uses the same idempotency key; give this call a key of its own (IdempotencyOptions.Key, or ContextWithIdempotencyKey in fn)", ErrInvalidOption))
 	}
-	return &idemCall[T]{heldClaim: heldClaim{cfg: cfg, ic: cfg.idem, ctx: ctx, key: key, fp: fingerprint(cfg.payload)}, state: finished}, nil
+	return key, fingerprint(cfg.payload), nil
+}
+
+// beginIdem checks the call's key and begins the call (see begin). A
+// success replayed from the store ends the call with nothing of it on
+// the heap; otherwise *h is set to the call before it begins, so that a
+// panic unwinds it.
+func beginIdem[T any](c *call, h **idemCall[T]) (v T, err error, act action) {
+	key, fp, err := idemKeyFor(c.ctx, c.cfg)
+	if err != nil {
+		return v, err, endCall
+	}
+	look := heldClaim{cfg: c.cfg, ic: c.cfg.idem, ctx: c.ctx, key: key, fp: fp}
+	cl, err := look.claim()
+	if err == nil && cl.Status == idempotency.ClaimCompleted && cl.Fingerprint == fp && !cl.Outcome.Permanent {
+		if v, err := replayed[T](look.ic, cl.Outcome); err == nil {
+			return v, nil, endCall
+		}
+	}
+	s := &idemCall[T]{heldClaim: look, state: finished}
+	s.dctx.parent = s.ctx
+	*h = s
+	return s.firstLook(c, cl, err)
 }
 
 func (s *idemCall[T]) heldKey() (idempotency.Store, string) { return s.ic.store, s.key }
@@ -68,24 +91,31 @@ func (s *idemCall[T]) outerCtx() context.Context            { return s.ctx }
 // context ends before the lease could run out, and the attempt's outcome
 // is unknown.
 func (s *idemCall[T]) fnContext(_ *call, _ *attemptState, ctx context.Context) context.Context {
-	ctx = context.WithValue(ctx, heldKeyType{}, keyHolder(s))
 	if s.token == "" || s.stale {
-		return ctx // fail-open: nothing to keep
+		return context.WithValue(ctx, heldKeyType{}, keyHolder(s)) // fail-open: nothing to keep
 	}
-	ctx, s.renewing = s.keepClaim(ctx)
-	return ctx
+	var hc *heldCtx
+	if s.keep == nil {
+		s.keep = new(keeping)
+		hc = &s.keep.ctx1
+	} else {
+		hc = new(heldCtx) // fn may keep the first one: it stays as it was
+	}
+	ctx = s.keepClaim(ctx, &s.keep.renewal)
+	s.renewing = true
+	*hc = heldCtx{Context: ctx, holder: keyHolder(s)}
+	return hc
 }
 
 // stopRenewing stops the claim's renewals, when fn returned or panicked,
 // and returns the error that cut fn off, if one did: abandon then owns
 // the call's fields, and no timer outlives Do.
 func (s *idemCall[T]) stopRenewing() error {
-	r := s.renewing
-	if r == nil {
+	if !s.renewing {
 		return nil
 	}
-	s.renewing = nil
-	return r.stop()
+	s.renewing = false
+	return s.keep.renewal.stop()
 }
 
 // unwind stops the renewals and acts on the claim when fn or a hook
@@ -112,6 +142,12 @@ func (s *idemCall[T]) leaseCovers() bool {
 // reused with another payload, or a store that failed (fail closed).
 func (s *idemCall[T]) begin(c *call) (v T, err error, act action) {
 	cl, err := s.claim()
+	return s.firstLook(c, cl, err)
+}
+
+// firstLook is begin's part after the first look, cl and err: beginIdem
+// makes that look before it makes the call.
+func (s *idemCall[T]) firstLook(c *call, cl idempotency.Claim, err error) (v T, _ error, act action) {
 	if !s.ic.noWait && err == nil && cl.Status == idempotency.ClaimHeld && cl.Fingerprint == s.fp {
 		var done bool
 		if cl, err, done = s.waitForHolder(c); done {
@@ -276,12 +312,22 @@ func (s *idemCall[T]) after(_ *call, _ *attemptState, v T, err error) (T, error)
 // An unknown outcome is stored all the same (fn may have acted), marked
 // so that its replays write the dead letter.
 func (s *idemCall[T]) end(_ *call, v T, err error, d *Done) (T, error) {
-	var e *Error
 	switch {
 	case s.state == ranAhead:
 		return s.value, err
 	case s.token == "":
 		// No claim: replayed, lease lost, fail-open, or recorded.
+	default:
+		s.endHeld(err, d)
+	}
+	return v, err
+}
+
+// endHeld is end's part for a call that still holds its claim: apart, so
+// that a call that holds none does not allocate e.
+func (s *idemCall[T]) endHeld(err error, d *Done) {
+	var e *Error
+	switch {
 	case s.state == holding && errors.As(err, &e) && e.Outcome == OutcomeUnknown:
 		s.storeUnknown(e, d.DeadLetterFailed)
 	case s.state == holding && errors.As(err, &e) && s.final(e) && !d.DeadLetterFailed:
@@ -289,7 +335,6 @@ func (s *idemCall[T]) end(_ *call, v T, err error, d *Done) (T, error) {
 	default:
 		s.release()
 	}
-	return v, err
 }
 
 // abandon acts on a claim still held when Do unwinds from a panic. A
@@ -346,6 +391,11 @@ func (s *idemCall[T]) final(e *Error) bool {
 // replay turns a stored outcome into what an attempt returns: the value,
 // or a permanent error.
 func (s *idemCall[T]) replay(rec idempotency.StoredOutcome) (T, error) {
+	return replayed[T](s.ic, rec)
+}
+
+// replayed is replay's work, with the call's settings ic.
+func replayed[T any](ic *idemConfig, rec idempotency.StoredOutcome) (T, error) {
 	var v T
 	if rec.Permanent {
 		noDeadLetter := string(rec.Value) == unknownUnrecordedValue
@@ -355,7 +405,7 @@ func (s *idemCall[T]) replay(rec idempotency.StoredOutcome) (T, error) {
 	if _, isDo := any(v).(struct{}); isDo {
 		return v, nil
 	}
-	if err := s.ic.unmarshal(rec.Value, &v); err != nil {
+	if err := ic.unmarshal(rec.Value, &v); err != nil {
 		var zero T
 		return zero, Permanent(&codecError{op: "decoded", err: err})
 	}

@@ -1427,3 +1427,64 @@ func TestIdempotency_unknownOutcomeWithItsDeadLetterIsNotLetteredAgain(t *testin
 		assert.Equal(t, 1, sink.Len(), "a replay is not failed work")
 	})
 }
+
+// deadlineSpy records whether the contexts of Claim and Complete had a
+// deadline.
+type deadlineSpy struct {
+	idempotency.Store
+	calls, withDeadline atomic.Int32
+}
+
+func (s *deadlineSpy) note(ctx context.Context) {
+	s.calls.Add(1)
+	if _, ok := ctx.Deadline(); ok {
+		s.withDeadline.Add(1)
+	}
+}
+
+func (s *deadlineSpy) Claim(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, error) {
+	s.note(ctx)
+	return s.Store.Claim(ctx, key, fp, lease)
+}
+
+func (s *deadlineSpy) Complete(ctx context.Context, key, token string, out idempotency.StoredOutcome, retention time.Duration) error {
+	s.note(ctx)
+	return s.Store.Complete(ctx, key, token, out, retention)
+}
+
+// nonBlockingSpy is a deadlineSpy that declares its calls never block.
+type nonBlockingSpy struct{ *deadlineSpy }
+
+func (nonBlockingSpy) NeverBlocks() {}
+
+// A store that may block is called under StoreTimeout; one that
+// declares it never blocks (idempotency.NonBlocking) without a timer,
+// and its Complete still outlasts a caller who gave up.
+func TestIdempotentNonBlockingStoreGetsNoStoreTimeout(t *testing.T) {
+	for _, nonBlocking := range []bool{false, true} {
+		t.Run(fmt.Sprint("nonBlocking=", nonBlocking), func(t *testing.T) {
+			spy := &deadlineSpy{Store: memstore.New(nil)}
+			var store idempotency.Store = spy
+			if nonBlocking {
+				store = nonBlockingSpy{spy}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			v, err := retry.DoValue(ctx, func(context.Context) (int, error) {
+				cancel() // Complete must not see the caller's cancellation
+				return 7, nil
+			}, retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
+			require.NoError(t, err)
+			assert.Equal(t, 7, v)
+			require.Equal(t, int32(2), spy.calls.Load(), "one Claim, one Complete")
+			want := int32(2)
+			if nonBlocking {
+				want = 0
+			}
+			assert.Equal(t, want, spy.withDeadline.Load(), "store calls bounded by StoreTimeout")
+			v, err = retry.DoValue(context.Background(), func(context.Context) (int, error) { return 0, errors.New("ran again") },
+				retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k"}))
+			require.NoError(t, err)
+			assert.Equal(t, 7, v, "replayed")
+		})
+	}
+}

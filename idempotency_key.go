@@ -17,24 +17,33 @@ import (
 // an enclosing idempotent call holds (it reached this call through that
 // call's fn) was meant for that call: IdempotencyOptions.Key wins over it.
 func (cfg *config) idempotencyKey(ctx context.Context) string {
+	k, _ := cfg.idempotencyKeyFree(ctx)
+	return k
+}
+
+// idempotencyKeyFree is idempotencyKey, and says whether it found that no
+// enclosing call holds the key (chainHolds), so that the call need not
+// look again.
+func (cfg *config) idempotencyKeyFree(ctx context.Context) (key string, free bool) {
 	if cfg.idem == nil {
-		return ""
+		return "", false
 	}
 	k, ok := IdempotencyKeyFromContext(ctx)
 	if !ok {
-		return cfg.idem.key
+		return cfg.idem.key, false
 	}
 	if chainHolds(ctx, cfg.idem.store, k) {
 		// Meant for the enclosing call: this call's own key wins, the
 		// option's or the one retryhttp gives a request.
 		if cfg.idem.key != "" {
-			return cfg.idem.key
+			return cfg.idem.key, false
 		}
 		if rk, ok := idemctx.RequestKey(ctx); ok {
-			return rk
+			return rk, false
 		}
+		return k, false
 	}
-	return k
+	return k, true
 }
 
 // heldKeyType is the context key under which the context given to fn

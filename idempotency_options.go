@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/steadfast-go/retry/idempotency"
+	"github.com/steadfast-go/retry/internal/clocks"
 )
 
 // Defaults of idempotent calls, used for zero fields of
@@ -49,7 +52,9 @@ type IdempotencyOptions struct {
 	// it, a call with the same key runs again. Default: 24h.
 	Retention time.Duration
 	// StoreTimeout bounds each call to the store, on the Retrier's clock;
-	// a call that takes longer counts as a store failure. Default: 5s.
+	// a call that takes longer counts as a store failure. A store that
+	// implements [idempotency.NonBlocking] (memstore) is called without
+	// it, as its calls cannot take long. Default: 5s.
 	StoreTimeout time.Duration
 	// FailWhileHeld makes a caller that finds its key held fail the
 	// attempt with [ErrInProgress], which Do retries (spending attempts)
@@ -75,8 +80,9 @@ type IdempotencyOptions struct {
 	// A done context still releases it. Default: false.
 	KeepFailures bool
 	// Marshal and Unmarshal turn DoValue's values into the store's bytes
-	// and back (Do stores none); Unmarshal gets exactly Marshal's bytes.
-	// Set both or neither, safe for concurrent use. If a value cannot be
+	// and back (Do stores none); Unmarshal gets exactly Marshal's bytes,
+	// which may be the store's own (memstore's are): it must not modify
+	// them, nor keep them past its return. Set both or neither, safe for concurrent use. If a value cannot be
 	// encoded, fn has run: DoValue returns the value with an error and the
 	// key is completed as a permanent failure. Default: json.Marshal and
 	// json.Unmarshal (only exported fields survive).
@@ -85,9 +91,13 @@ type IdempotencyOptions struct {
 }
 
 // idemConfig holds the idempotency settings with their defaults resolved.
-// It is made once, by WithIdempotency, and never changed.
+// WithIdempotency makes one; each Retrier built with it gets its own copy
+// (config.derive), with the renewals of its calls' claims, and never
+// changes it.
 type idemConfig struct {
 	store        idempotency.Store
+	nonBlocking  bool             // store is an idempotency.NonBlocking: its calls need no timeout
+	renewals     *clocks.Schedule // the Retrier's renewals of its calls' claims (renewer); set by derive
 	key          string
 	lease        time.Duration
 	retention    time.Duration
@@ -140,10 +150,23 @@ func WithIdempotency(store idempotency.Store, opts *IdempotencyOptions) Option {
 		noWait: o.FailWhileHeld, failOpen: o.FailOpen, keepFailures: o.KeepFailures,
 		atLeastOnce: o.AtLeastOnce,
 	}
+	_, ic.nonBlocking = store.(idempotency.NonBlocking)
 	if o.Marshal != nil {
 		ic.marshal, ic.unmarshal = o.Marshal, o.Unmarshal
 	}
 	return Option{set: setIdempotency, v: ic}
+}
+
+// forRetrier returns a copy of ic for a Retrier on clk, with renewals of
+// its own: one allocation.
+func (ic *idemConfig) forRetrier(clk clock.Clock) *idemConfig {
+	b := &struct {
+		ic idemConfig
+		rs clocks.Schedule
+	}{ic: *ic}
+	b.rs.Init(clk)
+	b.ic.renewals = &b.rs
+	return &b.ic
 }
 
 // idemKeyProblem says what is wrong with key, or "" if nothing is.

@@ -18,12 +18,17 @@ type heldClaim struct {
 	ic     *idemConfig
 	ctx    context.Context
 	key    string
-	fp     string    // the payload's fingerprint, stored with the key
-	token  string    // the claim this call holds; "" when none
-	held   time.Time // when the claim was last taken or renewed, read before the store call
-	looked time.Time // when the last Claim was sent
-	stale  bool      // fail-open: the last Renew failed, so held says nothing of the lease
+	fp     string      // the payload's fingerprint, stored with the key
+	token  string      // the claim this call holds; "" when none
+	held   time.Time   // when the claim was last taken or renewed, read before the store call
+	looked time.Time   // when the last Claim was sent
+	stale  bool        // fail-open: the last Renew failed, so held says nothing of the lease
+	dctx   detachedCtx // ctx without its cancellation: see detached
 }
+
+// detached returns the call's context without its cancellation, for the
+// store calls that must outlast a caller who gave up.
+func (s *heldClaim) detached() context.Context { return &s.dctx }
 
 // leaseEnd is when the claim may stop being held, as Do counts it: one
 // lease after it was last taken or renewed, less a tenth of the lease left
@@ -33,63 +38,101 @@ func (s *heldClaim) leaseEnd() time.Time {
 	return s.held.Add(s.ic.lease - s.ic.lease/10)
 }
 
-// storeCtxUntil bounds a store call by StoreTimeout and by until.
+// storeCtxUntil bounds a store call by StoreTimeout and by until. A store
+// that never blocks (idempotency.NonBlocking) gets parent itself while
+// until is still ahead: its call returns before any bound could matter, and
+// a timer per call would cost more than the call.
 func (s *heldClaim) storeCtxUntil(parent context.Context, until time.Time) (context.Context, context.CancelFunc) {
-	return s.cfg.withTimeout(parent, min(s.ic.storeTimeout, max(until.Sub(s.cfg.clockNow()), 0)))
+	d := min(s.ic.storeTimeout, max(until.Sub(s.cfg.clockNow()), 0))
+	if s.ic.nonBlocking && d > 0 {
+		return parent, noCancel
+	}
+	return s.cfg.withTimeout(parent, d)
 }
 
-// renewer keeps an idempotent call's claim while fn runs: a timer of the
-// Retrier's clock renews it a third of a lease after it was last
-// confirmed, and again after each renewal. If the claim cannot be renewed
-// before its lease could run out, fn's context is cancelled with cut as
-// the cause, so that no other caller takes the key over while fn still
-// runs. It runs on the timer's goroutine, only while the call's goroutine
-// waits in fn; stop makes the call's goroutine wait for a renewal under
-// way, so that the call's fields it writes are the call's again.
+// noCancel is the CancelFunc of a store call that needs no timer.
+func noCancel() {}
+
+// detachedCtx is the call's context without its cancellation, as
+// context.WithoutCancel makes it, kept in the call so that each store call
+// detached from the caller's cancellation costs no allocation.
+type detachedCtx struct{ parent context.Context }
+
+func (*detachedCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*detachedCtx) Done() <-chan struct{}       { return nil }
+func (*detachedCtx) Err() error                  { return nil }
+
+// Value is context.WithoutCancel's: the parent's values, but not its
+// cancellation's (context.Cause).
+func (c *detachedCtx) Value(key any) any { return context.WithoutCancel(c.parent).Value(key) }
+
+func (c *detachedCtx) String() string { return "retry.detached" }
+
+// heldCtx is fn's context: ctx (fn's, cancelled when the claim cannot be
+// kept) carrying the idempotent call that runs fn under heldKeyType, in
+// one value rather than two.
+type heldCtx struct {
+	context.Context
+	holder keyHolder
+}
+
+func (c *heldCtx) Value(key any) any {
+	if key == (heldKeyType{}) {
+		return c.holder
+	}
+	return c.Context.Value(key)
+}
+
+// keeping is what an idempotent call needs while fn runs under its claim,
+// made by its first attempt that holds one: a replay does without.
+type keeping struct {
+	renewal renewer
+	ctx1    heldCtx // the first attempt's fn context; later ones make their own
+}
+
+// renewer keeps an idempotent call's claim while fn runs: the Retrier's
+// schedule of renewals (idemConfig.renewals, one timer of the Retrier's
+// clock for all its calls) renews it a third of a lease after it was
+// last confirmed, and again after each renewal. If the claim cannot be
+// renewed before its lease could run out, fn's context is cancelled with
+// cut as the cause, so that no other caller takes the key over while fn
+// still runs. A renewal runs on the timer's goroutine, only while the
+// call's goroutine waits in fn; stop makes the call's goroutine wait for a
+// renewal under way, so that the call's fields it writes are the call's
+// again. Each call has one, reused by its attempts.
 type renewer struct {
 	s      *heldClaim
 	cancel context.CancelCauseFunc
+	entry  clocks.Entry // in the Retrier's schedule while a renewal is due
 
 	mu      sync.Mutex
 	stopped bool
-	timer   clocks.FuncTimer
-	running sync.WaitGroup
 	cut     error // set once fn's context was cancelled for the claim
 }
 
 // keepClaim returns fn's context, which ends when the claim cannot be
-// renewed, and the renewer that does it; stop it when fn returns.
-func (s *heldClaim) keepClaim(ctx context.Context) (context.Context, *renewer) {
+// renewed, and schedules r to renew the claim while fn runs; stop r when
+// fn returns.
+func (s *heldClaim) keepClaim(ctx context.Context, r *renewer) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
-	r := &renewer{s: s, cancel: cancel}
-	r.mu.Lock() // the timer may fire before arm has stored it
-	r.arm(s.held.Add(s.ic.lease / 3).Sub(s.cfg.clockNow()))
+	r.s, r.cancel = s, cancel
+	r.mu.Lock()
+	r.stopped, r.cut = false, nil
 	r.mu.Unlock()
-	return ctx, r
+	s.ic.renewals.Add(&r.entry, s.held.Add(s.ic.lease/3), r)
+	return ctx
 }
 
-// arm sets the timer for the next renewal, d from now. The caller holds
-// r.mu.
-func (r *renewer) arm(d time.Duration) {
-	r.timer = r.s.cfg.afterFunc(d, r.renew)
-}
+// RunScheduled renews the claim, when the schedule says it is due.
+func (r *renewer) RunScheduled() { r.renew() }
 
 // renew renews the claim once; on failure it tries again a tenth of a
 // lease later while the lease surely lasts, and cuts fn off otherwise
 // (fail-open: fn runs on, unprotected).
 func (r *renewer) renew() {
-	r.mu.Lock()
-	if r.stopped {
-		r.mu.Unlock()
-		return
-	}
-	r.running.Add(1)
-	r.mu.Unlock()
-	defer r.running.Done()
-
 	s := r.s
 	at := s.cfg.clockNow()
-	ctx, cancel := s.storeCtxUntil(context.WithoutCancel(s.ctx), s.leaseEnd())
+	ctx, cancel := s.storeCtxUntil(s.detached(), s.leaseEnd())
 	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
 	cancel()
 
@@ -101,13 +144,13 @@ func (r *renewer) renew() {
 		if !r.stopped {
 			// A third of a lease after this renewal was sent, not after
 			// its reply: a slow store must not push the next one late.
-			r.arm(max(at.Add(s.ic.lease/3).Sub(s.cfg.clockNow()), 0))
+			s.ic.renewals.Add(&r.entry, at.Add(s.ic.lease/3), r)
 		}
 	case s.ic.failOpen:
 		s.stale = true
 	case !errors.Is(err, idempotency.ErrLeaseLost) && s.leaseEnd().Sub(s.cfg.clockNow()) > retryIn:
 		if !r.stopped {
-			r.arm(retryIn)
+			s.ic.renewals.Add(&r.entry, s.cfg.clockNow().Add(retryIn), r)
 		}
 	case r.stopped:
 		// fn returned while the renewal was under way: it was not cut
@@ -124,9 +167,9 @@ func (r *renewer) renew() {
 func (r *renewer) stop() error {
 	r.mu.Lock()
 	r.stopped = true
-	r.timer.Stop()
 	r.mu.Unlock()
-	r.running.Wait()
+	r.s.ic.renewals.Remove(&r.entry)
+	r.entry.Wait()
 	r.cancel(nil)
 	return r.cut
 }

@@ -264,3 +264,30 @@ func TestIdempotentSlowClaimReplyDoesNotEatTheLease(t *testing.T) {
 		assert.Equal(t, int32(1), runs.Load(), "only the holder ran fn")
 	})
 }
+
+// The calls of one Retrier share its renewals' timer: each claim is still
+// renewed every third of its lease while its fn runs, none is cut, and
+// nothing is renewed once the calls are over.
+func TestIdempotentCallsOfOneRetrierShareTheRenewals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &countingStore{Store: memstore.New(nil)}
+		r, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Lease: 3 * time.Second}))
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				ctx := retry.ContextWithIdempotencyKey(context.Background(), fmt.Sprint("k", i))
+				err := r.Do(ctx, func(ctx context.Context) error {
+					time.Sleep(time.Duration(i+1)*5*time.Second - time.Millisecond)
+					return ctx.Err()
+				})
+				assert.NoError(t, err, "call %d", i)
+			})
+		}
+		wg.Wait()
+		// Renewals at 1s, 2s, ... before each fn's end at 5s, 10s, 15s.
+		assert.Equal(t, int32(4+9+14), store.renews.Load())
+		time.Sleep(time.Minute)
+		assert.Equal(t, int32(4+9+14), store.renews.Load(), "renewed after the calls")
+	})
+}

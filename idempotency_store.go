@@ -44,7 +44,7 @@ func (s *heldClaim) storeUnknown(e *Error, noDeadLetter bool) {
 		if noDeadLetter {
 			value = unknownUnrecordedValue
 		}
-		ctx, cancel := s.storeCtxUntil(context.WithoutCancel(s.ctx), s.leaseEnd())
+		ctx, cancel := s.storeCtxUntil(s.detached(), s.leaseEnd())
 		err := s.ic.store.Complete(ctx, s.key, s.token, idempotency.StoredOutcome{Permanent: true, Value: []byte(value), Error: errorText(e)}, s.ic.retention)
 		cancel()
 		_ = err // stored, lost lease, or failed: the claim is the store's either way
@@ -58,12 +58,11 @@ func (s *heldClaim) storeUnknown(e *Error, noDeadLetter bool) {
 func (s *heldClaim) storeCtx(detached bool) (context.Context, context.CancelFunc) {
 	parent := s.ctx
 	if detached {
-		parent = context.WithoutCancel(parent)
+		parent = s.detached()
 	}
-	return s.storeCtxFrom(parent)
-}
-
-func (s *heldClaim) storeCtxFrom(parent context.Context) (context.Context, context.CancelFunc) {
+	if s.ic.nonBlocking {
+		return parent, noCancel // its calls return before any timeout
+	}
 	return s.cfg.withTimeout(parent, s.ic.storeTimeout)
 }
 
@@ -73,9 +72,15 @@ func (s *heldClaim) unavailable(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrIdempotencyUnavailable, op, err)
 }
 
+// claim looks the key up and claims it if it is free. Its context is the
+// caller's, never the call's detached one: a call's first look
+// (beginIdem) keeps s on the stack.
 func (s *heldClaim) claim() (idempotency.Claim, error) {
 	s.looked = s.cfg.clockNow()
-	ctx, cancel := s.storeCtx(false)
+	ctx, cancel := s.ctx, noCancel
+	if !s.ic.nonBlocking {
+		ctx, cancel = s.cfg.withTimeout(ctx, s.ic.storeTimeout)
+	}
 	defer cancel()
 	cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
 	if err != nil {
@@ -131,10 +136,30 @@ const (
 // way: it is not released, so that no other caller runs the work before
 // the lease ends.
 func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
+	start := s.cfg.clockNow()
+	if !s.ic.nonBlocking || !start.Before(minTime(start.Add(s.ic.lease), s.leaseEnd())) {
+		return s.completeRetrying(rec, start, nil)
+	}
+	// The first try, as completeRetrying makes it, without its timers:
+	// a store that never blocks needs none to answer at once.
+	err := s.ic.store.Complete(s.detached(), s.key, s.token, rec, s.ic.retention)
+	switch {
+	case err == nil:
+		s.token = ""
+		return nil
+	case errors.Is(err, idempotency.ErrLeaseLost):
+		return s.notRecorded(err) // the first try: nothing of ours is in the key
+	}
+	return s.completeRetrying(rec, start, err)
+}
+
+// completeRetrying is complete from start, the clock's reading when it
+// began; failed is the error of a first try already made, or nil.
+func (s *heldClaim) completeRetrying(rec idempotency.StoredOutcome, start time.Time, failed error) error {
 	retention := s.ic.retention
 	lease := s.ic.lease
-	detached := context.WithoutCancel(s.ctx)
-	end := s.cfg.clockNow().Add(lease)
+	detached := s.detached()
+	end := start.Add(lease)
 	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
 	var timer clocks.Timer
 	defer timer.Stop(s.cfg.clock)
@@ -142,15 +167,20 @@ func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
 	var lastErr error
 	reclaimed := false
 	for {
-		if !s.cfg.clockNow().Before(bound()) {
-			break
-		}
-		ctx, cancel := s.storeCtxUntil(detached, bound())
-		err := s.ic.store.Complete(ctx, s.key, s.token, rec, retention)
-		cancel()
-		if err == nil {
-			s.token = ""
-			return nil
+		var err error
+		if failed != nil {
+			err, failed = failed, nil
+		} else {
+			if !s.cfg.clockNow().Before(bound()) {
+				break
+			}
+			ctx, cancel := s.storeCtxUntil(detached, bound())
+			err = s.ic.store.Complete(ctx, s.key, s.token, rec, retention)
+			cancel()
+			if err == nil {
+				s.token = ""
+				return nil
+			}
 		}
 		if errors.Is(err, idempotency.ErrLeaseLost) {
 			if lastErr == nil {
@@ -171,7 +201,7 @@ func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
 		if !waits.wait(bound()) {
 			break
 		}
-		ctx, cancel = s.storeCtxUntil(detached, bound())
+		ctx, cancel := s.storeCtxUntil(detached, bound())
 		err = s.renewIn(ctx)
 		cancel()
 		if errors.Is(err, idempotency.ErrLeaseLost) {

@@ -311,6 +311,9 @@ func (cfg *config) derive() error {
 	cfg.limitTimed = ok && t.Timed()
 	b, ok := cfg.backoff.(constant)
 	cfg.zeroWaits = ok && b.d == 0
+	if cfg.idem != nil {
+		cfg.idem = cfg.idem.forRetrier(cfg.clock) // before hedged: Hedge's calls share it
+	}
 	cfg.hedged = nil
 	if cfg.hedge != nil {
 		// Hedge's calls run on a copy that has the bit, so that Do's

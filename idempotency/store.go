@@ -75,8 +75,24 @@ type Claim struct {
 	// Fingerprint is the fingerprint stored with the key (ClaimHeld and
 	// ClaimCompleted).
 	Fingerprint string
-	// Outcome is the stored outcome (ClaimCompleted only).
+	// Outcome is the stored outcome (ClaimCompleted only). Its Value may
+	// be the store's own bytes: a caller must not modify them.
 	Outcome StoredOutcome
+}
+
+// NonBlocking is an optional interface of a [Store] whose calls never
+// block: each returns promptly on its own, with no I/O and no wait for
+// another caller beyond a short critical section, as a store in process
+// memory does (memstore). retry.Do then calls it without bounding each
+// call by IdempotencyOptions.StoreTimeout, which costs a timer per call,
+// and passes it the caller's context, or one without its cancellation,
+// as it is. A store that may block must not implement it: a call that
+// hangs would hang Do.
+type NonBlocking interface {
+	Store
+	// NeverBlocks marks the store as one whose calls never block; Do
+	// never calls it.
+	NeverBlocks()
 }
 
 // StoredOutcome is a final outcome kept by a [Store].

@@ -88,6 +88,9 @@ func New(opts *Options) *Store {
 	return m
 }
 
+// A Store never blocks.
+var _ idempotency.NonBlocking = (*Store)(nil)
+
 // errZeroStore is what a zero Store's methods return.
 var errZeroStore = fmt.Errorf("%w: memstore: a Store must be made with New", retry.ErrInvalidOption)
 
@@ -103,8 +106,15 @@ func (m *Store) unusable() error {
 	return errZeroStore
 }
 
+// NeverBlocks implements [idempotency.NonBlocking]: every method returns
+// after a map operation under the store's mutex, so retry.Do calls the
+// store without a timer for IdempotencyOptions.StoreTimeout.
+func (*Store) NeverBlocks() {}
+
 // Claim implements [idempotency.Store]. Tokens are increasing decimal
-// numbers, unique within the store.
+// numbers, unique within the store. The Value of a completed key's Outcome
+// is the store's own copy, shared by every Claim that returns it: read it,
+// never modify it.
 func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
 	if err := m.unusable(); err != nil {
 		return idempotency.Claim{}, err
@@ -119,7 +129,7 @@ func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 		if e.token != "" {
 			return idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: e.fingerprint}, nil
 		}
-		return idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: e.fingerprint, Outcome: copyOutcome(e.rec)}, nil
+		return idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: e.fingerprint, Outcome: e.rec}, nil
 	}
 	if len(m.entries) >= m.sweepAt {
 		m.sweep(now)

@@ -2,9 +2,12 @@ package memstore_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -166,6 +169,119 @@ func BenchmarkIdempotentDo(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		if _, err := retry.DoValueOn(ctxs[i%nKeys], r, fn); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIdempotentReplay measures a whole idempotent Do on a key
+// whose success is stored: claim, find it completed, decode the value.
+func BenchmarkIdempotentReplay(b *testing.B) {
+	const nKeys = 1 << 16
+	ctxs := make([]context.Context, nKeys)
+	for i := range ctxs {
+		ctxs[i] = retry.ContextWithIdempotencyKey(context.Background(), fmt.Sprint("charge:order-", i))
+	}
+	r, err := retry.New(retry.WithIdempotency(memstore.New(nil), nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, ctx := range ctxs {
+		if _, err := retry.DoValueOn(ctx, r, func(context.Context) (int, error) { return 42, nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fn := func(context.Context) (int, error) { return 0, errors.New("fn ran on a completed key") }
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if v, err := retry.DoValueOn(ctxs[i%nKeys], r, fn); err != nil || v != 42 {
+			b.Fatal(v, err)
+		}
+	}
+}
+
+// floorStore is the floor of the two benchmarks above: what an idempotent
+// call must do on a store in memory, written by hand. A mutex and a map
+// keyed by string; a claim reads the clock for its lease; the value is
+// JSON, as IdempotencyOptions' default.
+type floorStore struct {
+	mu     sync.Mutex
+	m      map[string]floorEntry
+	tokens uint64
+}
+
+type floorEntry struct {
+	token   uint64 // 0 when completed
+	expires time.Time
+	value   []byte
+}
+
+// BenchmarkFloorFirstKey is BenchmarkIdempotentDo's floor: claim a key
+// that is free (its record expired), JSON-encode the value (the same int),
+// store the bytes under the claim.
+func BenchmarkFloorFirstKey(b *testing.B) {
+	const nKeys = 1 << 16
+	keys := make([]string, nKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprint("charge:order-", i)
+	}
+	s := &floorStore{m: make(map[string]floorEntry)}
+	fn := func(context.Context) (int, error) { return 42, nil }
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		key := keys[i%nKeys]
+		now := time.Now()
+		s.mu.Lock()
+		if e, ok := s.m[key]; ok && now.Before(e.expires) {
+			s.mu.Unlock()
+			b.Fatal("key not free")
+		}
+		s.tokens++
+		tok := s.tokens
+		s.m[key] = floorEntry{token: tok, expires: now.Add(time.Minute)}
+		s.mu.Unlock()
+		v, err := fn(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, err := json.Marshal(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.mu.Lock()
+		if s.m[key].token != tok {
+			s.mu.Unlock()
+			b.Fatal("claim lost")
+		}
+		s.m[key] = floorEntry{expires: now.Add(time.Nanosecond), value: data}
+		s.mu.Unlock()
+	}
+}
+
+// BenchmarkFloorReplay is BenchmarkIdempotentReplay's floor: look a
+// completed key up and JSON-decode its value.
+func BenchmarkFloorReplay(b *testing.B) {
+	const nKeys = 1 << 16
+	keys := make([]string, nKeys)
+	s := &floorStore{m: make(map[string]floorEntry)}
+	for i := range keys {
+		keys[i] = fmt.Sprint("charge:order-", i)
+		data, _ := json.Marshal(42)
+		s.m[keys[i]] = floorEntry{expires: time.Now().Add(time.Hour), value: data}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		key := keys[i%nKeys]
+		now := time.Now()
+		s.mu.Lock()
+		e, ok := s.m[key]
+		s.mu.Unlock()
+		if !ok || e.token != 0 || !now.Before(e.expires) {
+			b.Fatal("key not completed")
+		}
+		var v int
+		if err := json.Unmarshal(e.value, &v); err != nil || v != 42 {
+			b.Fatal(v, err)
 		}
 	}
 }
