@@ -651,3 +651,26 @@ func TestBudget_notToldOfAnAttemptPastTheDeadline(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, 100.0, b.Tokens(), "an attempt the deadline ended is heard as neither")
 }
+
+// TestRatio_everyEntryPointCountsAFirstTrySuccess: Do and DoValueOn count
+// New's default kind of budget inline, the package-level Do and DoValue
+// through firstSucceeded; each first-try success is one call heard, so
+// a Ratio of 1 with no reserve then allows exactly four retries.
+func TestRatio_everyEntryPointCountsAFirstTrySuccess(t *testing.T) {
+	ctx := context.Background()
+	b, err := overload.NewRatio(overload.RatioOptions{Ratio: 1, MinPerSecond: overload.None})
+	require.NoError(t, err)
+	opt := retry.WithOverload(&retry.OverloadOptions{Budget: b})
+	r := mustNew(t, opt)
+	value := func(context.Context) (int, error) { return 1, nil }
+	require.NoError(t, r.Do(ctx, func(context.Context) error { return nil }))
+	_, err = retry.DoValueOn(ctx, r, value)
+	require.NoError(t, err)
+	require.NoError(t, retry.Do(ctx, func(context.Context) error { return nil }, opt))
+	_, err = retry.DoValue(ctx, value, opt)
+	require.NoError(t, err)
+	for i := range 4 {
+		require.NoError(t, b.Retry(0), "retry %d of 4", i+1)
+	}
+	require.ErrorIs(t, b.Retry(0), overload.ErrBudgetExhausted, "4 calls heard: 4 retries")
+}
