@@ -21,7 +21,7 @@ import (
 //     panic themselves.
 //   - The entry points make a first attempt that needs no hooks
 //     themselves (config.plainFirst): a success then costs ctx.Err, the
-//     call of fn and the budget's count, inline (firstSucceeded), and builds
+//     call of fn and the budget's count, inline (firstSucceeded's body), and builds
 //     none of runCall's state. They test plainFirst and ctx.Err in two ifs,
 //     not one &&: the compiler then branches on Err's result at once.
 //   - With no hooks, an attempt is a call of fn in runCall itself, and
@@ -91,9 +91,9 @@ func finishCall[T any](c *call, hs *hooks[T], v T, err error) (T, error) {
 }
 
 // firstSucceeded tells the budget of a first attempt that succeeded on
-// an entry point's fast path. It is inline for New's default Ratio (one
-// striped atomic add) and for a full token bucket (nothing to tell), so
-// that such a success costs no call.
+// an entry point's fast path: one striped atomic add for New's default
+// Ratio, nothing for a full token bucket. It is too big to inline, so Do
+// and DoValueOn write it out, and only the package-level Do calls it.
 func (cfg *config) firstSucceeded() {
 	if r := cfg.ratio; r != nil {
 		r.Attempted(1, false, false)

@@ -82,10 +82,11 @@ type IdempotencyOptions struct {
 	// Marshal and Unmarshal turn DoValue's values into the store's bytes
 	// and back (Do stores none); Unmarshal gets exactly Marshal's bytes,
 	// which may be the store's own (memstore's are): it must not modify
-	// them, nor keep them past its return. Set both or neither, safe for concurrent use. If a value cannot be
-	// encoded, fn has run: DoValue returns the value with an error and the
-	// key is completed as a permanent failure. Default: json.Marshal and
-	// json.Unmarshal (only exported fields survive).
+	// them, nor keep them past its return. Set both or neither, safe for
+	// concurrent use. If a value cannot be encoded, fn has run: DoValue
+	// returns the value with an error and the key is completed as a
+	// permanent failure. Default: json.Marshal and json.Unmarshal (only
+	// exported fields survive).
 	Marshal   func(v any) ([]byte, error)
 	Unmarshal func(data []byte, v any) error
 }
