@@ -132,9 +132,9 @@ func (s *idemCall[T]) unwind(*call, *attemptState) {
 func (s *idemCall[T]) leaseCovers() bool {
 	at := s.cfg.attemptTimeout
 	if at <= 0 {
-		return s.cfg.clockNow().Before(s.leaseEnd()) // a pause may have held the call past it
+		return s.cfg.clockReading() < s.leaseEnd() // a pause may have held the call past it
 	}
-	return s.held.Add(s.ic.lease).Sub(s.cfg.clockNow()) >= at
+	return s.held+s.ic.lease-s.cfg.clockReading() >= at
 }
 
 // begin claims the key, waiting for another holder's outcome unless told

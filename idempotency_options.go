@@ -158,14 +158,14 @@ func WithIdempotency(store idempotency.Store, opts *IdempotencyOptions) Option {
 	return Option{set: setIdempotency, v: ic}
 }
 
-// forRetrier returns a copy of ic for a Retrier on clk, with renewals of
-// its own: one allocation.
-func (ic *idemConfig) forRetrier(clk clock.Clock) *idemConfig {
+// forRetrier returns a copy of ic for a Retrier on clk, whose readings
+// count from base, with renewals of its own: one allocation.
+func (ic *idemConfig) forRetrier(clk clock.Clock, base time.Time) *idemConfig {
 	b := &struct {
 		ic idemConfig
 		rs clocks.Schedule
 	}{ic: *ic}
-	b.rs.Init(clk)
+	b.rs.Init(clk, base)
 	b.ic.renewals = &b.rs
 	return &b.ic
 }

@@ -18,12 +18,12 @@ type heldClaim struct {
 	ic     *idemConfig
 	ctx    context.Context
 	key    string
-	fp     string      // the payload's fingerprint, stored with the key
-	token  string      // the claim this call holds; "" when none
-	held   time.Time   // when the claim was last taken or renewed, read before the store call
-	looked time.Time   // when the last Claim was sent
-	stale  bool        // fail-open: the last Renew failed, so held says nothing of the lease
-	dctx   detachedCtx // ctx without its cancellation: see detached
+	fp     string        // the payload's fingerprint, stored with the key
+	token  string        // the claim this call holds; "" when none
+	held   time.Duration // clock reading when the claim was last taken or renewed, before the store call
+	looked time.Duration // clock reading when the last Claim was sent
+	stale  bool          // fail-open: the last Renew failed, so held says nothing of the lease
+	dctx   detachedCtx   // ctx without its cancellation: see detached
 }
 
 // detached returns the call's context without its cancellation, for the
@@ -34,16 +34,16 @@ func (s *heldClaim) detached() context.Context { return &s.dctx }
 // lease after it was last taken or renewed, less a tenth of the lease left
 // for the store's clock and the network. Store calls that need the claim
 // are cut off by then.
-func (s *heldClaim) leaseEnd() time.Time {
-	return s.held.Add(s.ic.lease - s.ic.lease/10)
+func (s *heldClaim) leaseEnd() time.Duration {
+	return s.held + s.ic.lease - s.ic.lease/10
 }
 
 // storeCtxUntil bounds a store call by StoreTimeout and by until. A store
 // that never blocks (idempotency.NonBlocking) gets parent itself while
 // until is still ahead: its call returns before any bound could matter, and
 // a timer per call would cost more than the call.
-func (s *heldClaim) storeCtxUntil(parent context.Context, until time.Time) (context.Context, context.CancelFunc) {
-	d := min(s.ic.storeTimeout, max(until.Sub(s.cfg.clockNow()), 0))
+func (s *heldClaim) storeCtxUntil(parent context.Context, until time.Duration) (context.Context, context.CancelFunc) {
+	d := min(s.ic.storeTimeout, max(until-s.cfg.clockReading(), 0))
 	if s.ic.nonBlocking && d > 0 {
 		return parent, noCancel
 	}
@@ -119,7 +119,7 @@ func (s *heldClaim) keepClaim(ctx context.Context, r *renewer) context.Context {
 	r.mu.Lock()
 	r.stopped, r.cut = false, nil
 	r.mu.Unlock()
-	s.ic.renewals.Add(&r.entry, s.held.Add(s.ic.lease/3), r)
+	s.ic.renewals.Add(&r.entry, s.held+s.ic.lease/3, r)
 	return ctx
 }
 
@@ -131,7 +131,7 @@ func (r *renewer) RunScheduled() { r.renew() }
 // (fail-open: fn runs on, unprotected).
 func (r *renewer) renew() {
 	s := r.s
-	at := s.cfg.clockNow()
+	at := s.cfg.clockReading()
 	ctx, cancel := s.storeCtxUntil(s.detached(), s.leaseEnd())
 	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
 	cancel()
@@ -144,13 +144,13 @@ func (r *renewer) renew() {
 		if !r.stopped {
 			// A third of a lease after this renewal was sent, not after
 			// its reply: a slow store must not push the next one late.
-			s.ic.renewals.Add(&r.entry, at.Add(s.ic.lease/3), r)
+			s.ic.renewals.Add(&r.entry, at+s.ic.lease/3, r)
 		}
 	case s.ic.failOpen:
 		s.stale = true
-	case !errors.Is(err, idempotency.ErrLeaseLost) && s.leaseEnd().Sub(s.cfg.clockNow()) > retryIn:
+	case !errors.Is(err, idempotency.ErrLeaseLost) && s.leaseEnd()-s.cfg.clockReading() > retryIn:
 		if !r.stopped {
-			s.ic.renewals.Add(&r.entry, s.cfg.clockNow().Add(retryIn), r)
+			s.ic.renewals.Add(&r.entry, s.cfg.clockReading()+retryIn, r)
 		}
 	case r.stopped:
 		// fn returned while the renewal was under way: it was not cut

@@ -76,7 +76,7 @@ func (s *heldClaim) unavailable(op string, err error) error {
 // caller's, never the call's detached one: a call's first look
 // (beginIdem) keeps s on the stack.
 func (s *heldClaim) claim() (idempotency.Claim, error) {
-	s.looked = s.cfg.clockNow()
+	s.looked = s.cfg.clockReading()
 	ctx, cancel := s.ctx, noCancel
 	if !s.ic.nonBlocking {
 		ctx, cancel = s.cfg.withTimeout(ctx, s.ic.storeTimeout)
@@ -104,7 +104,7 @@ func (s *heldClaim) renew() error {
 
 // renewIn renews the claim with ctx, which bounds the store call.
 func (s *heldClaim) renewIn(ctx context.Context) error {
-	at := s.cfg.clockNow()
+	at := s.cfg.clockReading()
 	err := s.ic.store.Renew(ctx, s.key, s.token, s.ic.lease)
 	if err == nil {
 		s.held = at
@@ -136,8 +136,8 @@ const (
 // way: it is not released, so that no other caller runs the work before
 // the lease ends.
 func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
-	start := s.cfg.clockNow()
-	if !s.ic.nonBlocking || !start.Before(minTime(start.Add(s.ic.lease), s.leaseEnd())) {
+	start := s.cfg.clockReading()
+	if !s.ic.nonBlocking || start >= min(start+s.ic.lease, s.leaseEnd()) {
 		return s.completeRetrying(rec, start, nil)
 	}
 	// The first try, as completeRetrying makes it, without its timers:
@@ -155,12 +155,12 @@ func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
 
 // completeRetrying is complete from start, the clock's reading when it
 // began; failed is the error of a first try already made, or nil.
-func (s *heldClaim) completeRetrying(rec idempotency.StoredOutcome, start time.Time, failed error) error {
+func (s *heldClaim) completeRetrying(rec idempotency.StoredOutcome, start time.Duration, failed error) error {
 	retention := s.ic.retention
 	lease := s.ic.lease
 	detached := s.detached()
-	end := start.Add(lease)
-	bound := func() time.Time { return minTime(end, s.leaseEnd()) }
+	end := start + lease
+	bound := func() time.Duration { return min(end, s.leaseEnd()) }
 	var timer clocks.Timer
 	defer timer.Stop(s.cfg.clock)
 	waits := recordWaits{cfg: s.cfg, timer: &timer}
@@ -171,7 +171,7 @@ func (s *heldClaim) completeRetrying(rec idempotency.StoredOutcome, start time.T
 		if failed != nil {
 			err, failed = failed, nil
 		} else {
-			if !s.cfg.clockNow().Before(bound()) {
+			if s.cfg.clockReading() >= bound() {
 				break
 			}
 			ctx, cancel := s.storeCtxUntil(detached, bound())
@@ -220,13 +220,6 @@ func (s *heldClaim) completeRetrying(rec idempotency.StoredOutcome, start time.T
 	return s.notRecorded(lastErr)
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 // recordedEarlier looks the key up after a lost lease, when an earlier try
 // to record may have been stored after all. While the claim's lease still
 // runs (before bound) no other caller can have completed the key, so a
@@ -234,11 +227,11 @@ func minTime(a, b time.Time) time.Time {
 // lookup that fails is retried with backoff until bound, like the record
 // itself. A key the store lost altogether is claimed again (s.token is then
 // the new claim) so the outcome can still be recorded.
-func (s *heldClaim) recordedEarlier(parent context.Context, bound time.Time, timer *clocks.Timer) bool {
+func (s *heldClaim) recordedEarlier(parent context.Context, bound time.Duration, timer *clocks.Timer) bool {
 	s.token = ""
 	waits := recordWaits{cfg: s.cfg, timer: timer}
-	for s.cfg.clockNow().Before(bound) {
-		at := s.cfg.clockNow()
+	for s.cfg.clockReading() < bound {
+		at := s.cfg.clockReading()
 		ctx, cancel := s.storeCtxUntil(parent, bound)
 		cl, err := s.ic.store.Claim(ctx, s.key, s.fp, s.ic.lease)
 		cancel()
@@ -271,9 +264,9 @@ type recordWaits struct {
 
 // wait waits the next wait and reports true, or false, waiting nothing,
 // when it would not end before bound.
-func (w *recordWaits) wait(bound time.Time) bool {
+func (w *recordWaits) wait(bound time.Duration) bool {
 	d := max(w.next, minRecordBackoff)
-	if !w.cfg.clockNow().Add(d).Before(bound) {
+	if w.cfg.clockReading()+d >= bound {
 		return false
 	}
 	sleepDetached(w.cfg, w.timer, d)

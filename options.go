@@ -312,7 +312,7 @@ func (cfg *config) derive() error {
 	b, ok := cfg.backoff.(constant)
 	cfg.zeroWaits = ok && b.d == 0
 	if cfg.idem != nil {
-		cfg.idem = cfg.idem.forRetrier(cfg.clock) // before hedged: Hedge's calls share it
+		cfg.idem = cfg.idem.forRetrier(cfg.clock, cfg.clockBase) // before hedged: Hedge's calls share it
 	}
 	cfg.hedged = nil
 	if cfg.hedge != nil {

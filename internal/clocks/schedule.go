@@ -9,29 +9,33 @@ import (
 
 // Schedule runs each of many entries' Runners at the entry's time, on
 // one timer of a clock armed for the earliest: the timer is made at the
-// first entry scheduled, reset for the earliest after each change, and
-// stopped whenever no entry is scheduled. It starts no goroutine of its
-// own: the clock's timer runs the entries due, the first on the timer's
-// goroutine and each other on a goroutine of its own, so that a slow one
-// delays no other; none runs under the Schedule's lock. The zero Schedule
-// runs on the real clock; it must not be copied after first use.
+// first entry scheduled and reset only for an entry due before it fires.
+// Removing entries leaves it armed: when it fires with none due, it arms
+// for the earliest left or, with none, stays idle, so an entry added and
+// removed before the timer's time costs no timer call. It starts no
+// goroutine of its own: the clock's timer runs the entries due, the first
+// on the timer's goroutine and each other on a goroutine of its own, so
+// that a slow one delays no other; none runs under the Schedule's lock.
+// Times are readings of the clock, spans from a fixed point (Init); the
+// zero Schedule runs on the real clock. It must not be copied after first use.
 type Schedule struct {
-	clk clock.Clock // nil: the real clock
+	clk  clock.Clock // nil: the real clock
+	base time.Time   // clk's reading 0
 
 	mu      sync.Mutex
 	heap    []*Entry // the scheduled entries, a binary heap on at
 	timer   FuncTimer
-	made    bool      // timer exists
-	armed   bool      // timer is armed, for armedAt
-	armedAt time.Time // when the timer fires, while armed
+	made    bool          // timer exists
+	armed   bool          // timer is armed, for armedAt
+	armedAt time.Duration // when the timer fires, while armed
 }
 
 // Entry is one scheduled function: the zero Entry is not scheduled, and
 // an Entry is scheduled at most once at a time. It must not be copied
 // after first use.
 type Entry struct {
-	at      time.Time // guarded by the Schedule's mu
-	idx     int       // place in heap, plus 1; 0: not scheduled
+	at      time.Duration // guarded by the Schedule's mu
+	idx     int           // place in heap, plus 1; 0: not scheduled
 	run     Runner
 	running sync.WaitGroup // a run under way
 }
@@ -39,20 +43,26 @@ type Entry struct {
 // Runner is what an Entry runs when it is due.
 type Runner interface{ RunScheduled() }
 
-// Init sets s's clock, before its first use.
-func (s *Schedule) Init(clk clock.Clock) { s.clk = clk }
+// Epoch is the real clock's reading 0: set once, at start-up.
+var Epoch = time.Now()
 
-// now reads s's clock.
-func (s *Schedule) now() time.Time {
-	if s.clk == nil {
-		return time.Now()
-	}
-	return s.clk.Now()
+// Init sets s's clock before its first use: clk, whose readings are spans
+// since base (nil: the real clock, read since Epoch).
+func (s *Schedule) Init(clk clock.Clock, base time.Time) {
+	s.clk, s.base = clk, base
 }
 
-// Add schedules e to run r at at (at once if at has passed), taking
-// it out of the schedule first if it is in it.
-func (s *Schedule) Add(e *Entry, at time.Time, r Runner) {
+// now reads s's clock.
+func (s *Schedule) now() time.Duration {
+	if s.clk == nil {
+		return time.Since(Epoch) // the monotonic clock only
+	}
+	return s.clk.Now().Sub(s.base)
+}
+
+// Add schedules e to run r at at, a reading of s's clock (at once if at
+// has passed), taking it out of the schedule first if it is in it.
+func (s *Schedule) Add(e *Entry, at time.Duration, r Runner) {
 	s.mu.Lock()
 	if e.idx != 0 {
 		s.remove(e)
@@ -61,7 +71,7 @@ func (s *Schedule) Add(e *Entry, at time.Time, r Runner) {
 	e.idx = len(s.heap) + 1
 	s.heap = append(s.heap, e)
 	s.up(e.idx - 1)
-	if !s.armed || at.Before(s.armedAt) {
+	if !s.armed || at < s.armedAt {
 		s.arm()
 	}
 	s.mu.Unlock()
@@ -69,14 +79,11 @@ func (s *Schedule) Add(e *Entry, at time.Time, r Runner) {
 
 // Remove takes e out of the schedule: once it returns, e's Runner is
 // not run until e is added again; a run already begun may still be under
-// way (Wait waits for it).
+// way (Wait waits for it). The timer stays as it is (see Schedule).
 func (s *Schedule) Remove(e *Entry) {
 	s.mu.Lock()
 	if e.idx != 0 {
 		s.remove(e)
-		if len(s.heap) == 0 {
-			s.arm() // stops the timer
-		}
 	}
 	s.mu.Unlock()
 }
@@ -96,7 +103,7 @@ func (s *Schedule) arm() {
 		return
 	}
 	at := s.heap[0].at
-	d := max(s.clockUntil(at), 0)
+	d := max(at-s.now(), 0)
 	if s.made {
 		s.timer.Reset(d)
 	} else {
@@ -105,20 +112,13 @@ func (s *Schedule) arm() {
 	s.armed, s.armedAt = true, at
 }
 
-func (s *Schedule) clockUntil(t time.Time) time.Duration {
-	if s.clk == nil {
-		return time.Until(t)
-	}
-	return t.Sub(s.clk.Now())
-}
-
 // fire runs the entries due, on the timer's goroutine.
 func (s *Schedule) fire() {
 	s.mu.Lock()
 	now := s.now()
 	var first *Entry
 	var more []*Entry
-	for len(s.heap) > 0 && !s.heap[0].at.After(now) {
+	for len(s.heap) > 0 && s.heap[0].at <= now {
 		e := s.heap[0]
 		s.remove(e)
 		e.running.Add(1)
@@ -169,7 +169,7 @@ func (s *Schedule) swap(i, j int) {
 func (s *Schedule) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !s.heap[i].at.Before(s.heap[p].at) {
+		if s.heap[i].at >= s.heap[p].at {
 			return
 		}
 		s.swap(i, p)
@@ -184,10 +184,10 @@ func (s *Schedule) down(i int) {
 		if c >= n {
 			return
 		}
-		if c+1 < n && s.heap[c+1].at.Before(s.heap[c].at) {
+		if c+1 < n && s.heap[c+1].at < s.heap[c].at {
 			c++
 		}
-		if !s.heap[c].at.Before(s.heap[i].at) {
+		if s.heap[c].at >= s.heap[i].at {
 			return
 		}
 		s.swap(i, c)

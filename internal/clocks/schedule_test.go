@@ -37,9 +37,9 @@ func TestSchedule_runsEachEntryAtItsTimeOnOneTimer(t *testing.T) {
 		var s Schedule
 		l := &log{start: time.Now()}
 		var a, b, c Entry
-		s.Add(&a, l.start.Add(3*time.Second), l.entry("a"))
-		s.Add(&b, l.start.Add(1*time.Second), l.entry("b"))
-		s.Add(&c, l.start.Add(2*time.Second), l.entry("c"))
+		s.Add(&a, s.now()+3*time.Second, l.entry("a"))
+		s.Add(&b, s.now()+1*time.Second, l.entry("b"))
+		s.Add(&c, s.now()+2*time.Second, l.entry("c"))
 		first := s.timer
 		s.Remove(&c)
 		time.Sleep(5 * time.Second)
@@ -65,8 +65,8 @@ func TestSchedule_entriesDueTogetherRunApart(t *testing.T) {
 		release := make(chan struct{})
 		var a, b Entry
 		var ranB time.Duration
-		s.Add(&a, start.Add(time.Second), runFunc(func() { <-release }))
-		s.Add(&b, start.Add(time.Second), runFunc(func() { ranB = time.Since(start) }))
+		s.Add(&a, s.now()+time.Second, runFunc(func() { <-release }))
+		s.Add(&b, s.now()+time.Second, runFunc(func() { ranB = time.Since(start) }))
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		close(release)
@@ -78,24 +78,30 @@ func TestSchedule_entriesDueTogetherRunApart(t *testing.T) {
 	})
 }
 
-func TestSchedule_removedEntryDoesNotRunAndTheTimerStops(t *testing.T) {
+// A removed entry does not run; the timer, left armed, fires once with
+// nothing due and is then idle.
+func TestSchedule_removedEntryDoesNotRunAndTheTimerGoesIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var s Schedule
 		l := &log{start: time.Now()}
 		var e Entry
-		s.Add(&e, l.start.Add(time.Second), l.entry("e"))
+		s.Add(&e, s.now()+time.Second, l.entry("e"))
 		s.Remove(&e)
-		if s.armed {
-			t.Fatal("the timer is armed with nothing scheduled")
-		}
 		time.Sleep(time.Minute)
+		synctest.Wait()
 		e.Wait()
 		if got := l.got(); len(got) != 0 {
 			t.Fatalf("a removed entry ran: %v", got)
 		}
+		s.mu.Lock()
+		armed := s.armed
+		s.mu.Unlock()
+		if armed {
+			t.Fatal("the timer is armed with nothing scheduled after it fired")
+		}
 		// Added again, it runs; added twice, once, at its second time.
-		s.Add(&e, time.Now().Add(time.Second), l.entry("e"))
-		s.Add(&e, time.Now().Add(2*time.Second), l.entry("e"))
+		s.Add(&e, s.now()+time.Second, l.entry("e"))
+		s.Add(&e, s.now()+2*time.Second, l.entry("e"))
 		time.Sleep(time.Minute)
 		e.Wait()
 		if got := l.got(); len(got) != 1 || got[0] != "e@1m2s" {
@@ -108,14 +114,13 @@ func TestSchedule_removedEntryDoesNotRunAndTheTimerStops(t *testing.T) {
 func TestSchedule_heapOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var s Schedule
-		start := time.Now()
 		const n = 50
 		var mu sync.Mutex
 		var order []int
 		entries := make([]Entry, n)
 		for i := range n {
 			k := (i * 37) % n // a permutation of 0..n-1
-			s.Add(&entries[k], start.Add(time.Duration(k+1)*time.Second), runFunc(func() {
+			s.Add(&entries[k], s.now()+time.Duration(k+1)*time.Second, runFunc(func() {
 				mu.Lock()
 				order = append(order, k)
 				mu.Unlock()
@@ -138,5 +143,31 @@ func TestSchedule_heapOrder(t *testing.T) {
 		if want := n - (n+6)/7; len(order) != want {
 			t.Fatalf("%d ran, want %d", len(order), want)
 		}
+	})
+}
+
+// An entry added and removed while the timer is armed for an earlier time
+// costs no timer call: the timer keeps its time. One due before it moves it.
+func TestSchedule_addAndRemoveLeaveAnEarlierTimerAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s Schedule
+		var first, e Entry
+		s.Add(&first, s.now()+time.Second, runFunc(func() {}))
+		s.Remove(&first)
+		armedAt := s.armedAt
+		for range 3 {
+			s.Add(&e, s.now()+2*time.Second, runFunc(func() {}))
+			s.Remove(&e)
+			if !s.armed || s.armedAt != armedAt {
+				t.Fatalf("armed %v at %v, want still armed at %v", s.armed, s.armedAt, armedAt)
+			}
+		}
+		s.Add(&e, s.now()+time.Second/2, runFunc(func() {}))
+		if s.armedAt != s.now()+time.Second/2 {
+			t.Fatalf("armed at %v for an entry due at %v", s.armedAt, s.now()+time.Second/2)
+		}
+		s.Remove(&e)
+		time.Sleep(time.Minute)
+		synctest.Wait()
 	})
 }
