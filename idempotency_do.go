@@ -39,9 +39,10 @@ type idemCall[T any] struct {
 	heldClaim // the call's key, the claim it holds and the store calls that keep it
 
 	state    idemState
-	renewing bool     // keep's renewer keeps the claim: fn runs
-	value    T        // fn's value in state ranAhead
-	keep     *keeping // made by the first attempt that holds the claim
+	renewing bool    // keep's renewer keeps the claim: fn runs
+	value    T       // fn's value in state ranAhead
+	keep     keeping // in the call, so that holding the claim allocates nothing more
+	kept     bool    // keep.ctx1 is an attempt's: later ones make their own
 }
 
 // idemKeyFor returns the call's key and its payload's fingerprint; a bad
@@ -95,8 +96,8 @@ func (s *idemCall[T]) fnContext(_ *call, _ *attemptState, ctx context.Context) c
 		return context.WithValue(ctx, heldKeyType{}, keyHolder(s)) // fail-open: nothing to keep
 	}
 	var hc *heldCtx
-	if s.keep == nil {
-		s.keep = new(keeping)
+	if !s.kept {
+		s.kept = true
 		hc = &s.keep.ctx1
 	} else {
 		hc = new(heldCtx) // fn may keep the first one: it stays as it was

@@ -83,8 +83,7 @@ func (c *heldCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// keeping is what an idempotent call needs while fn runs under its claim,
-// made by its first attempt that holds one: a replay does without.
+// keeping is what an idempotent call needs while fn runs under its claim.
 type keeping struct {
 	renewal renewer
 	ctx1    heldCtx // the first attempt's fn context; later ones make their own
