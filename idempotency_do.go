@@ -78,7 +78,6 @@ func beginIdem[T any](c *call, h **idemCall[T]) (v T, err error, act action) {
 		}
 	}
 	s := &idemCall[T]{heldClaim: look, state: finished}
-	s.dctx.parent = s.ctx
 	*h = s
 	return s.firstLook(c, cl, err)
 }

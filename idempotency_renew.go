@@ -23,12 +23,11 @@ type heldClaim struct {
 	held   time.Duration // clock reading when the claim was last taken or renewed, before the store call
 	looked time.Duration // clock reading when the last Claim was sent
 	stale  bool          // fail-open: the last Renew failed, so held says nothing of the lease
-	dctx   detachedCtx   // ctx without its cancellation: see detached
 }
 
 // detached returns the call's context without its cancellation, for the
 // store calls that must outlast a caller who gave up.
-func (s *heldClaim) detached() context.Context { return &s.dctx }
+func (s *heldClaim) detached() context.Context { return (*detachedCtx)(s) }
 
 // leaseEnd is when the claim may stop being held, as Do counts it: one
 // lease after it was last taken or renewed, less a tenth of the lease left
@@ -54,9 +53,10 @@ func (s *heldClaim) storeCtxUntil(parent context.Context, until time.Duration) (
 func noCancel() {}
 
 // detachedCtx is the call's context without its cancellation, as
-// context.WithoutCancel makes it, kept in the call so that each store call
-// detached from the caller's cancellation costs no allocation.
-type detachedCtx struct{ parent context.Context }
+// context.WithoutCancel makes it: the call itself under another type, so
+// that each store call detached from the caller's cancellation costs no
+// allocation, and the call no room.
+type detachedCtx heldClaim
 
 func (*detachedCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (*detachedCtx) Done() <-chan struct{}       { return nil }
@@ -64,7 +64,7 @@ func (*detachedCtx) Err() error                  { return nil }
 
 // Value is context.WithoutCancel's: the parent's values, but not its
 // cancellation's (context.Cause).
-func (c *detachedCtx) Value(key any) any { return context.WithoutCancel(c.parent).Value(key) }
+func (c *detachedCtx) Value(key any) any { return context.WithoutCancel(c.ctx).Value(key) }
 
 func (c *detachedCtx) String() string { return "retry.detached" }
 
