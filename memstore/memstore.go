@@ -116,20 +116,18 @@ func (*Store) NeverBlocks() {}
 // is the store's own copy, shared by every Claim that returns it: read it,
 // never modify it.
 func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
-	if err := m.unusable(); err != nil {
+	now, err := m.start(ctx, key, lease)
+	if err != nil {
 		return idempotency.Claim{}, err
 	}
-	if err := checkStoreArgs(ctx, key, lease); err != nil {
-		return idempotency.Claim{}, err
-	}
-	now := m.clock.Now()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if e, ok := m.entries[key]; ok && now.Before(e.expires) {
-		if e.token != "" {
-			return idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: e.fingerprint}, nil
+		cl := idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: e.fingerprint}
+		if e.token == "" {
+			cl.Status, cl.Outcome = idempotency.ClaimCompleted, e.rec
 		}
-		return idempotency.Claim{Status: idempotency.ClaimCompleted, Fingerprint: e.fingerprint, Outcome: e.rec}, nil
+		m.mu.Unlock()
+		return cl, nil
 	}
 	if len(m.entries) >= m.sweepAt {
 		m.sweep(now)
@@ -137,44 +135,58 @@ func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 	m.tokens++
 	token := strconv.FormatUint(m.tokens, 10)
 	m.entries[key] = memEntry{fingerprint: fingerprint, token: token, expires: now.Add(lease)}
+	m.mu.Unlock()
 	return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: token}, nil
+}
+
+// start checks a method's arguments and reads the clock.
+func (m *Store) start(ctx context.Context, key string, d time.Duration) (time.Time, error) {
+	if err := m.unusable(); err != nil {
+		return time.Time{}, err
+	}
+	if err := checkStoreArgs(ctx, key, d); err != nil {
+		return time.Time{}, err
+	}
+	return m.clock.Now(), nil
 }
 
 // Renew implements [idempotency.Store]. An expired lease is honoured
 // until another Claim takes the key or a sweep drops it; then Renew
 // returns ErrLeaseLost, as the contract allows.
 func (m *Store) Renew(ctx context.Context, key, token string, lease time.Duration) error {
-	return m.update(ctx, key, token, lease, func(e memEntry, until time.Time) memEntry {
-		e.expires = until
-		return e
-	})
+	now, err := m.start(ctx, key, lease)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	e, ok := m.heldBy(key, token)
+	if ok {
+		e.expires = now.Add(lease)
+		m.entries[key] = e
+	}
+	m.mu.Unlock()
+	if !ok {
+		return idempotency.ErrLeaseLost
+	}
+	return nil
 }
 
 // Complete implements [idempotency.Store]. It keeps a copy of rec.Value.
 func (m *Store) Complete(ctx context.Context, key, token string, rec idempotency.StoredOutcome, retention time.Duration) error {
-	rec = copyOutcome(rec)
-	return m.update(ctx, key, token, retention, func(e memEntry, until time.Time) memEntry {
-		return memEntry{fingerprint: e.fingerprint, expires: until, rec: rec}
-	})
-}
-
-// update replaces the entry that token holds with f(entry, now+d), or
-// returns idempotency.ErrLeaseLost.
-func (m *Store) update(ctx context.Context, key, token string, d time.Duration, f func(memEntry, time.Time) memEntry) error {
-	if err := m.unusable(); err != nil {
+	now, err := m.start(ctx, key, retention)
+	if err != nil {
 		return err
 	}
-	if err := checkStoreArgs(ctx, key, d); err != nil {
-		return err
-	}
-	now := m.clock.Now()
+	rec = copyOutcome(rec) // outside the lock
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	e, ok := m.heldBy(key, token)
+	if ok {
+		m.entries[key] = memEntry{fingerprint: e.fingerprint, expires: now.Add(retention), rec: rec}
+	}
+	m.mu.Unlock()
 	if !ok {
 		return idempotency.ErrLeaseLost
 	}
-	m.entries[key] = f(e, now.Add(d))
 	return nil
 }
 
@@ -187,10 +199,10 @@ func (m *Store) Release(ctx context.Context, key, token string) error {
 		return err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if _, ok := m.heldBy(key, token); ok {
 		delete(m.entries, key)
 	}
+	m.mu.Unlock()
 	return nil
 }
 
