@@ -17,6 +17,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -36,6 +37,10 @@ import (
 type Store struct {
 	clock clock.Clock // nil when the store is unusable; err says why
 	err   error       // why the store is unusable, set by New
+	// realTime is set when the store measures real time itself: the
+	// monotonic clock only, since base (time.Since reads no wall clock).
+	realTime bool
+	base     time.Time // the clock's reading at New: the timeline's zero
 
 	mu      sync.Mutex // guards the fields below
 	entries map[string]memEntry
@@ -49,7 +54,7 @@ type Store struct {
 type memEntry struct {
 	fingerprint string
 	token       string
-	expires     time.Time
+	expires     int64 // nanoseconds on the store's timeline (see Store.now)
 	rec         idempotency.StoredOutcome
 }
 
@@ -59,7 +64,10 @@ type Options struct {
 	// Clock measures leases and retention (a *clock.Mock in tests).
 	// Default (nil): real time. A nil pointer in the interface, such as
 	// (*clock.Mock)(nil), makes every Claim, Renew, Complete and Release
-	// return an error naming Options.Clock.
+	// return an error naming Options.Clock. The store counts time from
+	// the clock's reading at New, in an int64 of nanoseconds: a clock
+	// moved more than 292 years from it makes Claim, Renew and Complete
+	// return an error matching retry.ErrInvalidOption.
 	Clock clock.Clock
 }
 
@@ -81,10 +89,13 @@ func New(opts *Options) *Store {
 	switch {
 	case m.clock == nil:
 		m.clock = clock.New()
+		m.realTime = true
 	case isnil.Is(m.clock):
 		m.err = fmt.Errorf("%w: memstore: Options.Clock (%T)(nil) is a nil pointer, which cannot tell the time (leave Clock nil for real time)", retry.ErrInvalidOption, m.clock)
 		m.clock = nil
+		return m
 	}
+	m.base = m.clock.Now()
 	return m
 }
 
@@ -93,6 +104,10 @@ var _ idempotency.NonBlocking = (*Store)(nil)
 
 // errZeroStore is what a zero Store's methods return.
 var errZeroStore = fmt.Errorf("%w: memstore: a Store must be made with New", retry.ErrInvalidOption)
+
+// errClockRange is what a method returns when Options.Clock has moved
+// out of the range of the store's timeline.
+var errClockRange = fmt.Errorf("%w: memstore: Options.Clock reads a time more than 292 years away from its reading at New", retry.ErrInvalidOption)
 
 // unusable returns why m cannot work, or nil: one nil check for a store
 // made by New with valid options.
@@ -104,6 +119,29 @@ func (m *Store) unusable() error {
 		return m.err
 	}
 	return errZeroStore
+}
+
+// now returns the time on the store's timeline, nanoseconds since its
+// clock's reading at New: an int64 is cheaper to add and compare than a
+// time.Time. With real time it reads only the monotonic clock, which is
+// what time.Time's comparisons use.
+func (m *Store) now() (int64, error) {
+	if m.realTime {
+		return int64(time.Since(m.base)), nil
+	}
+	d := m.clock.Now().Sub(m.base)
+	if d == math.MaxInt64 || d == math.MinInt64 { // Sub saturated
+		return 0, errClockRange
+	}
+	return int64(d), nil
+}
+
+// after returns now+d for d > 0; a lease too long to count never ends.
+func after(now int64, d time.Duration) int64 {
+	if t := now + int64(d); t > now {
+		return t
+	}
+	return math.MaxInt64
 }
 
 // NeverBlocks implements [idempotency.NonBlocking]: every method returns
@@ -121,7 +159,7 @@ func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 		return idempotency.Claim{}, err
 	}
 	m.mu.Lock()
-	if e, ok := m.entries[key]; ok && now.Before(e.expires) {
+	if e, ok := m.entries[key]; ok && now < e.expires {
 		cl := idempotency.Claim{Status: idempotency.ClaimHeld, Fingerprint: e.fingerprint}
 		if e.token == "" {
 			cl.Status, cl.Outcome = idempotency.ClaimCompleted, e.rec
@@ -134,20 +172,21 @@ func (m *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 	}
 	m.tokens++
 	token := strconv.FormatUint(m.tokens, 10)
-	m.entries[key] = memEntry{fingerprint: fingerprint, token: token, expires: now.Add(lease)}
+	m.entries[key] = memEntry{fingerprint: fingerprint, token: token, expires: after(now, lease)}
 	m.mu.Unlock()
 	return idempotency.Claim{Status: idempotency.ClaimAcquired, Token: token}, nil
 }
 
-// start checks a method's arguments and reads the clock.
-func (m *Store) start(ctx context.Context, key string, d time.Duration) (time.Time, error) {
+// start checks a method's arguments and returns the time on the store's
+// timeline.
+func (m *Store) start(ctx context.Context, key string, d time.Duration) (int64, error) {
 	if err := m.unusable(); err != nil {
-		return time.Time{}, err
+		return 0, err
 	}
 	if err := checkStoreArgs(ctx, key, d); err != nil {
-		return time.Time{}, err
+		return 0, err
 	}
-	return m.clock.Now(), nil
+	return m.now()
 }
 
 // Renew implements [idempotency.Store]. An expired lease is honoured
@@ -161,7 +200,7 @@ func (m *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 	m.mu.Lock()
 	e, ok := m.heldBy(key, token)
 	if ok {
-		e.expires = now.Add(lease)
+		e.expires = after(now, lease)
 		m.entries[key] = e
 	}
 	m.mu.Unlock()
@@ -181,7 +220,7 @@ func (m *Store) Complete(ctx context.Context, key, token string, rec idempotency
 	m.mu.Lock()
 	e, ok := m.heldBy(key, token)
 	if ok {
-		m.entries[key] = memEntry{fingerprint: e.fingerprint, expires: now.Add(retention), rec: rec}
+		m.entries[key] = memEntry{fingerprint: e.fingerprint, expires: after(now, retention), rec: rec}
 	}
 	m.mu.Unlock()
 	if !ok {
@@ -226,10 +265,10 @@ func (m *Store) Len() int {
 // deleting keys frees no memory in a Go map. The copy costs O(what is
 // left), less than the sweep's own O(peak) pass, so Claim stays O(1) on
 // average. m.mu must be held.
-func (m *Store) sweep(now time.Time) {
+func (m *Store) sweep(now int64) {
 	m.peak = max(m.peak, len(m.entries))
 	for k, e := range m.entries {
-		if !now.Before(e.expires) {
+		if now >= e.expires {
 			delete(m.entries, k)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strconv"
 	"sync"
@@ -372,4 +373,42 @@ func TestUnknownOutcome(t *testing.T) {
 		Run:   func(t *testing.T, f func(*testing.T)) { synctest.Test(t, f) },
 		Lease: time.Second,
 	})
+}
+
+// TestStoreClockOutOfRange: the store counts time in an int64 of
+// nanoseconds from its clock's reading at New; a clock moved further than
+// that range makes it fail closed instead of expiring every key at once.
+func TestStoreClockOutOfRange(t *testing.T) {
+	mock := clock.NewMock()
+	s := memstore.New(&memstore.Options{Clock: mock})
+	ctx := context.Background()
+	cl, err := s.Claim(ctx, "k", "fp", time.Minute)
+	require.NoError(t, err)
+	mock.Set(mock.Now().AddDate(300, 0, 0))
+	_, err = s.Claim(ctx, "k2", "fp", time.Minute)
+	require.ErrorIs(t, err, retry.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "memstore: Options.Clock reads a time more than 292 years away")
+	require.ErrorIs(t, s.Complete(ctx, "k", cl.Token, idempotency.StoredOutcome{}, time.Minute), retry.ErrInvalidOption)
+	require.ErrorIs(t, s.Renew(ctx, "k", cl.Token, time.Minute), retry.ErrInvalidOption)
+}
+
+// TestStoreLongestLease: a lease or retention too long to add to the
+// clock never ends, rather than wrapping round to the past.
+func TestStoreLongestLease(t *testing.T) {
+	mock := clock.NewMock()
+	s := memstore.New(&memstore.Options{Clock: mock})
+	ctx := context.Background()
+	mock.Add(time.Hour)
+	cl, err := s.Claim(ctx, "k", "fp", math.MaxInt64)
+	require.NoError(t, err)
+	require.Equal(t, idempotency.ClaimAcquired, cl.Status)
+	mock.Add(100 * 365 * 24 * time.Hour)
+	got, err := s.Claim(ctx, "k", "fp", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.ClaimHeld, got.Status)
+	require.NoError(t, s.Complete(ctx, "k", cl.Token, idempotency.StoredOutcome{}, math.MaxInt64))
+	mock.Add(100 * 365 * 24 * time.Hour)
+	got, err = s.Claim(ctx, "k", "fp", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.ClaimCompleted, got.Status)
 }
