@@ -249,10 +249,10 @@
 // once to pay it once.
 //
 // Two features need more. [WithIdempotency] keeps the call's state and
-// the store's work on the heap: with memstore, 6 or 7 allocations for a
+// the store's work on the heap: with memstore, 6 allocations for a
 // first-time key, 2 (the decoded value's) for a replayed success, and no
 // timer per store call; the lease renewals of a Retrier's calls share one
-// timer.
+// timer, which a call that ends within a third of a lease leaves alone.
 // [WithAttemptTimeout] costs each attempt a context and its timer, from
 // context.WithTimeout or the injected clock's WithTimeout, which may start
 // a goroutine that ends with the attempt (the standard library does for a

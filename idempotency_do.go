@@ -134,7 +134,7 @@ func (s *idemCall[T]) leaseCovers() bool {
 	if at <= 0 {
 		return s.cfg.clockReading() < s.leaseEnd() // a pause may have held the call past it
 	}
-	return s.held+s.ic.lease-s.cfg.clockReading() >= at
+	return later(s.held, s.ic.lease) >= later(s.cfg.clockReading(), at)
 }
 
 // begin claims the key, waiting for another holder's outcome unless told

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -289,5 +290,33 @@ func TestIdempotentCallsOfOneRetrierShareTheRenewals(t *testing.T) {
 		assert.Equal(t, int32(4+9+14), store.renews.Load())
 		time.Sleep(time.Minute)
 		assert.Equal(t, int32(4+9+14), store.renews.Load(), "renewed after the calls")
+	})
+}
+
+// A lease and a retention of math.MaxInt64 ("forever", which
+// IdempotencyOptions allows) never end: not on the real clock, and not in
+// a synctest bubble, whose readings are far below 0. Adding such a lease
+// to a reading must saturate, or the lease ends before it began and the
+// outcome is not recorded.
+func TestIdempotentForeverLeaseNeverEnds(t *testing.T) {
+	const forever = time.Duration(math.MaxInt64)
+	run := func(t *testing.T, hold time.Duration) {
+		store := &countingStore{Store: memstore.New(nil)}
+		r, err := retry.New(retry.WithIdempotency(store, &retry.IdempotencyOptions{Key: "k", Lease: forever, Retention: forever}))
+		require.NoError(t, err)
+		runs := 0
+		for range 2 {
+			require.NoError(t, r.Do(context.Background(), func(ctx context.Context) error {
+				runs++
+				time.Sleep(hold)
+				return ctx.Err()
+			}))
+		}
+		assert.Equal(t, 1, runs, "the second call replays the first's success")
+		assert.Zero(t, store.renews.Load(), "a lease of centuries is renewed a third of it later")
+	}
+	t.Run("real clock", func(t *testing.T) { run(t, 0) })
+	t.Run("synctest", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { run(t, time.Hour) })
 	})
 }

@@ -1,6 +1,7 @@
 package clocks
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -102,8 +103,14 @@ func (s *Schedule) arm() {
 		s.armed = false
 		return
 	}
-	at := s.heap[0].at
-	d := max(at-s.now(), 0)
+	at, now := s.heap[0].at, s.now()
+	d := time.Duration(0)
+	if at > now {
+		d = at - now
+		if d < 0 { // overflowed: an entry due in centuries
+			d = math.MaxInt64
+		}
+	}
 	if s.made {
 		s.timer.Reset(d)
 	} else {
