@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/steadfast-go/retry/internal/clocks"
@@ -24,19 +23,6 @@ func (cfg *config) clockReading() time.Duration {
 		return time.Since(clocks.Epoch)
 	}
 	return cfg.clock.Now().Sub(cfg.clockBase)
-}
-
-// later returns reading t moved on by d, saturating: a lease of
-// math.MaxInt64 (IdempotencyOptions allows it) never ends, and readings in
-// a synctest bubble, whose clock starts in 2000, are far below 0.
-func later(t, d time.Duration) time.Duration {
-	if s := t + d; (s > t) == (d > 0) {
-		return s
-	}
-	if d > 0 {
-		return math.MaxInt64
-	}
-	return math.MinInt64
 }
 
 // wallNow is the call's clock for timestamps that people read.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/steadfast-go/retry/idempotency"
+	"github.com/steadfast-go/retry/internal/clocks"
 )
 
 // minHolderPoll keeps a waiting caller from spinning on the store when
@@ -134,7 +135,7 @@ func (s *idemCall[T]) leaseCovers() bool {
 	if at <= 0 {
 		return s.cfg.clockReading() < s.leaseEnd() // a pause may have held the call past it
 	}
-	return later(s.held, s.ic.lease) >= later(s.cfg.clockReading(), at)
+	return clocks.Later(s.held, s.ic.lease) >= clocks.Later(s.cfg.clockReading(), at)
 }
 
 // begin claims the key, waiting for another holder's outcome unless told

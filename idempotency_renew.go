@@ -34,7 +34,7 @@ func (s *heldClaim) detached() context.Context { return (*detachedCtx)(s) }
 // for the store's clock and the network. Store calls that need the claim
 // are cut off by then.
 func (s *heldClaim) leaseEnd() time.Duration {
-	return later(s.held, s.ic.lease-s.ic.lease/10)
+	return clocks.Later(s.held, s.ic.lease-s.ic.lease/10)
 }
 
 // storeCtxUntil bounds a store call by StoreTimeout and by until. A store
@@ -42,7 +42,7 @@ func (s *heldClaim) leaseEnd() time.Duration {
 // until is still ahead: its call returns before any bound could matter, and
 // a timer per call would cost more than the call.
 func (s *heldClaim) storeCtxUntil(parent context.Context, until time.Duration) (context.Context, context.CancelFunc) {
-	d := min(s.ic.storeTimeout, max(later(until, -s.cfg.clockReading()), 0))
+	d := min(s.ic.storeTimeout, max(clocks.Later(until, -s.cfg.clockReading()), 0))
 	if s.ic.nonBlocking && d > 0 {
 		return parent, noCancel
 	}
@@ -118,7 +118,7 @@ func (s *heldClaim) keepClaim(ctx context.Context, r *renewer) context.Context {
 	r.mu.Lock()
 	r.stopped, r.cut = false, nil
 	r.mu.Unlock()
-	s.ic.renewals.Add(&r.entry, later(s.held, s.ic.lease/3), r)
+	s.ic.renewals.Add(&r.entry, clocks.Later(s.held, s.ic.lease/3), r)
 	return ctx
 }
 
@@ -143,13 +143,13 @@ func (r *renewer) renew() {
 		if !r.stopped {
 			// A third of a lease after this renewal was sent, not after
 			// its reply: a slow store must not push the next one late.
-			s.ic.renewals.Add(&r.entry, later(at, s.ic.lease/3), r)
+			s.ic.renewals.Add(&r.entry, clocks.Later(at, s.ic.lease/3), r)
 		}
 	case s.ic.failOpen:
 		s.stale = true
-	case !errors.Is(err, idempotency.ErrLeaseLost) && s.leaseEnd() > later(s.cfg.clockReading(), retryIn):
+	case !errors.Is(err, idempotency.ErrLeaseLost) && s.leaseEnd() > clocks.Later(s.cfg.clockReading(), retryIn):
 		if !r.stopped {
-			s.ic.renewals.Add(&r.entry, later(s.cfg.clockReading(), retryIn), r)
+			s.ic.renewals.Add(&r.entry, clocks.Later(s.cfg.clockReading(), retryIn), r)
 		}
 	case r.stopped:
 		// fn returned while the renewal was under way: it was not cut

@@ -137,7 +137,7 @@ const (
 // the lease ends.
 func (s *heldClaim) complete(rec idempotency.StoredOutcome) error {
 	start := s.cfg.clockReading()
-	if !s.ic.nonBlocking || start >= min(later(start, s.ic.lease), s.leaseEnd()) {
+	if !s.ic.nonBlocking || start >= min(clocks.Later(start, s.ic.lease), s.leaseEnd()) {
 		return s.completeRetrying(rec, start, nil)
 	}
 	// The first try, as completeRetrying makes it, without its timers:
@@ -159,7 +159,7 @@ func (s *heldClaim) completeRetrying(rec idempotency.StoredOutcome, start time.D
 	retention := s.ic.retention
 	lease := s.ic.lease
 	detached := s.detached()
-	end := later(start, lease)
+	end := clocks.Later(start, lease)
 	bound := func() time.Duration { return min(end, s.leaseEnd()) }
 	var timer clocks.Timer
 	defer timer.Stop(s.cfg.clock)
@@ -266,7 +266,7 @@ type recordWaits struct {
 // when it would not end before bound.
 func (w *recordWaits) wait(bound time.Duration) bool {
 	d := max(w.next, minRecordBackoff)
-	if later(w.cfg.clockReading(), d) >= bound {
+	if clocks.Later(w.cfg.clockReading(), d) >= bound {
 		return false
 	}
 	sleepDetached(w.cfg, w.timer, d)

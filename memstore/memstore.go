@@ -26,6 +26,7 @@ import (
 
 	"github.com/steadfast-go/retry"
 	"github.com/steadfast-go/retry/idempotency"
+	"github.com/steadfast-go/retry/internal/clocks"
 	"github.com/steadfast-go/retry/internal/isnil"
 )
 
@@ -136,13 +137,8 @@ func (m *Store) now() (int64, error) {
 	return int64(d), nil
 }
 
-// after returns now+d for d > 0; a lease too long to count never ends.
-func after(now int64, d time.Duration) int64 {
-	if t := now + int64(d); t > now {
-		return t
-	}
-	return math.MaxInt64
-}
+// after returns now+d, saturating: a lease too long to count never ends.
+func after(now int64, d time.Duration) int64 { return int64(clocks.Later(time.Duration(now), d)) }
 
 // NeverBlocks implements [idempotency.NonBlocking]: every method returns
 // after a map operation under the store's mutex, so retry.Do calls the

@@ -1,7 +1,6 @@
 package clocks
 
 import (
-	"math"
 	"sync"
 	"time"
 
@@ -103,14 +102,8 @@ func (s *Schedule) arm() {
 		s.armed = false
 		return
 	}
-	at, now := s.heap[0].at, s.now()
-	d := time.Duration(0)
-	if at > now {
-		d = at - now
-		if d < 0 { // overflowed: an entry due in centuries
-			d = math.MaxInt64
-		}
-	}
+	at := s.heap[0].at
+	d := max(Later(at, -s.now()), 0)
 	if s.made {
 		s.timer.Reset(d)
 	} else {
