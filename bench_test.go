@@ -58,6 +58,23 @@ func TestAllocs(t *testing.T) {
 		retry.WithMaxAttempts(5), retry.WithBackoff(retry.Constant(0)))
 	pacedFailing := &threeFailures{}
 	value := func(context.Context) (int, error) { return 1, nil }
+	// Idempotent calls on memstore, as doc.go counts them: a first-time
+	// key each run (completed with a retention of 1 ns, so that the store
+	// stays small), and the replay of one completed key.
+	idem := mustNew(t, retry.WithIdempotency(memstore.New(nil), &retry.IdempotencyOptions{Retention: time.Nanosecond}))
+	fresh := make([]context.Context, 100+1001) // AllocsPerRun's warm-up run and its 1,000
+	for i := range fresh {
+		fresh[i] = retry.ContextWithIdempotencyKey(ctx, "first-"+strconv.Itoa(i))
+	}
+	nextFresh := 100
+	for _, ctx := range fresh[:nextFresh] { // past the tokens strconv has ready-made (below 100)
+		_, err := retry.DoValueOn(ctx, idem, value)
+		require.NoError(t, err)
+	}
+	replayed := mustNew(t, retry.WithIdempotency(memstore.New(nil), nil))
+	replayCtx := retry.ContextWithIdempotencyKey(ctx, "done")
+	_, err := retry.DoValueOn(replayCtx, replayed, value)
+	require.NoError(t, err)
 	cases := []struct {
 		name       string
 		wantAllocs float64
@@ -94,6 +111,11 @@ func TestAllocs(t *testing.T) {
 		{"package_do_limits_turned_off", 0, func() {
 			sink = retry.Do(ctx, succeed, retry.WithMaxElapsed(0), retry.WithAttemptTimeout(0))
 		}},
+		{"idempotent_first_time_key", 6, func() { // the call's state, fn's context and its cancel, the token, the value and the store's copy
+			_, sink = retry.DoValueOn(fresh[nextFresh], idem, value)
+			nextFresh++
+		}},
+		{"idempotent_replay", 2, func() { _, sink = retry.DoValueOn(replayCtx, replayed, value) }}, // the decoded value's
 		{"backoff_delay", 0, func() {
 			_ = retry.Exponential(time.Millisecond, 2, time.Second).Delay(7, 0, 0.5)
 		}},
